@@ -1,0 +1,291 @@
+//! `chunkscope check`: does a datastore hold everything its indexes reference?
+//!
+//! 1. Every index (phase-1 order, then leftovers) parses, with a valid checksum, and matches
+//!    its snapshot's manifest when there is one.
+//! 2. Every referenced digest has a chunk file (missing ones are listed with an index that
+//!    needs them).
+//! 3. Every chunk directory `0000`..`ffff` exists; chunk files are counted by the phase-2 name
+//!    classes, and unreferenced ones are classified by atime against the GC cutoff.
+//! 4. With `deep`, every chunk file is read (with `O_NOATIME`) and its CRC and digest verified.
+//!
+//! Nothing here writes, and no atime changes: a check never alters what a GC will do.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use hashbrown::HashMap;
+use serde::Serialize;
+
+use crate::datastore::manifest::Manifest;
+use crate::datastore::paths::{chunk_subdir_name, ChunkName, CHUNK_DIR, CHUNK_SUBDIRS, MANIFEST_BLOB_NAME};
+use crate::datastore::snapshots::phase1_order;
+use crate::datastore::{blob, Digest, IndexFile, IndexKind};
+use crate::gen::truth::GarbageCounts;
+
+/// What to check.
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    /// Verify CRC and digest of every chunk file.
+    pub deep: bool,
+    /// GC cutoff in minutes, for classifying unreferenced chunks.
+    pub cutoff_minutes: u64,
+    /// "Now" for that classification, epoch seconds.
+    pub now: i64,
+    /// Worker threads for the chunk directory scan.
+    pub threads: usize,
+}
+
+/// A problem with a file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Problem {
+    pub path: String,
+    pub problem: String,
+}
+
+/// Everything `check` counted.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CheckReport {
+    pub store: String,
+    pub index_files: usize,
+    pub fixed_indexes: usize,
+    pub dynamic_indexes: usize,
+    /// Index files outside the namespace/group/snapshot scheme.
+    pub unexpected_indexes: usize,
+    pub references: u64,
+    pub referenced_chunks: u64,
+    pub index_data_bytes: u64,
+    pub corrupt_indexes: Vec<Problem>,
+    pub manifest_problems: Vec<Problem>,
+    /// Snapshots with indexes but no manifest (unfinished backups): a warning, not an error.
+    pub snapshots_without_manifest: usize,
+    /// Referenced chunks with no chunk file: digest and one index that needs it.
+    pub missing_chunks: Vec<Problem>,
+    pub missing_chunk_dirs: Vec<String>,
+    pub chunk_files: u64,
+    pub chunk_bytes: u64,
+    pub referenced_chunk_bytes: u64,
+    pub garbage: GarbageCounts,
+    pub bad_files: u64,
+    pub using_markers: u64,
+    /// Names the GC ignores (`*.tmp_XXXXXX` and others).
+    pub ignored_files: u64,
+    /// Chunk directories holding at least one referenced chunk.
+    pub chunk_dirs_with_referenced: u64,
+    pub deep_verified: u64,
+    pub corrupt_chunks: Vec<Problem>,
+}
+
+impl CheckReport {
+    /// True when nothing referenced is lost or corrupt.
+    pub fn ok(&self) -> bool {
+        self.corrupt_indexes.is_empty()
+            && self.manifest_problems.is_empty()
+            && self.missing_chunks.is_empty()
+            && self.missing_chunk_dirs.is_empty()
+            && self.corrupt_chunks.is_empty()
+    }
+}
+
+#[derive(Default)]
+struct ScanPart {
+    report: CheckReport,
+    found: Vec<Digest>,
+}
+
+/// Checks the datastore at `root`.
+pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
+    let chunks = root.join(CHUNK_DIR);
+    if !chunks.is_dir() {
+        bail!("{} is not a datastore: {} is missing or not a directory", root.display(), chunks.display());
+    }
+    let mut report = CheckReport { store: root.display().to_string(), ..Default::default() };
+    let order = phase1_order(root).with_context(|| format!("listing index files of {}", root.display()))?;
+    report.unexpected_indexes = order.unexpected.len();
+
+    // digest -> number of the first index that references it
+    let mut referenced: HashMap<Digest, u32> = HashMap::new();
+    let mut index_paths: Vec<&PathBuf> = Vec::new();
+    let mut manifest_cache: Option<(PathBuf, Option<Manifest>)> = None;
+    for path in order.iter() {
+        let idx = match IndexFile::open(path) {
+            Ok(idx) => idx,
+            Err(e) => {
+                report.corrupt_indexes.push(Problem { path: path.display().to_string(), problem: e.kind.to_string() });
+                continue;
+            }
+        };
+        let n = index_paths.len() as u32;
+        index_paths.push(path);
+        report.index_files += 1;
+        match idx.kind() {
+            IndexKind::Fixed => report.fixed_indexes += 1,
+            IndexKind::Dynamic => report.dynamic_indexes += 1,
+        }
+        report.references += idx.entries() as u64;
+        report.index_data_bytes += idx.index_bytes();
+        for d in idx.digests() {
+            referenced.entry(d).or_insert(n);
+        }
+        check_manifest(path, &idx, &mut manifest_cache, &mut report);
+    }
+    report.referenced_chunks = referenced.len() as u64;
+
+    // Scan the chunk directories in parallel by interleaved prefix.
+    let threads = opts.threads.max(1);
+    let parts: Vec<Result<ScanPart>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (chunks, referenced) = (&chunks, &referenced);
+                s.spawn(move || scan_chunk_dirs(chunks, referenced, opts, t, threads))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("scan thread panicked")).collect()
+    });
+    let mut found: hashbrown::HashSet<Digest> = hashbrown::HashSet::new();
+    let mut dirs = hashbrown::HashSet::new();
+    for part in parts {
+        let part = part?;
+        let r = part.report;
+        report.missing_chunk_dirs.extend(r.missing_chunk_dirs);
+        report.chunk_files += r.chunk_files;
+        report.chunk_bytes += r.chunk_bytes;
+        report.referenced_chunk_bytes += r.referenced_chunk_bytes;
+        report.garbage.chunks += r.garbage.chunks;
+        report.garbage.removable += r.garbage.removable;
+        report.garbage.pending += r.garbage.pending;
+        report.garbage.bytes += r.garbage.bytes;
+        report.bad_files += r.bad_files;
+        report.using_markers += r.using_markers;
+        report.ignored_files += r.ignored_files;
+        report.deep_verified += r.deep_verified;
+        report.corrupt_chunks.extend(r.corrupt_chunks);
+        for d in part.found {
+            dirs.insert(d.prefix());
+            found.insert(d);
+        }
+    }
+    report.missing_chunk_dirs.sort();
+    report.corrupt_chunks.sort_by(|a, b| a.path.cmp(&b.path));
+    report.chunk_dirs_with_referenced = dirs.len() as u64;
+    let mut missing: Vec<(&Digest, &u32)> = referenced.iter().filter(|(d, _)| !found.contains(*d)).collect();
+    missing.sort();
+    report.missing_chunks = missing
+        .into_iter()
+        .map(|(d, &n)| Problem {
+            path: d.to_hex(),
+            problem: format!("required by {}", index_paths[n as usize].display()),
+        })
+        .collect();
+    Ok(report)
+}
+
+fn check_manifest(
+    path: &Path,
+    idx: &IndexFile,
+    cache: &mut Option<(PathBuf, Option<Manifest>)>,
+    report: &mut CheckReport,
+) {
+    let Some(snapshot) = path.parent() else { return };
+    if cache.as_ref().is_none_or(|(p, _)| p != snapshot) {
+        let mpath = snapshot.join(MANIFEST_BLOB_NAME);
+        let manifest = match crate::fsutil::read_noatime(&mpath) {
+            Ok(raw) => match Manifest::from_blob(&raw) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    report.manifest_problems.push(Problem { path: mpath.display().to_string(), problem: e.to_string() });
+                    None
+                }
+            },
+            Err(_) => {
+                report.snapshots_without_manifest += 1;
+                None
+            }
+        };
+        *cache = Some((snapshot.to_path_buf(), manifest));
+    }
+    let Some((_, Some(manifest))) = cache else { return };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let problem = match manifest.file(name) {
+        None => Some("not listed in the snapshot's manifest".to_string()),
+        Some(f) if f.csum != hex::encode(idx.stored_csum()) => {
+            Some(format!("checksum {} differs from the manifest's {}", hex::encode(idx.stored_csum()), f.csum))
+        }
+        Some(f) if f.size != idx.index_bytes() => {
+            Some(format!("size {} differs from the manifest's {}", idx.index_bytes(), f.size))
+        }
+        Some(_) => None,
+    };
+    if let Some(problem) = problem {
+        report.manifest_problems.push(Problem { path: path.display().to_string(), problem });
+    }
+}
+
+fn scan_chunk_dirs(
+    chunks: &Path,
+    referenced: &HashMap<Digest, u32>,
+    opts: &CheckOptions,
+    worker: usize,
+    workers: usize,
+) -> Result<ScanPart> {
+    let mut part = ScanPart::default();
+    let r = &mut part.report;
+    let cutoff = opts.now - opts.cutoff_minutes as i64 * 60;
+    let mut dir = chunks.to_path_buf();
+    for prefix in (worker..CHUNK_SUBDIRS).step_by(workers) {
+        dir.push(chunk_subdir_name(prefix as u16));
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                r.missing_chunk_dirs.push(dir.display().to_string());
+                dir.pop();
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+        };
+        for entry in entries {
+            let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+            let name = entry.file_name();
+            let class = ChunkName::classify(name.as_encoded_bytes());
+            // lstat: does not change the atime.
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            match class {
+                ChunkName::Chunk(d) => {
+                    r.chunk_files += 1;
+                    r.chunk_bytes += meta.size();
+                    if referenced.contains_key(&d) {
+                        r.referenced_chunk_bytes += meta.size();
+                        part.found.push(d);
+                    } else {
+                        r.garbage.chunks += 1;
+                        r.garbage.bytes += meta.size();
+                        if meta.atime() < cutoff {
+                            r.garbage.removable += 1;
+                        } else {
+                            r.garbage.pending += 1;
+                        }
+                    }
+                    if opts.deep {
+                        let path = entry.path();
+                        let verdict = crate::fsutil::read_noatime(&path)
+                            .map_err(|e| e.to_string())
+                            .and_then(|raw| blob::verify_chunk(&raw, &d).map_err(|e| e.to_string()));
+                        r.deep_verified += 1;
+                        if let Err(problem) = verdict {
+                            r.corrupt_chunks.push(Problem { path: path.display().to_string(), problem });
+                        }
+                    }
+                }
+                ChunkName::Bad(..) => r.bad_files += 1,
+                ChunkName::Using(_) => r.using_markers += 1,
+                ChunkName::Ignored => r.ignored_files += 1,
+            }
+        }
+        dir.pop();
+    }
+    Ok(part)
+}

@@ -1,0 +1,76 @@
+//! `chunkscope check`
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::Outcome;
+use crate::check::{check_store, CheckOptions};
+
+/// Verify a datastore: every index valid, every referenced chunk present.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    chunkscope check /dev/shm/tiny\n  \
+    chunkscope check --deep --json report.json /dev/shm/tiny\n\n\
+    Exit status: 0 all referenced data present and valid, 1 problems found, 2 error.\n\
+    Chunk files are read with O_NOATIME: checking never changes what a GC will do.")]
+pub struct CheckArgs {
+    /// The datastore directory (the one holding .chunks).
+    store: PathBuf,
+    /// Also read every chunk file and verify its CRC and digest.
+    #[arg(long)]
+    deep: bool,
+    /// Write the full report as JSON to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// GC cutoff in minutes for classifying unreferenced chunks (PBS gc-atime-cutoff).
+    #[arg(long, default_value_t = 1445, value_parser = clap::value_parser!(u64).range(1..=2880))]
+    cutoff: u64,
+}
+
+pub fn run(args: CheckArgs) -> Result<Outcome> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let opts = CheckOptions { deep: args.deep, cutoff_minutes: args.cutoff, now: crate::fsutil::now_epoch(), threads };
+    let r = check_store(&args.store, &opts)?;
+    if let Some(dest) = &args.json {
+        super::write_json(dest, &r)?;
+    }
+    if args.json.as_deref() != Some(std::path::Path::new("-")) {
+        println!("store            {}", r.store);
+        println!(
+            "index files      {} ({} fidx, {} didx, {} outside the snapshot scheme)",
+            r.index_files, r.fixed_indexes, r.dynamic_indexes, r.unexpected_indexes
+        );
+        println!("references       {} to {} distinct chunks", r.references, r.referenced_chunks);
+        println!("chunk files      {} ({} bytes)", r.chunk_files, r.chunk_bytes);
+        println!(
+            "unreferenced     {} chunks: {} older than the cutoff, {} pending",
+            r.garbage.chunks, r.garbage.removable, r.garbage.pending
+        );
+        println!("other files      {} .bad, {} .using, {} ignored (temp files)", r.bad_files, r.using_markers, r.ignored_files);
+        if r.snapshots_without_manifest > 0 {
+            println!("warning: {} snapshots have indexes but no manifest", r.snapshots_without_manifest);
+        }
+        if args.deep {
+            println!("deep             {} chunk files verified", r.deep_verified);
+        }
+        for p in &r.corrupt_indexes {
+            println!("corrupt index    {}: {}", p.path, p.problem);
+        }
+        for p in &r.manifest_problems {
+            println!("manifest         {}: {}", p.path, p.problem);
+        }
+        for d in &r.missing_chunk_dirs {
+            println!("missing dir      {d}");
+        }
+        for p in &r.missing_chunks {
+            println!("missing chunk    {} {}", p.path, p.problem);
+        }
+        for p in &r.corrupt_chunks {
+            println!("corrupt chunk    {}: {}", p.path, p.problem);
+        }
+        println!("result           {}", if r.ok() { "OK" } else { "PROBLEMS FOUND" });
+    }
+    Ok(if r.ok() { Outcome::Ok } else { Outcome::ProblemsFound })
+}

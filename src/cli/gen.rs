@@ -1,0 +1,147 @@
+//! `chunkscope gen`
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::Outcome;
+use crate::gen::writer::{write_store, WriteOptions};
+use crate::gen::{build_history, GenConfig};
+
+/// Generate a valid PBS datastore with a realistic backup history.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    chunkscope gen --preset tiny --out /dev/shm/tiny\n  \
+    chunkscope gen --preset thread000 --scale 0.05 --out /dev/shm/t000\n  \
+    chunkscope gen --preset tiny --missing 3 --bad 4 --tmp 2 --out /tmp/damaged\n\n\
+    The ground truth is written beside the store as DIR.truth.json (not inside it).\n\
+    Use tmpfs (/dev/shm) when inode numbers should follow creation order, as on ZFS.")]
+pub struct GenArgs {
+    /// Directory to create the datastore in (must not exist, or be empty).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Shape of the store: tiny (a few thousand chunks, for tests), small (about 50k chunks,
+    /// for the demo), thread000 (shaped like the 1.49M-chunk store of thread 000; see --scale).
+    #[arg(long, default_value = "tiny", value_parser = clap::builder::PossibleValuesParser::new(crate::gen::PRESETS))]
+    preset: String,
+    /// Seed: the same seed and options give the same store.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Multiply the chunk counts of disks and archives (thread000 defaults to 0.01).
+    #[arg(long)]
+    scale: Option<f64>,
+    /// Target references per distinct chunk; the churn per backup is solved for it.
+    #[arg(long)]
+    dedup: Option<f64>,
+    /// Use this churn per backup instead of solving for a dedup factor.
+    #[arg(long, conflicts_with = "dedup")]
+    churn: Option<f64>,
+    /// Number of backup groups.
+    #[arg(long)]
+    groups: Option<usize>,
+    /// Number of namespaces, the root namespace included.
+    #[arg(long)]
+    namespaces: Option<usize>,
+    /// Days of daily backups in the history.
+    #[arg(long)]
+    days: Option<u32>,
+    /// Fixed chunk size in bytes (a power of two); small keeps disk use low.
+    #[arg(long, value_name = "BYTES")]
+    chunk_size: Option<u32>,
+    /// Referenced chunks to leave out (damage, for testing checks and GC).
+    #[arg(long, default_value_t = 0)]
+    missing: usize,
+    /// `.0.bad` files to add: first for the missing chunks, then for garbage digests.
+    #[arg(long, default_value_t = 0)]
+    bad: usize,
+    /// `<digest>.tmp_XXXXXX` leftovers of interrupted chunk inserts to add.
+    #[arg(long, default_value_t = 0)]
+    tmp: usize,
+    /// chown everything to the `backup` user and group, as PBS requires.
+    #[arg(long)]
+    pbs_owner: bool,
+    /// Where to write the ground truth JSON [default: DIR.truth.json beside the store].
+    #[arg(long, value_name = "FILE")]
+    truth: Option<PathBuf>,
+    /// No progress bars and no summary.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn backup_owner() -> Result<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").context("reading /etc/passwd")?;
+    for line in passwd.lines() {
+        let f: Vec<&str> = line.split(':').collect();
+        if f.len() > 3 && f[0] == "backup" {
+            return Ok((f[2].parse()?, f[3].parse()?));
+        }
+    }
+    bail!("--pbs-owner: there is no user 'backup' in /etc/passwd")
+}
+
+pub fn run(args: GenArgs) -> Result<Outcome> {
+    let mut cfg = GenConfig::preset(&args.preset)?;
+    cfg.seed = args.seed;
+    if let Some(v) = args.scale {
+        cfg.scale = v;
+    }
+    if let Some(v) = args.dedup {
+        cfg.dedup = Some(v);
+    }
+    if let Some(v) = args.churn {
+        cfg.dedup = None;
+        cfg.churn = v;
+    }
+    if let Some(v) = args.groups {
+        cfg.groups = v;
+    }
+    if let Some(v) = args.namespaces {
+        cfg.namespaces = v;
+    }
+    if let Some(v) = args.days {
+        cfg.days = v;
+    }
+    if let Some(v) = args.chunk_size {
+        cfg.chunk_size = v;
+    }
+    cfg.damage = crate::gen::Damage { missing: args.missing, bad: args.bad, tmp: args.tmp };
+    let owner = if args.pbs_owner { Some(backup_owner()?) } else { None };
+    let out = args.out.components().collect::<PathBuf>();
+    let Some(name) = out.file_name().map(|n| n.to_os_string()) else {
+        bail!("--out {}: needs a directory name", args.out.display());
+    };
+    let truth_path = args.truth.unwrap_or_else(|| {
+        let mut n = name;
+        n.push(".truth.json");
+        out.with_file_name(n)
+    });
+
+    let history = build_history(&cfg)?;
+    let opts = WriteOptions { owner, progress: !args.quiet && super::stderr_is_terminal(), now: crate::fsutil::now_epoch() };
+    let truth = write_store(&cfg, &history, &out, &opts)?;
+    super::write_json(&truth_path, &truth)?;
+    if !args.quiet {
+        let t = &truth;
+        println!("datastore        {}", out.display());
+        println!("ground truth     {}", truth_path.display());
+        println!("preset           {} (seed {}, scale {})", t.preset, t.seed, t.scale);
+        println!("namespaces       {}", t.namespaces);
+        println!("groups           {}", t.groups);
+        println!("snapshots        {}", t.snapshots);
+        println!("index files      {} ({} fidx, {} didx)", t.index_files, t.fixed_indexes, t.dynamic_indexes);
+        println!("references       {}", t.references);
+        println!("referenced       {} chunks ({} missing)", t.referenced_chunks, t.missing_chunks.len());
+        println!(
+            "garbage          {} chunks: {} older than the cutoff, {} pending",
+            t.garbage.chunks, t.garbage.removable, t.garbage.pending
+        );
+        println!("dedup factor     {:.2} references per chunk (churn {:.4} per backup)", t.dedup_factor, t.churn);
+        println!("PBS dedup        {:.2} (index bytes / referenced chunk bytes)", t.pbs_dedup_factor);
+        println!(
+            "written          {} chunk files in {:.1} s ({:.0} chunks/s)",
+            t.chunk_files, t.elapsed_seconds, t.chunks_per_second
+        );
+    }
+    Ok(Outcome::Ok)
+}

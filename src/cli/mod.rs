@@ -1,0 +1,91 @@
+//! The command line: argument parsing and wiring, no logic of any layer.
+//!
+//! Exit codes: 0 success; 1 the command ran and found a problem (`check` found missing or
+//! corrupt data, `inspect` a checksum mismatch); 2 an error (bad arguments, unreadable input).
+
+mod check;
+mod gen;
+mod inspect;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "chunkscope",
+    version,
+    about = "Make the metadata traffic of a Proxmox Backup Server garbage collector visible",
+    long_about = "chunkscope generates, checks and inspects PBS datastores so that the metadata \
+                  traffic of garbage collection can be traced, modelled and compared.",
+    after_help = "Example:\n  chunkscope gen --preset tiny --out /dev/shm/store\n  chunkscope check --deep /dev/shm/store"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Gen(gen::GenArgs),
+    Check(check::CheckArgs),
+    Inspect(inspect::InspectArgs),
+}
+
+/// Outcome of a command that ran: success, or a problem found in the input.
+pub enum Outcome {
+    Ok,
+    ProblemsFound,
+}
+
+/// Parses the arguments, runs the command, returns the exit code.
+pub fn run() -> i32 {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Gen(args) => gen::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Inspect(args) => inspect::run(args),
+    };
+    match result {
+        Ok(Outcome::Ok) => 0,
+        Ok(Outcome::ProblemsFound) => 1,
+        Err(e) => {
+            eprintln!("chunkscope: error: {e:#}");
+            2
+        }
+    }
+}
+
+/// Writes `json` to `dest`: a file, or standard output for `-`.
+fn write_json(dest: &std::path::Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    if dest == std::path::Path::new("-") {
+        print!("{text}");
+        Ok(())
+    } else {
+        std::fs::write(dest, text).with_context(|| format!("writing {}", dest.display()))
+    }
+}
+
+fn stderr_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_has_an_example() {
+        for sub in Cli::command().get_subcommands() {
+            let help = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(help.contains("chunkscope"), "{} has no example", sub.get_name());
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The snapshot manifest `index.json.blob` (format document 2.6): a DataBlob holding JSON that
+//! lists each file of the snapshot with its size and SHA-256.
+//!
+//! For an index the listed `size`/`csum` are its content size and body checksum; for a blob,
+//! the raw file length and the SHA-256 of the raw file.
+
+use serde::{Deserialize, Serialize};
+
+use super::blob;
+use super::error::{FormatError, FormatErrorKind};
+
+/// One entry of `files[]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ManifestFile {
+    pub filename: String,
+    pub crypt_mode: String,
+    pub size: u64,
+    pub csum: String,
+}
+
+/// The manifest, with the keys PBS writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Manifest {
+    pub backup_type: String,
+    pub backup_id: String,
+    pub backup_time: i64,
+    pub files: Vec<ManifestFile>,
+    #[serde(default)]
+    pub unprotected: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+impl Manifest {
+    /// Encodes the manifest as the compressed blob the client uploads.
+    pub fn to_blob(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).expect("manifest serialises");
+        blob::encode(&json, true)
+    }
+
+    /// Decodes and parses a manifest blob.
+    pub fn from_blob(raw: &[u8]) -> Result<Manifest, FormatError> {
+        let json = blob::decode(raw)?;
+        serde_json::from_slice(&json).map_err(|e| FormatErrorKind::Manifest(e.to_string()).into())
+    }
+
+    /// The entry for `filename`, if listed.
+    pub fn file(&self, filename: &str) -> Option<&ManifestFile> {
+        self.files.iter().find(|f| f.filename == filename)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_with_kebab_case_keys() {
+        let m = Manifest {
+            backup_type: "vm".into(),
+            backup_id: "100".into(),
+            backup_time: 1_752_502_802,
+            files: vec![ManifestFile {
+                filename: "drive-scsi0.img.fidx".into(),
+                crypt_mode: "none".into(),
+                size: 4096,
+                csum: "00".repeat(32),
+            }],
+            unprotected: serde_json::json!({}),
+            signature: None,
+        };
+        let raw = m.to_blob();
+        let json = String::from_utf8(blob::decode(&raw).unwrap()).unwrap();
+        assert!(json.contains("\"backup-type\":\"vm\"") && json.contains("\"crypt-mode\":\"none\""), "{json}");
+        assert_eq!(Manifest::from_blob(&raw).unwrap(), m);
+        assert!(Manifest::from_blob(&blob::encode(b"{", true)).unwrap_err().to_string().contains("bad manifest"));
+    }
+}

@@ -1,0 +1,272 @@
+//! The phase-1 view of a datastore: which index files exist, and in which order PBS visits them.
+//!
+//! * Step A ([`list_index_files`]): every `*.fidx`/`*.didx` regular file below the root, walking
+//!   without following symlinks and pruning every entry whose name starts with `.` (so `.chunks`
+//!   is never entered).
+//! * Step B ([`phase1_order`]): namespaces (root first, then depth-first pre-order over
+//!   `<ns>/ns/<child>` in readdir order, at most 7 levels), then type directories `vm`/`ct`/`host`
+//!   in readdir order, groups in readdir order, snapshots **newest first**, files in readdir order.
+//! * Step C: indexes found in step A but not visited in step B ("unexpected" leftovers). PBS
+//!   visits them in hash-set order; here they are sorted by path, so runs are reproducible.
+//!
+//! Raw readdir order is used on purpose: it is what PBS sees, and on ext4 it follows the name
+//! hash, not creation order. Nothing here reads chunks or touches atimes.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::index::IndexKind;
+use super::paths::{BACKUP_TYPES, MAX_NAMESPACE_DEPTH, NAMESPACE_DIR};
+use crate::time::parse_rfc3339_utc;
+
+/// `[A-Za-z0-9_][A-Za-z0-9._\-]*`: backup ids and namespace components (SAFE_ID).
+pub fn is_safe_id(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    match bytes.next() {
+        Some(c) if c.is_ascii_alphanumeric() || c == b'_' => {}
+        _ => return false,
+    }
+    bytes.all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+/// Entries of a directory in raw readdir order, with their type from `d_type`.
+fn read_dir_ordered(dir: &Path) -> io::Result<Vec<(String, fs::FileType)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue; // not UTF-8: matches none of PBS's name patterns
+        };
+        out.push((name, entry.file_type()?));
+    }
+    Ok(out)
+}
+
+fn missing_ok<T: Default>(r: io::Result<T>) -> io::Result<T> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(T::default()),
+        other => other,
+    }
+}
+
+/// All namespace directories: the root first, then depth-first pre-order.
+pub fn list_namespaces(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    fn visit(ns: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
+        out.push(ns.to_path_buf());
+        if depth >= MAX_NAMESPACE_DEPTH {
+            return Ok(());
+        }
+        let children_dir = ns.join(NAMESPACE_DIR);
+        let entries = missing_ok(read_dir_ordered(&children_dir))
+            .with_context(|| format!("iterating namespaces failed: {}", children_dir.display()))?;
+        for (name, ty) in entries {
+            if !ty.is_dir() || name.starts_with('.') {
+                continue;
+            }
+            if !is_safe_id(&name) {
+                bail!(
+                    "iterating namespaces failed: invalid namespace name {:?} in {}",
+                    name,
+                    children_dir.display()
+                );
+            }
+            visit(&children_dir.join(&name), depth + 1, out)?;
+        }
+        Ok(())
+    }
+    visit(root, 0, &mut out)?;
+    Ok(out)
+}
+
+/// Backup group directories of one namespace: types in readdir order, then groups.
+pub fn list_groups(ns: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let types = read_dir_ordered(ns).with_context(|| format!("listing groups of {}", ns.display()))?;
+    for (ty_name, ty) in types {
+        if !ty.is_dir() || !BACKUP_TYPES.contains(&ty_name.as_str()) {
+            continue;
+        }
+        let type_dir = ns.join(&ty_name);
+        let groups = missing_ok(read_dir_ordered(&type_dir))
+            .with_context(|| format!("listing groups in {}", type_dir.display()))?;
+        for (id, ty) in groups {
+            if ty.is_dir() && is_safe_id(&id) {
+                out.push(type_dir.join(id));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Snapshot directories of a group with their backup time, **newest first**.
+pub fn list_snapshots(group: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
+    let mut out: Vec<(i64, PathBuf)> = read_dir_ordered(group)?
+        .into_iter()
+        .filter(|(_, ty)| ty.is_dir())
+        .filter_map(|(name, _)| parse_rfc3339_utc(&name).map(|t| (t, group.join(name))))
+        .collect();
+    out.sort_by(|a, b| b.0.cmp(&a.0));
+    Ok(out)
+}
+
+/// Index files of a snapshot in readdir order (blobs and `.protected` are listed by PBS but
+/// skipped by GC, so they are not returned).
+pub fn list_snapshot_indexes(snapshot: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(read_dir_ordered(snapshot)?
+        .into_iter()
+        .filter(|(name, ty)| ty.is_file() && IndexKind::from_path(Path::new(name)).is_some())
+        .map(|(name, _)| snapshot.join(name))
+        .collect())
+}
+
+/// Step A: every index file below `root`, hidden entries pruned, symlinks not followed.
+pub fn list_index_files(root: &Path) -> Result<BTreeSet<PathBuf>> {
+    let mut found = BTreeSet::new();
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let entries = match read_dir_ordered(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // vanished
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                if depth <= 1 && dir.file_name().is_some_and(|n| n == "lost+found") {
+                    continue;
+                }
+                bail!(
+                    "cannot continue garbage-collection safely, permission denied on: {}",
+                    dir.display()
+                );
+            }
+            Err(e) => return Err(e).with_context(|| format!("walking {}", dir.display())),
+        };
+        for (name, ty) in entries {
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = dir.join(&name);
+            if ty.is_dir() {
+                stack.push((path, depth + 1));
+            } else if ty.is_file() && IndexKind::from_path(&path).is_some() {
+                found.insert(path);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The index files of a datastore in the order PBS phase 1 visits them.
+#[derive(Debug, Default)]
+pub struct Phase1Order {
+    /// Step B: namespace, group, snapshot (newest first), file.
+    pub expected: Vec<PathBuf>,
+    /// Step C: found by the scan but outside the namespace/group/snapshot scheme, sorted.
+    pub unexpected: Vec<PathBuf>,
+}
+
+impl Phase1Order {
+    pub fn len(&self) -> usize {
+        self.expected.len() + self.unexpected.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All indexes, expected first.
+    pub fn iter(&self) -> impl Iterator<Item = &PathBuf> {
+        self.expected.iter().chain(&self.unexpected)
+    }
+}
+
+/// Steps A, B and C over a datastore that is not changing underneath.
+pub fn phase1_order(root: &Path) -> Result<Phase1Order> {
+    let mut unprocessed = list_index_files(root)?;
+    let mut expected = Vec::new();
+    for ns in list_namespaces(root)? {
+        for group in list_groups(&ns)? {
+            let snapshots = missing_ok(list_snapshots(&group))
+                .with_context(|| format!("listing snapshots of {}", group.display()))?;
+            for (_, snapshot) in snapshots {
+                let files = missing_ok(list_snapshot_indexes(&snapshot))
+                    .with_context(|| format!("listing files of {}", snapshot.display()))?;
+                for path in files {
+                    unprocessed.remove(&path);
+                    expected.push(path);
+                }
+            }
+        }
+    }
+    Ok(Phase1Order { expected, unexpected: unprocessed.into_iter().collect() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_ids() {
+        for ok in ["100", "host-01", "a.b_c-d", "_x"] {
+            assert!(is_safe_id(ok), "{ok}");
+        }
+        for bad in ["", ".hidden", "-x", "a b", "ä"] {
+            assert!(!is_safe_id(bad), "{bad}");
+        }
+    }
+
+    fn touch(p: &Path) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, b"").unwrap();
+    }
+
+    #[test]
+    fn phase1_order_is_pbs_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path();
+        let snap = |ns: &str, g: &str, t: &str| r.join(ns).join(g).join(t);
+        touch(&snap("", "vm/100", "2025-01-01T00:00:00Z").join("drive-scsi0.img.fidx"));
+        touch(&snap("", "vm/100", "2025-03-01T00:00:00Z").join("drive-scsi0.img.fidx"));
+        touch(&snap("", "vm/100", "2025-02-01T00:00:00Z").join("drive-scsi0.img.fidx"));
+        touch(&snap("", "vm/100", "2025-02-01T00:00:00Z").join("qemu-server.conf.blob"));
+        touch(&snap("ns/a", "ct/200", "2025-01-05T00:00:00Z").join("root.pxar.didx"));
+        touch(&snap("ns/a/ns/b", "host/h1", "2025-01-05T00:00:00Z").join("catalog.pcat1.didx"));
+        // Outside the scheme: found by the scan, visited as leftovers.
+        touch(&r.join("vm/100/not-a-time/x.fidx"));
+        touch(&r.join("stray.didx"));
+        // Hidden: never seen.
+        touch(&r.join(".trash/vm/1/2025-01-01T00:00:00Z/y.fidx"));
+        touch(&r.join(".chunks/0000/z.fidx"));
+        touch(&r.join("unknown/1/2025-01-01T00:00:00Z/w.fidx"));
+
+        let order = phase1_order(r).unwrap();
+        let rel: Vec<String> = order
+            .iter()
+            .map(|p| p.strip_prefix(r).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            rel,
+            [
+                "vm/100/2025-03-01T00:00:00Z/drive-scsi0.img.fidx",
+                "vm/100/2025-02-01T00:00:00Z/drive-scsi0.img.fidx",
+                "vm/100/2025-01-01T00:00:00Z/drive-scsi0.img.fidx",
+                "ns/a/ct/200/2025-01-05T00:00:00Z/root.pxar.didx",
+                "ns/a/ns/b/host/h1/2025-01-05T00:00:00Z/catalog.pcat1.didx",
+                "stray.didx",
+                "unknown/1/2025-01-01T00:00:00Z/w.fidx",
+                "vm/100/not-a-time/x.fidx",
+            ]
+        );
+        assert_eq!(order.expected.len(), 5);
+    }
+
+    #[test]
+    fn invalid_namespace_is_an_error_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join("ns/bad name")).unwrap();
+        let e = list_namespaces(tmp.path()).unwrap_err().to_string();
+        assert!(e.contains("invalid namespace name") && e.contains("bad name"), "{e}");
+    }
+}

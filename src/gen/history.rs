@@ -1,0 +1,413 @@
+//! The backup-history model: which groups exist, when they were backed up, what prune kept,
+//! and which chunk contents each index references — computed, never stored.
+//!
+//! This is pure: no I/O, no clock. The writer ([`super::writer`]) turns it into files, and a
+//! simulator can stream the same references without materialising anything.
+//!
+//! # The model
+//! * Every group backs up once a day at its own hour, from its start day to the last day of the
+//!   history. `now` is 22:00 on the last day, so the newest backups are 2 to 22 hours old and the
+//!   previous day's 26 to 46 hours: always at least 1h55m away from the default GC cutoff
+//!   (24h 5m), whatever minute a GC runs soon after generation.
+//! * Prune ran after every backup with the retention policy ([`Retention`], PBS's algorithm),
+//!   so the snapshots present are those the policy keeps at `now`.
+//! * The previous GC ran at `prev_gc`. It kept (and touched) what the snapshots present then
+//!   referenced and removed everything else, so the store holds: chunks referenced now, chunks
+//!   referenced at `prev_gc` but pruned since (garbage, atime `prev_gc`: old), chunks of
+//!   snapshots made after `prev_gc` and pruned since, and chunks uploaded by a failed backup on
+//!   the last day (garbage, atime hours ago: pending).
+//! * Content: archive slot `j` of a group changes at a given backup with probability `churn`;
+//!   the change points are a hash-driven geometric sequence, so the version at any backup is
+//!   found in `O(1 + churn·k)` without state. At version 0 a slot may be the all-zero chunk
+//!   (sparse disks) or a chunk of the group's OS template (shared across groups). Catalogs
+//!   change completely every backup.
+//! * A chunk's atime is `max(creation, prev_gc if referenced then)`; its mtime is its creation
+//!   time plus a sequence number in nanoseconds, strictly increasing in creation order.
+
+use super::rng::{hash, unit};
+
+/// A chunk content, identified by a 64-bit hash; the low bit says "dynamic chunk size".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContentId(pub u64);
+
+impl ContentId {
+    /// The all-zero chunk of the fixed chunk size.
+    pub const ZERO: ContentId = ContentId(0);
+
+    pub fn is_dynamic(self) -> bool {
+        self.0 & 1 == 1
+    }
+
+    pub(crate) fn new(h: u64, dynamic: bool) -> ContentId {
+        // Never collide with ZERO: force bit 1 on for non-zero contents.
+        ContentId((h & !1) | 2 | dynamic as u64)
+    }
+}
+
+/// The three backup types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupType {
+    Vm,
+    Ct,
+    Host,
+}
+
+impl BackupType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackupType::Vm => "vm",
+            BackupType::Ct => "ct",
+            BackupType::Host => "host",
+        }
+    }
+}
+
+/// What an archive of a snapshot is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArchiveKind {
+    /// A VM disk: `.img.fidx`, fixed chunks, may hold zero chunks.
+    Disk,
+    /// A file archive: `.pxar.didx`, dynamic chunks.
+    Pxar,
+    /// The file catalog: `catalog.pcat1.didx`, new every backup.
+    Catalog,
+}
+
+#[derive(Clone, Debug)]
+pub struct ArchiveSpec {
+    pub name: String,
+    pub kind: ArchiveKind,
+    pub slots: u32,
+}
+
+/// PBS prune options (only the ones a daily schedule needs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    pub keep_last: u32,
+    pub keep_daily: u32,
+    pub keep_weekly: u32,
+    pub keep_monthly: u32,
+}
+
+impl Retention {
+    /// Which of `times` (oldest first) prune keeps, as PBS's `compute_prune_info`: per policy,
+    /// newest first, keep the first snapshot of each new period until the policy's count is
+    /// reached; snapshots kept by an earlier policy reserve their period.
+    pub fn keep(&self, times: &[i64]) -> Vec<bool> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            None,
+            Keep,
+            Remove,
+        }
+        let mut mark = vec![Mark::None; times.len()];
+        let newest_first: Vec<usize> = (0..times.len()).rev().collect();
+        let policies: [(u32, &dyn Fn(i64) -> i64); 4] = [
+            (self.keep_last, &|t| t),
+            (self.keep_daily, &|t| t.div_euclid(86_400)),
+            (self.keep_weekly, &iso_week_key),
+            (self.keep_monthly, &|t| {
+                let (y, m, ..) = crate::time::utc_fields(t);
+                y * 12 + m as i64
+            }),
+        ];
+        for (keep, key) in policies {
+            if keep == 0 {
+                continue;
+            }
+            let already: std::collections::HashSet<i64> = newest_first
+                .iter()
+                .filter(|&&i| mark[i] == Mark::Keep)
+                .map(|&i| key(times[i]))
+                .collect();
+            let mut included = std::collections::HashSet::new();
+            for &i in &newest_first {
+                if mark[i] != Mark::None {
+                    continue;
+                }
+                let k = key(times[i]);
+                if already.contains(&k) {
+                    continue;
+                }
+                if !included.contains(&k) {
+                    if included.len() >= keep as usize {
+                        break;
+                    }
+                    included.insert(k);
+                    mark[i] = Mark::Keep;
+                } else {
+                    mark[i] = Mark::Remove;
+                }
+            }
+        }
+        mark.into_iter().map(|m| m == Mark::Keep).collect()
+    }
+}
+
+/// ISO 8601 week key (year·100 + week) of an epoch time, as `%G%V`.
+fn iso_week_key(t: i64) -> i64 {
+    let days = t.div_euclid(86_400);
+    let weekday = (days + 3).rem_euclid(7); // 0 = Monday (1970-01-01 was a Thursday)
+    let thursday = days - weekday + 3;
+    let (year, ..) = crate::time::utc_fields(thursday * 86_400);
+    let jan1 = crate::time::parse_rfc3339_utc(&format!("{year:04}-01-01T00:00:00Z")).unwrap_or(0) / 86_400;
+    year * 100 + (thursday - jan1) / 7 + 1
+}
+
+/// A failed backup on the last day: it uploaded new chunks, then died before its manifest.
+#[derive(Clone, Copy, Debug)]
+pub struct FailedBackup {
+    pub time: i64,
+    /// Fraction of each archive it got through.
+    pub fraction: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct GroupSpec {
+    /// Index into [`History::namespaces`].
+    pub ns: usize,
+    pub ty: BackupType,
+    pub id: String,
+    pub template: u32,
+    pub archives: Vec<ArchiveSpec>,
+    /// Backup times, oldest first (one per day).
+    pub backups: Vec<i64>,
+    /// Kept by prune at `now`.
+    pub retained: Vec<bool>,
+    /// Kept by prune at the previous GC (false for backups made after it).
+    pub retained_prev: Vec<bool>,
+    pub failed: Option<FailedBackup>,
+}
+
+/// Knobs of the content model.
+#[derive(Clone, Copy, Debug)]
+pub struct ContentModel {
+    pub seed: u64,
+    /// Probability that a slot changes at a backup.
+    pub churn: f64,
+    /// Fraction of disk slots that are all-zero until they change.
+    pub zero_fraction: f64,
+    /// Fraction of the first archive's slots that come from the group's template.
+    pub template_fraction: f64,
+}
+
+impl ContentModel {
+    /// The content of slot `slot` of archive `ai` of group `gi` at backup `k`.
+    pub fn content(&self, gi: u32, g: &GroupSpec, ai: u32, slot: u32, k: u32) -> ContentId {
+        let a = &g.archives[ai as usize];
+        let dynamic = a.kind != ArchiveKind::Disk;
+        if a.kind == ArchiveKind::Catalog {
+            return ContentId::new(hash(&[self.seed, 3, gi as u64, ai as u64, slot as u64, k as u64]), true);
+        }
+        let version = self.version(gi, ai, slot, k);
+        if version > 0 {
+            return ContentId::new(
+                hash(&[self.seed, 2, gi as u64, ai as u64, slot as u64, version as u64]),
+                dynamic,
+            );
+        }
+        let h0 = hash(&[self.seed, 1, gi as u64, ai as u64, slot as u64]);
+        if a.kind == ArchiveKind::Disk && unit(h0) < self.zero_fraction {
+            return ContentId::ZERO;
+        }
+        if ai == 0 && (slot as f64) < self.template_fraction * a.slots as f64 {
+            return ContentId::new(
+                hash(&[self.seed, 4, g.ty as u64, g.template as u64, slot as u64]),
+                dynamic,
+            );
+        }
+        ContentId::new(hash(&[self.seed, 2, gi as u64, ai as u64, slot as u64, 0]), dynamic)
+    }
+
+    /// The backup number of the last change of a slot at or before backup `k` (0: never).
+    fn version(&self, gi: u32, ai: u32, slot: u32, k: u32) -> u32 {
+        if self.churn <= 0.0 {
+            return 0;
+        }
+        if self.churn >= 1.0 {
+            return k;
+        }
+        let ln_keep = (1.0 - self.churn).ln();
+        let mut at = 0u32;
+        loop {
+            let u = 1.0 - unit(hash(&[self.seed, 5, gi as u64, ai as u64, slot as u64, at as u64]));
+            let gap = ((u.ln() / ln_keep).ceil() as u64).max(1);
+            let next = at as u64 + gap;
+            if next > k as u64 {
+                return at;
+            }
+            at = next as u32;
+        }
+    }
+}
+
+/// A namespace directory, relative to the datastore root ("" is the root namespace).
+#[derive(Clone, Debug)]
+pub struct NamespaceSpec {
+    pub rel: String,
+    pub depth: usize,
+}
+
+/// The whole history of a store.
+#[derive(Clone, Debug)]
+pub struct History {
+    pub namespaces: Vec<NamespaceSpec>,
+    pub groups: Vec<GroupSpec>,
+    pub model: ContentModel,
+    /// The history's "now" (22:00 on its last day), epoch seconds.
+    pub now: i64,
+    /// When the previous GC ran.
+    pub prev_gc: i64,
+}
+
+/// One backup event (successful or failed) of the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub time: i64,
+    pub group: u32,
+    /// Backup number within the group; for a failed backup, the number it would have had.
+    pub k: u32,
+    pub failed: bool,
+}
+
+impl History {
+    /// Every backup event, oldest first (ties by group).
+    pub fn events(&self) -> Vec<Event> {
+        let mut out = Vec::new();
+        for (gi, g) in self.groups.iter().enumerate() {
+            for (k, &time) in g.backups.iter().enumerate() {
+                out.push(Event { time, group: gi as u32, k: k as u32, failed: false });
+            }
+            if let Some(f) = g.failed {
+                out.push(Event { time: f.time, group: gi as u32, k: g.backups.len() as u32, failed: true });
+            }
+        }
+        out.sort_by_key(|e| (e.time, e.group, e.failed));
+        out
+    }
+
+    /// Calls `f` with each content an event's archive `ai` references, in index order.
+    /// A failed backup yields only what it uploaded: changed slots in its first `fraction`.
+    pub fn for_each_content(&self, e: &Event, ai: usize, mut f: impl FnMut(ContentId)) {
+        let g = &self.groups[e.group as usize];
+        let a = &g.archives[ai];
+        if e.failed {
+            let fraction = g.failed.map_or(0.0, |f| f.fraction);
+            let upto = (a.slots as f64 * fraction) as u32;
+            for slot in 0..upto {
+                let c = self.model.content(e.group, g, ai as u32, slot, e.k);
+                if c != self.model.content(e.group, g, ai as u32, slot, e.k - 1) {
+                    f(c);
+                }
+            }
+            return;
+        }
+        for slot in 0..a.slots {
+            f(self.model.content(e.group, g, ai as u32, slot, e.k));
+        }
+    }
+
+    /// True if the event's snapshot exists at `now`.
+    pub fn is_retained(&self, e: &Event) -> bool {
+        !e.failed && self.groups[e.group as usize].retained[e.k as usize]
+    }
+
+    /// True if the event's chunks were referenced when the previous GC ran.
+    pub fn was_retained_at_prev_gc(&self, e: &Event) -> bool {
+        !e.failed && self.groups[e.group as usize].retained_prev[e.k as usize]
+    }
+
+    /// Number of references and distinct contents over the snapshots present at `now`.
+    pub fn dedup_counts(&self) -> (u64, u64) {
+        let mut seen = hashbrown::HashSet::new();
+        let mut refs = 0u64;
+        for e in self.events() {
+            if !self.is_retained(&e) {
+                continue;
+            }
+            for ai in 0..self.groups[e.group as usize].archives.len() {
+                self.for_each_content(&e, ai, |c| {
+                    refs += 1;
+                    seen.insert(c);
+                });
+            }
+        }
+        (refs, seen.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_daily_weekly_monthly() {
+        // 100 daily backups at noon, ending 2025-04-10.
+        let end = crate::time::parse_rfc3339_utc("2025-04-10T12:00:00Z").unwrap();
+        let times: Vec<i64> = (0..100).rev().map(|d| end - d * 86_400).collect();
+        let r = Retention { keep_last: 0, keep_daily: 7, keep_weekly: 4, keep_monthly: 3 };
+        let kept = r.keep(&times);
+        let kept_times: Vec<String> = times
+            .iter()
+            .zip(&kept)
+            .filter(|(_, &k)| k)
+            .map(|(&t, _)| crate::time::rfc3339_utc(t)[..10].to_string())
+            .collect();
+        // 7 dailies (04-04..04-10, ISO weeks 14 and 15); 4 weeks not yet covered, newest
+        // first: the Sundays 03-30, 03-23, 03-16, 03-09; months not yet covered (April and
+        // March are): February's and January's newest. The history starts in January, so
+        // only two of the three monthlies exist.
+        assert_eq!(
+            kept_times,
+            [
+                "2025-01-31", "2025-02-28", "2025-03-09", "2025-03-16", "2025-03-23", "2025-03-30",
+                "2025-04-04", "2025-04-05", "2025-04-06", "2025-04-07", "2025-04-08", "2025-04-09",
+                "2025-04-10"
+            ]
+        );
+        assert_eq!(iso_week_key(crate::time::parse_rfc3339_utc("2021-01-03T00:00:00Z").unwrap()), 202053);
+        assert_eq!(iso_week_key(crate::time::parse_rfc3339_utc("2024-12-30T00:00:00Z").unwrap()), 202501);
+    }
+
+    fn group(slots: u32) -> GroupSpec {
+        GroupSpec {
+            ns: 0,
+            ty: BackupType::Vm,
+            id: "100".into(),
+            template: 0,
+            archives: vec![ArchiveSpec { name: "drive-scsi0.img.fidx".into(), kind: ArchiveKind::Disk, slots }],
+            backups: vec![],
+            retained: vec![],
+            retained_prev: vec![],
+            failed: None,
+        }
+    }
+
+    #[test]
+    fn churn_sets_the_change_rate() {
+        let m = ContentModel { seed: 7, churn: 0.1, zero_fraction: 0.0, template_fraction: 0.0 };
+        let g = group(20_000);
+        let changed = (0..20_000).filter(|&s| m.content(0, &g, 0, s, 5) != m.content(0, &g, 0, s, 4)).count();
+        let rate = changed as f64 / 20_000.0;
+        assert!((rate - 0.1).abs() < 0.01, "{rate}");
+        // Versions are stable: a slot that did not change keeps its content.
+        let same = (0..2000).filter(|&s| m.content(0, &g, 0, s, 9) == m.content(0, &g, 0, s, 0)).count();
+        let expect = 2000.0 * 0.9f64.powi(9);
+        assert!((same as f64 - expect).abs() < 60.0, "{same} vs {expect}");
+    }
+
+    #[test]
+    fn zero_and_template_contents() {
+        let m = ContentModel { seed: 1, churn: 0.0, zero_fraction: 0.25, template_fraction: 0.5 };
+        let g = group(4000);
+        let mut other = group(4000);
+        other.id = "101".into();
+        let zeros = (0..4000).filter(|&s| m.content(0, &g, 0, s, 0) == ContentId::ZERO).count();
+        assert!((zeros as f64 / 4000.0 - 0.25).abs() < 0.03, "{zeros}");
+        let shared = (0..4000).filter(|&s| m.content(0, &g, 0, s, 3) == m.content(1, &other, 0, s, 3)).count();
+        // Zero slots are drawn per group: shared are slots zero in both groups, and template
+        // slots (the first half) zero in neither.
+        let expect = 4000.0 * (0.25 * 0.25 + 0.5 * 0.75 * 0.75);
+        assert!((shared as f64 - expect).abs() < 120.0, "{shared} vs {expect}");
+    }
+}

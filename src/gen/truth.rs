@@ -1,0 +1,67 @@
+//! The ground truth of a generated store, written as JSON beside it (never inside it).
+//!
+//! Every count here is what `chunkscope check` counts on the same store, and what a GC that
+//! runs within a few hours of generation must find; tests compare them field by field.
+
+use serde::{Deserialize, Serialize};
+
+/// Unreferenced chunk files, by what a GC with the default cutoff would do to them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GarbageCounts {
+    /// Unreferenced regular chunk files.
+    pub chunks: u64,
+    /// ... whose atime is older than the cutoff: a GC removes them.
+    pub removable: u64,
+    /// ... whose atime is inside the cutoff window: a GC keeps them as pending.
+    pub pending: u64,
+    /// Bytes of all unreferenced chunk files.
+    pub bytes: u64,
+}
+
+/// What the generator wrote, and what that means for a GC.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroundTruth {
+    pub preset: String,
+    pub seed: u64,
+    pub scale: f64,
+    pub store: String,
+    /// Real epoch seconds: generation time, and when the modelled previous GC ran.
+    pub generated_at: i64,
+    pub prev_gc_at: i64,
+    pub cutoff_minutes: u64,
+    pub namespaces: usize,
+    pub groups: usize,
+    pub snapshots: usize,
+    pub index_files: usize,
+    pub fixed_indexes: usize,
+    pub dynamic_indexes: usize,
+    /// Digest entries over all index files (naive phase-1 touches).
+    pub references: u64,
+    /// Distinct digests referenced, present or not.
+    pub referenced_chunks: u64,
+    /// Referenced chunks that were not written, lowercase hex, sorted.
+    pub missing_chunks: Vec<String>,
+    /// Regular chunk files in `.chunks` (referenced and garbage).
+    pub chunk_files: u64,
+    pub chunk_bytes: u64,
+    pub garbage: GarbageCounts,
+    /// `.N.bad` files, of which `bad_for_missing` stand for missing referenced chunks.
+    pub bad_files: u64,
+    pub bad_for_missing: u64,
+    /// `*.tmp_XXXXXX` files in chunk directories.
+    pub tmp_files: u64,
+    /// Chunk directories that hold at least one referenced chunk.
+    pub chunk_dirs_with_referenced: u64,
+    /// references / referenced_chunks.
+    pub dedup_factor: f64,
+    pub requested_dedup: Option<f64>,
+    pub churn: f64,
+    /// Sum of the indexes' content sizes (PBS "Original data usage").
+    pub index_data_bytes: u64,
+    /// Bytes of the referenced chunk files present.
+    pub referenced_chunk_bytes: u64,
+    /// index_data_bytes / referenced_chunk_bytes (PBS "Deduplication factor" after a GC).
+    pub pbs_dedup_factor: f64,
+    pub elapsed_seconds: f64,
+    pub chunks_per_second: f64,
+}

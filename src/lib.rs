@@ -1,0 +1,15 @@
+//! chunkscope: make the metadata traffic of a PBS garbage collector visible.
+//!
+//! Code map (see ARCHITECTURE.md for the layers and their invariants):
+//! * [`datastore`]: the PBS on-disk format: digests, chunk paths, blobs, indexes, walk order.
+//! * [`gen`]: a backup-history model and the writer that turns it into a real datastore.
+//! * [`check`]: verifies a datastore (indexes, referenced chunks, optionally every chunk).
+//! * [`cli`]: argument parsing and wiring, nothing else.
+//! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
+
+pub mod check;
+pub mod cli;
+pub mod datastore;
+pub mod fsutil;
+pub mod gen;
+pub mod time;
