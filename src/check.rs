@@ -19,7 +19,9 @@ use hashbrown::HashMap;
 use serde::Serialize;
 
 use crate::datastore::manifest::Manifest;
-use crate::datastore::paths::{chunk_subdir_name, ChunkName, CHUNK_DIR, CHUNK_SUBDIRS, MANIFEST_BLOB_NAME};
+use crate::datastore::paths::{
+    chunk_subdir_name, ChunkName, CHUNK_DIR, CHUNK_SUBDIRS, MANIFEST_BLOB_NAME,
+};
 use crate::datastore::snapshots::phase1_order;
 use crate::datastore::{blob, Digest, IndexFile, IndexKind};
 use crate::gen::truth::GarbageCounts;
@@ -98,10 +100,18 @@ struct ScanPart {
 pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
     let chunks = root.join(CHUNK_DIR);
     if !chunks.is_dir() {
-        bail!("{} is not a datastore: {} is missing or not a directory", root.display(), chunks.display());
+        bail!(
+            "{} is not a datastore: {} is missing or not a directory",
+            root.display(),
+            chunks.display()
+        );
     }
-    let mut report = CheckReport { store: root.display().to_string(), ..Default::default() };
-    let order = phase1_order(root).with_context(|| format!("listing index files of {}", root.display()))?;
+    let mut report = CheckReport {
+        store: root.display().to_string(),
+        ..Default::default()
+    };
+    let order =
+        phase1_order(root).with_context(|| format!("listing index files of {}", root.display()))?;
     report.unexpected_indexes = order.unexpected.len();
 
     // digest -> number of the first index that references it
@@ -112,7 +122,10 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
         let idx = match IndexFile::open(path) {
             Ok(idx) => idx,
             Err(e) => {
-                report.corrupt_indexes.push(Problem { path: path.display().to_string(), problem: e.kind.to_string() });
+                report.corrupt_indexes.push(Problem {
+                    path: path.display().to_string(),
+                    problem: e.kind.to_string(),
+                });
                 continue;
             }
         };
@@ -141,7 +154,10 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
                 s.spawn(move || scan_chunk_dirs(chunks, referenced, opts, t, threads))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("scan thread panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("scan thread panicked"))
+            .collect()
     });
     let mut found: hashbrown::HashSet<Digest> = hashbrown::HashSet::new();
     let mut dirs = hashbrown::HashSet::new();
@@ -169,7 +185,10 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
     report.missing_chunk_dirs.sort();
     report.corrupt_chunks.sort_by(|a, b| a.path.cmp(&b.path));
     report.chunk_dirs_with_referenced = dirs.len() as u64;
-    let mut missing: Vec<(&Digest, &u32)> = referenced.iter().filter(|(d, _)| !found.contains(*d)).collect();
+    let mut missing: Vec<(&Digest, &u32)> = referenced
+        .iter()
+        .filter(|(d, _)| !found.contains(*d))
+        .collect();
     missing.sort();
     report.missing_chunks = missing
         .into_iter()
@@ -187,14 +206,19 @@ fn check_manifest(
     cache: &mut Option<(PathBuf, Option<Manifest>)>,
     report: &mut CheckReport,
 ) {
-    let Some(snapshot) = path.parent() else { return };
+    let Some(snapshot) = path.parent() else {
+        return;
+    };
     if cache.as_ref().is_none_or(|(p, _)| p != snapshot) {
         let mpath = snapshot.join(MANIFEST_BLOB_NAME);
         let manifest = match crate::fsutil::read_noatime(&mpath) {
             Ok(raw) => match Manifest::from_blob(&raw) {
                 Ok(m) => Some(m),
                 Err(e) => {
-                    report.manifest_problems.push(Problem { path: mpath.display().to_string(), problem: e.to_string() });
+                    report.manifest_problems.push(Problem {
+                        path: mpath.display().to_string(),
+                        problem: e.to_string(),
+                    });
                     None
                 }
             },
@@ -205,20 +229,32 @@ fn check_manifest(
         };
         *cache = Some((snapshot.to_path_buf(), manifest));
     }
-    let Some((_, Some(manifest))) = cache else { return };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let Some((_, Some(manifest))) = cache else {
+        return;
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     let problem = match manifest.file(name) {
         None => Some("not listed in the snapshot's manifest".to_string()),
-        Some(f) if f.csum != hex::encode(idx.stored_csum()) => {
-            Some(format!("checksum {} differs from the manifest's {}", hex::encode(idx.stored_csum()), f.csum))
-        }
-        Some(f) if f.size != idx.index_bytes() => {
-            Some(format!("size {} differs from the manifest's {}", idx.index_bytes(), f.size))
-        }
+        Some(f) if f.csum != hex::encode(idx.stored_csum()) => Some(format!(
+            "checksum {} differs from the manifest's {}",
+            hex::encode(idx.stored_csum()),
+            f.csum
+        )),
+        Some(f) if f.size != idx.index_bytes() => Some(format!(
+            "size {} differs from the manifest's {}",
+            idx.index_bytes(),
+            f.size
+        )),
         Some(_) => None,
     };
     if let Some(problem) = problem {
-        report.manifest_problems.push(Problem { path: path.display().to_string(), problem });
+        report.manifest_problems.push(Problem {
+            path: path.display().to_string(),
+            problem,
+        });
     }
 }
 
@@ -273,10 +309,15 @@ fn scan_chunk_dirs(
                         let path = entry.path();
                         let verdict = crate::fsutil::read_noatime(&path)
                             .map_err(|e| e.to_string())
-                            .and_then(|raw| blob::verify_chunk(&raw, &d).map_err(|e| e.to_string()));
+                            .and_then(|raw| {
+                                blob::verify_chunk(&raw, &d).map_err(|e| e.to_string())
+                            });
                         r.deep_verified += 1;
                         if let Err(problem) = verdict {
-                            r.corrupt_chunks.push(Problem { path: path.display().to_string(), problem });
+                            r.corrupt_chunks.push(Problem {
+                                path: path.display().to_string(),
+                                problem,
+                            });
                         }
                     }
                 }

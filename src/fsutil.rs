@@ -48,7 +48,10 @@ impl Timestamp {
     }
 
     fn timespec(self) -> libc::timespec {
-        libc::timespec { tv_sec: self.secs as libc::time_t, tv_nsec: self.nanos as libc::c_long }
+        libc::timespec {
+            tv_sec: self.secs as libc::time_t,
+            tv_nsec: self.nanos as libc::c_long,
+        }
     }
 }
 
@@ -83,7 +86,12 @@ mod tests {
         let p = dir.path().join("chunk");
         std::fs::write(&p, b"data").unwrap();
         let f = File::options().write(true).open(&p).unwrap();
-        set_file_times(&f, Timestamp::new(1_000_000, 5), Timestamp::new(2_000_000, 7)).unwrap();
+        set_file_times(
+            &f,
+            Timestamp::new(1_000_000, 5),
+            Timestamp::new(2_000_000, 7),
+        )
+        .unwrap();
         drop(f);
         assert_eq!(read_noatime(&p).unwrap(), b"data");
         let m = std::fs::metadata(&p).unwrap();

@@ -23,7 +23,15 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let mp = (5 * doy + 2) / 153;
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 /// Year, month, day, hour, minute, second of an epoch time (UTC).
@@ -43,11 +51,20 @@ pub fn rfc3339_utc(epoch: i64) -> String {
 /// Parses exactly `YYYY-MM-DDTHH:MM:SSZ` (PBS's `BACKUP_TIME_RE`); `None` for anything else.
 pub fn parse_rfc3339_utc(text: &str) -> Option<i64> {
     let b = text.as_bytes();
-    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| -> Option<u32> {
-        b[r].iter().try_fold(0u32, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as u32))
+        b[r].iter().try_fold(0u32, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as u32)
+        })
     };
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
@@ -69,7 +86,10 @@ mod tests {
     fn known_dates() {
         assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
         // The format document's example snapshot.
-        assert_eq!(parse_rfc3339_utc("2025-07-14T14:20:02Z"), Some(1_752_502_802));
+        assert_eq!(
+            parse_rfc3339_utc("2025-07-14T14:20:02Z"),
+            Some(1_752_502_802)
+        );
         assert_eq!(rfc3339_utc(1_752_502_802), "2025-07-14T14:20:02Z");
         assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(parse_rfc3339_utc("2025-02-29T00:00:00Z"), None);

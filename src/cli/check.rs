@@ -31,7 +31,12 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> Result<Outcome> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let opts = CheckOptions { deep: args.deep, cutoff_minutes: args.cutoff, now: crate::fsutil::now_epoch(), threads };
+    let opts = CheckOptions {
+        deep: args.deep,
+        cutoff_minutes: args.cutoff,
+        now: crate::fsutil::now_epoch(),
+        threads,
+    };
     let r = check_store(&args.store, &opts)?;
     if let Some(dest) = &args.json {
         super::write_json(dest, &r)?;
@@ -42,15 +47,27 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
             "index files      {} ({} fidx, {} didx, {} outside the snapshot scheme)",
             r.index_files, r.fixed_indexes, r.dynamic_indexes, r.unexpected_indexes
         );
-        println!("references       {} to {} distinct chunks", r.references, r.referenced_chunks);
-        println!("chunk files      {} ({} bytes)", r.chunk_files, r.chunk_bytes);
+        println!(
+            "references       {} to {} distinct chunks",
+            r.references, r.referenced_chunks
+        );
+        println!(
+            "chunk files      {} ({} bytes)",
+            r.chunk_files, r.chunk_bytes
+        );
         println!(
             "unreferenced     {} chunks: {} older than the cutoff, {} pending",
             r.garbage.chunks, r.garbage.removable, r.garbage.pending
         );
-        println!("other files      {} .bad, {} .using, {} ignored (temp files)", r.bad_files, r.using_markers, r.ignored_files);
+        println!(
+            "other files      {} .bad, {} .using, {} ignored (temp files)",
+            r.bad_files, r.using_markers, r.ignored_files
+        );
         if r.snapshots_without_manifest > 0 {
-            println!("warning: {} snapshots have indexes but no manifest", r.snapshots_without_manifest);
+            println!(
+                "warning: {} snapshots have indexes but no manifest",
+                r.snapshots_without_manifest
+            );
         }
         if args.deep {
             println!("deep             {} chunk files verified", r.deep_verified);
@@ -70,7 +87,14 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
         for p in &r.corrupt_chunks {
             println!("corrupt chunk    {}: {}", p.path, p.problem);
         }
-        println!("result           {}", if r.ok() { "OK" } else { "PROBLEMS FOUND" });
+        println!(
+            "result           {}",
+            if r.ok() { "OK" } else { "PROBLEMS FOUND" }
+        );
     }
-    Ok(if r.ok() { Outcome::Ok } else { Outcome::ProblemsFound })
+    Ok(if r.ok() {
+        Outcome::Ok
+    } else {
+        Outcome::ProblemsFound
+    })
 }

@@ -46,6 +46,9 @@ pub struct GenArgs {
     /// Days of daily backups in the history.
     #[arg(long)]
     days: Option<u32>,
+    /// The history's last day (YYYY-MM-DD); snapshot names are taken from this timeline.
+    #[arg(long, value_name = "DATE", default_value = "2026-01-31")]
+    history_end: String,
     /// Fixed chunk size in bytes (a power of two); small keeps disk use low.
     #[arg(long, value_name = "BYTES")]
     chunk_size: Option<u32>,
@@ -102,11 +105,26 @@ pub fn run(args: GenArgs) -> Result<Outcome> {
     if let Some(v) = args.days {
         cfg.days = v;
     }
+    cfg.history_end = crate::time::parse_rfc3339_utc(&format!("{}T00:00:00Z", args.history_end))
+        .with_context(|| {
+            format!(
+                "--history-end {:?}: expected a date like 2026-01-31",
+                args.history_end
+            )
+        })?;
     if let Some(v) = args.chunk_size {
         cfg.chunk_size = v;
     }
-    cfg.damage = crate::gen::Damage { missing: args.missing, bad: args.bad, tmp: args.tmp };
-    let owner = if args.pbs_owner { Some(backup_owner()?) } else { None };
+    cfg.damage = crate::gen::Damage {
+        missing: args.missing,
+        bad: args.bad,
+        tmp: args.tmp,
+    };
+    let owner = if args.pbs_owner {
+        Some(backup_owner()?)
+    } else {
+        None
+    };
     let out = args.out.components().collect::<PathBuf>();
     let Some(name) = out.file_name().map(|n| n.to_os_string()) else {
         bail!("--out {}: needs a directory name", args.out.display());
@@ -118,26 +136,46 @@ pub fn run(args: GenArgs) -> Result<Outcome> {
     });
 
     let history = build_history(&cfg)?;
-    let opts = WriteOptions { owner, progress: !args.quiet && super::stderr_is_terminal(), now: crate::fsutil::now_epoch() };
+    let opts = WriteOptions {
+        owner,
+        progress: !args.quiet && super::stderr_is_terminal(),
+        now: crate::fsutil::now_epoch(),
+    };
     let truth = write_store(&cfg, &history, &out, &opts)?;
     super::write_json(&truth_path, &truth)?;
     if !args.quiet {
         let t = &truth;
         println!("datastore        {}", out.display());
         println!("ground truth     {}", truth_path.display());
-        println!("preset           {} (seed {}, scale {})", t.preset, t.seed, t.scale);
+        println!(
+            "preset           {} (seed {}, scale {})",
+            t.preset, t.seed, t.scale
+        );
         println!("namespaces       {}", t.namespaces);
         println!("groups           {}", t.groups);
         println!("snapshots        {}", t.snapshots);
-        println!("index files      {} ({} fidx, {} didx)", t.index_files, t.fixed_indexes, t.dynamic_indexes);
+        println!(
+            "index files      {} ({} fidx, {} didx)",
+            t.index_files, t.fixed_indexes, t.dynamic_indexes
+        );
         println!("references       {}", t.references);
-        println!("referenced       {} chunks ({} missing)", t.referenced_chunks, t.missing_chunks.len());
+        println!(
+            "referenced       {} chunks ({} missing)",
+            t.referenced_chunks,
+            t.missing_chunks.len()
+        );
         println!(
             "garbage          {} chunks: {} older than the cutoff, {} pending",
             t.garbage.chunks, t.garbage.removable, t.garbage.pending
         );
-        println!("dedup factor     {:.2} references per chunk (churn {:.4} per backup)", t.dedup_factor, t.churn);
-        println!("PBS dedup        {:.2} (index bytes / referenced chunk bytes)", t.pbs_dedup_factor);
+        println!(
+            "dedup factor     {:.2} references per chunk (churn {:.4} per backup)",
+            t.dedup_factor, t.churn
+        );
+        println!(
+            "PBS dedup        {:.2} (index bytes / referenced chunk bytes)",
+            t.pbs_dedup_factor
+        );
         println!(
             "written          {} chunk files in {:.1} s ({:.0} chunks/s)",
             t.chunk_files, t.elapsed_seconds, t.chunks_per_second

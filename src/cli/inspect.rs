@@ -26,12 +26,20 @@ pub struct InspectArgs {
 
 fn uuid_string(u: [u8; 16]) -> String {
     let h = hex::encode(u);
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 pub fn run(args: InspectArgs) -> Result<Outcome> {
     let path = &args.file;
-    let bytes = crate::fsutil::read_noatime(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes =
+        crate::fsutil::read_noatime(path).with_context(|| format!("reading {}", path.display()))?;
     let magic = bytes.get(..8).unwrap_or(&[]);
     if magic == FIXED_SIZED_CHUNK_INDEX_1_0 || magic == DYNAMIC_SIZED_CHUNK_INDEX_1_0 {
         let idx = IndexFile::parse_unverified(bytes).map_err(|e| e.in_file(path))?;
@@ -40,13 +48,20 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
         println!("file             {}", path.display());
         println!("kind             {}", idx.kind().name());
         println!("uuid             {}", uuid_string(idx.uuid()));
-        println!("ctime            {} ({})", idx.ctime(), crate::time::rfc3339_utc(idx.ctime()));
+        println!(
+            "ctime            {} ({})",
+            idx.ctime(),
+            crate::time::rfc3339_utc(idx.ctime())
+        );
         match idx.kind() {
             IndexKind::Fixed => {
                 println!("size             {} bytes", idx.index_bytes());
                 println!("chunk size       {} bytes", idx.chunk_size().unwrap_or(0));
             }
-            IndexKind::Dynamic => println!("size             {} bytes (last end offset)", idx.index_bytes()),
+            IndexKind::Dynamic => println!(
+                "size             {} bytes (last end offset)",
+                idx.index_bytes()
+            ),
         }
         println!("entries          {}", idx.entries());
         println!("distinct digests {}", distinct.len());
@@ -56,9 +71,16 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
             if ok { "OK" } else { "MISMATCH" }
         );
         if !ok {
-            println!("                 body hashes to {}", hex::encode(idx.compute_csum()));
+            println!(
+                "                 body hashes to {}",
+                hex::encode(idx.compute_csum())
+            );
         }
-        return Ok(if ok { Outcome::Ok } else { Outcome::ProblemsFound });
+        return Ok(if ok {
+            Outcome::Ok
+        } else {
+            Outcome::ProblemsFound
+        });
     }
     let Some(kind) = BlobKind::from_magic(magic) else {
         bail!(
@@ -70,7 +92,10 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
     let info = blob::inspect(&bytes).map_err(|e| e.in_file(path))?;
     println!("file             {}", path.display());
     println!("kind             {} blob", kind.name());
-    println!("file size        {} bytes ({} bytes payload)", info.raw_size, info.payload_size);
+    println!(
+        "file size        {} bytes ({} bytes payload)",
+        info.raw_size, info.payload_size
+    );
     println!(
         "crc32            {:08x} {}",
         info.stored_crc,
@@ -86,18 +111,34 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
     }
     let data = blob::decode(&bytes).map_err(|e| e.in_file(path))?;
     println!("data size        {} bytes", data.len());
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     if let Some(named) = Digest::from_hex(name) {
         let computed = Digest::of(&data);
         let ok = computed == named;
-        println!("digest           {} {}", computed, if ok { "OK (matches the name)" } else { "MISMATCH" });
+        println!(
+            "digest           {} {}",
+            computed,
+            if ok {
+                "OK (matches the name)"
+            } else {
+                "MISMATCH"
+            }
+        );
         if !ok {
             return Ok(Outcome::ProblemsFound);
         }
     }
     if name == crate::datastore::paths::MANIFEST_BLOB_NAME {
         let m = Manifest::from_blob(&bytes).map_err(|e| e.in_file(path))?;
-        println!("manifest         {} {} at {}", m.backup_type, m.backup_id, crate::time::rfc3339_utc(m.backup_time));
+        println!(
+            "manifest         {} {} at {}",
+            m.backup_type,
+            m.backup_id,
+            crate::time::rfc3339_utc(m.backup_time)
+        );
         for f in &m.files {
             println!("  {:<28} {:>14} bytes  {}", f.filename, f.size, f.csum);
         }

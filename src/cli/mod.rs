@@ -84,8 +84,15 @@ mod tests {
     #[test]
     fn every_subcommand_has_an_example() {
         for sub in Cli::command().get_subcommands() {
-            let help = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
-            assert!(help.contains("chunkscope"), "{} has no example", sub.get_name());
+            let help = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                help.contains("chunkscope"),
+                "{} has no example",
+                sub.get_name()
+            );
         }
     }
 }

@@ -154,10 +154,11 @@ pub fn decode(raw: &[u8]) -> Result<Vec<u8>, FormatError> {
     let payload = &raw[info.kind.header_size()..];
     match info.kind {
         BlobKind::Uncompressed => Ok(payload.to_vec()),
-        BlobKind::Compressed => {
-            zstd::stream::decode_all(payload).map_err(|e| FormatErrorKind::Decompress(e.to_string()).into())
+        BlobKind::Compressed => zstd::stream::decode_all(payload)
+            .map_err(|e| FormatErrorKind::Decompress(e.to_string()).into()),
+        BlobKind::Encrypted | BlobKind::EncryptedCompressed => {
+            Err(FormatErrorKind::Encrypted.into())
         }
-        BlobKind::Encrypted | BlobKind::EncryptedCompressed => Err(FormatErrorKind::Encrypted.into()),
     }
 }
 
@@ -196,10 +197,20 @@ mod tests {
 
     #[test]
     fn magics_are_sha256_prefixes_of_their_labels() {
-        let m = |label: &str| -> [u8; 8] { Sha256::digest(label.as_bytes())[..8].try_into().unwrap() };
-        assert_eq!(m("Proxmox Backup uncompressed blob v1.0"), UNCOMPRESSED_BLOB_MAGIC_1_0);
-        assert_eq!(m("Proxmox Backup zstd compressed blob v1.0"), COMPRESSED_BLOB_MAGIC_1_0);
-        assert_eq!(m("Proxmox Backup encrypted blob v1.0"), ENCRYPTED_BLOB_MAGIC_1_0);
+        let m =
+            |label: &str| -> [u8; 8] { Sha256::digest(label.as_bytes())[..8].try_into().unwrap() };
+        assert_eq!(
+            m("Proxmox Backup uncompressed blob v1.0"),
+            UNCOMPRESSED_BLOB_MAGIC_1_0
+        );
+        assert_eq!(
+            m("Proxmox Backup zstd compressed blob v1.0"),
+            COMPRESSED_BLOB_MAGIC_1_0
+        );
+        assert_eq!(
+            m("Proxmox Backup encrypted blob v1.0"),
+            ENCRYPTED_BLOB_MAGIC_1_0
+        );
         assert_eq!(
             m("Proxmox Backup zstd compressed encrypted blob v1.0"),
             ENCR_COMPR_BLOB_MAGIC_1_0
@@ -224,8 +235,14 @@ mod tests {
 
         let raw = encode(&compressible, false);
         assert_eq!(&raw[..8], &UNCOMPRESSED_BLOB_MAGIC_1_0);
-        assert_eq!(u32::from_le_bytes(raw[8..12].try_into().unwrap()), crc32fast::hash(&compressible));
-        assert_eq!(verify_chunk(&raw, &Digest::of(&compressible)).unwrap(), BlobKind::Uncompressed);
+        assert_eq!(
+            u32::from_le_bytes(raw[8..12].try_into().unwrap()),
+            crc32fast::hash(&compressible)
+        );
+        assert_eq!(
+            verify_chunk(&raw, &Digest::of(&compressible)).unwrap(),
+            BlobKind::Uncompressed
+        );
     }
 
     #[test]
@@ -238,14 +255,19 @@ mod tests {
         assert!(e.contains("CRC mismatch"), "{e}");
 
         let e = decode(&raw[..5]).unwrap_err().to_string();
-        assert!(e.contains("too short") && e.contains("need at least 12"), "{e}");
+        assert!(
+            e.contains("too short") && e.contains("need at least 12"),
+            "{e}"
+        );
 
         let mut raw = encode(&data, true);
         raw[0] ^= 1;
         assert!(decode(&raw).unwrap_err().to_string().contains("bad magic"));
 
         let raw = encode(&data, true);
-        let e = verify_chunk(&raw, &Digest::of(b"other")).unwrap_err().to_string();
+        let e = verify_chunk(&raw, &Digest::of(b"other"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("digest mismatch"), "{e}");
     }
 
@@ -261,7 +283,10 @@ mod tests {
         assert!(info.crc_ok());
         assert_eq!(info.payload_size, 100);
         assert!(decode(&raw).unwrap_err().to_string().contains("encrypted"));
-        assert_eq!(verify_chunk(&raw, &Digest::default()).unwrap(), BlobKind::Encrypted);
+        assert_eq!(
+            verify_chunk(&raw, &Digest::default()).unwrap(),
+            BlobKind::Encrypted
+        );
         let e = inspect(&raw[..20]).unwrap_err().to_string();
         assert!(e.contains("need at least 44"), "{e}");
     }

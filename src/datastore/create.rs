@@ -21,9 +21,13 @@ pub fn create_datastore(
     mut progress: impl FnMut(usize),
 ) -> Result<()> {
     if root.exists() {
-        let mut entries = fs::read_dir(root).with_context(|| format!("reading {}", root.display()))?;
+        let mut entries =
+            fs::read_dir(root).with_context(|| format!("reading {}", root.display()))?;
         if entries.next().is_some() {
-            bail!("refusing to create a datastore in {}: directory is not empty", root.display());
+            bail!(
+                "refusing to create a datastore in {}: directory is not empty",
+                root.display()
+            );
         }
     } else {
         fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
@@ -40,7 +44,9 @@ pub fn create_datastore(
     let chunks = root.join(CHUNK_DIR);
     let mut builder = fs::DirBuilder::new();
     builder.mode(0o750);
-    builder.create(&chunks).with_context(|| format!("creating {}", chunks.display()))?;
+    builder
+        .create(&chunks)
+        .with_context(|| format!("creating {}", chunks.display()))?;
     fs::set_permissions(&chunks, fs::Permissions::from_mode(0o750))?;
     chown(&chunks)?;
     let lock = root.join(LOCK_FILE);
@@ -54,7 +60,9 @@ pub fn create_datastore(
     chown(&lock)?;
     for i in 0..CHUNK_SUBDIRS {
         let dir = chunks.join(chunk_subdir_name(i as u16));
-        builder.create(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        builder
+            .create(&dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
         chown(&dir)?;
         if i % 4096 == 4095 {
             progress(i + 1);

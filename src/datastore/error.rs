@@ -23,9 +23,16 @@ pub enum FormatErrorKind {
     /// Opening or reading failed.
     Io(io::Error),
     /// Shorter than its fixed header.
-    TooShort { what: &'static str, need: u64, found: u64 },
+    TooShort {
+        what: &'static str,
+        need: u64,
+        found: u64,
+    },
     /// The first 8 bytes are not a magic number of the expected kinds.
-    BadMagic { expected: &'static str, found: [u8; 8] },
+    BadMagic {
+        expected: &'static str,
+        found: [u8; 8],
+    },
     /// A fixed index whose chunk size is not a power of two.
     ChunkSizeNotPowerOfTwo { chunk_size: u64 },
     /// The body does not have the length the header implies.
@@ -75,10 +82,17 @@ impl fmt::Display for FormatErrorKind {
         match self {
             Io(e) => write!(f, "{e}"),
             TooShort { what, need, found } => {
-                write!(f, "file too short for a {what}: need at least {need} bytes, found {found}")
+                write!(
+                    f,
+                    "file too short for a {what}: need at least {need} bytes, found {found}"
+                )
             }
             BadMagic { expected, found } => {
-                write!(f, "bad magic: expected {expected}, found {}", hex::encode(found))
+                write!(
+                    f,
+                    "bad magic: expected {expected}, found {}",
+                    hex::encode(found)
+                )
             }
             ChunkSizeNotPowerOfTwo { chunk_size } => {
                 write!(f, "chunk size {chunk_size} is not a power of two")
@@ -94,9 +108,15 @@ impl fmt::Display for FormatErrorKind {
                 "blob CRC mismatch: stored {stored:08x}, payload has {computed:08x}"
             ),
             Decompress(e) => write!(f, "cannot decompress blob payload: {e}"),
-            Encrypted => write!(f, "blob is encrypted; its payload cannot be read without the key"),
+            Encrypted => write!(
+                f,
+                "blob is encrypted; its payload cannot be read without the key"
+            ),
             DigestMismatch { name, computed } => {
-                write!(f, "digest mismatch: named {name}, data hashes to {computed}")
+                write!(
+                    f,
+                    "digest mismatch: named {name}, data hashes to {computed}"
+                )
             }
             Manifest(e) => write!(f, "bad manifest: {e}"),
         }

@@ -124,7 +124,8 @@ impl IndexFile {
             m if m == DYNAMIC_SIZED_CHUNK_INDEX_1_0 => IndexKind::Dynamic,
             m => {
                 return Err(FormatErrorKind::BadMagic {
-                    expected: "a fixed (2f7f41ed91fd0fcd) or dynamic (1c914ea519bab3cd) index magic",
+                    expected:
+                        "a fixed (2f7f41ed91fd0fcd) or dynamic (1c914ea519bab3cd) index magic",
                     found: m.try_into().expect("8 bytes"),
                 }
                 .into())
@@ -215,7 +216,11 @@ impl IndexFile {
     pub fn digest(&self, i: usize) -> Digest {
         let at = INDEX_HEADER_SIZE
             + i * self.kind.entry_size()
-            + if self.kind == IndexKind::Dynamic { 8 } else { 0 };
+            + if self.kind == IndexKind::Dynamic {
+                8
+            } else {
+                0
+            };
         Digest(self.bytes[at..at + 32].try_into().expect("32 bytes"))
     }
 
@@ -269,8 +274,15 @@ pub fn fixed_index_bytes(
     chunk_size: u64,
     digests: &[Digest],
 ) -> Vec<u8> {
-    assert!(chunk_size.is_power_of_two(), "chunk size must be a power of two");
-    assert_eq!(size.div_ceil(chunk_size), digests.len() as u64, "digests for size");
+    assert!(
+        chunk_size.is_power_of_two(),
+        "chunk size must be a power of two"
+    );
+    assert_eq!(
+        size.div_ceil(chunk_size),
+        digests.len() as u64,
+        "digests for size"
+    );
     let mut out = header(IndexKind::Fixed, uuid, ctime);
     out[64..72].copy_from_slice(&size.to_le_bytes());
     out[72..80].copy_from_slice(&chunk_size.to_le_bytes());
@@ -347,7 +359,10 @@ mod tests {
     }
 
     fn err(bytes: Vec<u8>) -> String {
-        IndexFile::parse(bytes).err().expect("must be refused").to_string()
+        IndexFile::parse(bytes)
+            .err()
+            .expect("must be refused")
+            .to_string()
     }
 
     #[test]
@@ -355,7 +370,10 @@ mod tests {
         let good = fixed_index_bytes([1; 16], 1, 3 * 4096, 4096, &digests(3));
 
         let e = err(good[..4000].to_vec());
-        assert!(e.contains("too short") && e.contains("4096") && e.contains("4000"), "{e}");
+        assert!(
+            e.contains("too short") && e.contains("4096") && e.contains("4000"),
+            "{e}"
+        );
 
         let mut b = good.clone();
         b[0] = 0;
@@ -364,7 +382,10 @@ mod tests {
         let mut b = good.clone();
         b.truncate(b.len() - 1);
         let e = err(b);
-        assert!(e.contains("body length") && e.contains("needs 3 digests"), "{e}");
+        assert!(
+            e.contains("body length") && e.contains("needs 3 digests"),
+            "{e}"
+        );
 
         let mut b = good.clone();
         b[72..80].copy_from_slice(&4095u64.to_le_bytes());
@@ -399,8 +420,13 @@ mod tests {
         bytes[4096 + 5] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         let e = IndexFile::open(&path).err().unwrap();
-        assert!(e.to_string().starts_with(&path.display().to_string()), "{e}");
-        let missing = IndexFile::open(&dir.path().join("gone.fidx")).err().unwrap();
+        assert!(
+            e.to_string().starts_with(&path.display().to_string()),
+            "{e}"
+        );
+        let missing = IndexFile::open(&dir.path().join("gone.fidx"))
+            .err()
+            .unwrap();
         assert!(missing.is_not_found());
     }
 }

@@ -73,8 +73,14 @@ mod tests {
         };
         let raw = m.to_blob();
         let json = String::from_utf8(blob::decode(&raw).unwrap()).unwrap();
-        assert!(json.contains("\"backup-type\":\"vm\"") && json.contains("\"crypt-mode\":\"none\""), "{json}");
+        assert!(
+            json.contains("\"backup-type\":\"vm\"") && json.contains("\"crypt-mode\":\"none\""),
+            "{json}"
+        );
         assert_eq!(Manifest::from_blob(&raw).unwrap(), m);
-        assert!(Manifest::from_blob(&blob::encode(b"{", true)).unwrap_err().to_string().contains("bad manifest"));
+        assert!(Manifest::from_blob(&blob::encode(b"{", true))
+            .unwrap_err()
+            .to_string()
+            .contains("bad manifest"));
     }
 }

@@ -86,7 +86,8 @@ pub fn list_namespaces(root: &Path) -> Result<Vec<PathBuf>> {
 /// Backup group directories of one namespace: types in readdir order, then groups.
 pub fn list_groups(ns: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    let types = read_dir_ordered(ns).with_context(|| format!("listing groups of {}", ns.display()))?;
+    let types =
+        read_dir_ordered(ns).with_context(|| format!("listing groups of {}", ns.display()))?;
     for (ty_name, ty) in types {
         if !ty.is_dir() || !BACKUP_TYPES.contains(&ty_name.as_str()) {
             continue;
@@ -110,7 +111,7 @@ pub fn list_snapshots(group: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
         .filter(|(_, ty)| ty.is_dir())
         .filter_map(|(name, _)| parse_rfc3339_utc(&name).map(|t| (t, group.join(name))))
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|s| std::cmp::Reverse(s.0));
     Ok(out)
 }
 
@@ -200,7 +201,10 @@ pub fn phase1_order(root: &Path) -> Result<Phase1Order> {
             }
         }
     }
-    Ok(Phase1Order { expected, unexpected: unprocessed.into_iter().collect() })
+    Ok(Phase1Order {
+        expected,
+        unexpected: unprocessed.into_iter().collect(),
+    })
 }
 
 #[cfg(test)]
@@ -267,6 +271,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         fs::create_dir_all(tmp.path().join("ns/bad name")).unwrap();
         let e = list_namespaces(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("invalid namespace name") && e.contains("bad name"), "{e}");
+        assert!(
+            e.contains("invalid namespace name") && e.contains("bad name"),
+            "{e}"
+        );
     }
 }

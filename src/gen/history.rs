@@ -150,7 +150,8 @@ fn iso_week_key(t: i64) -> i64 {
     let weekday = (days + 3).rem_euclid(7); // 0 = Monday (1970-01-01 was a Thursday)
     let thursday = days - weekday + 3;
     let (year, ..) = crate::time::utc_fields(thursday * 86_400);
-    let jan1 = crate::time::parse_rfc3339_utc(&format!("{year:04}-01-01T00:00:00Z")).unwrap_or(0) / 86_400;
+    let jan1 =
+        crate::time::parse_rfc3339_utc(&format!("{year:04}-01-01T00:00:00Z")).unwrap_or(0) / 86_400;
     year * 100 + (thursday - jan1) / 7 + 1
 }
 
@@ -197,12 +198,22 @@ impl ContentModel {
         let a = &g.archives[ai as usize];
         let dynamic = a.kind != ArchiveKind::Disk;
         if a.kind == ArchiveKind::Catalog {
-            return ContentId::new(hash(&[self.seed, 3, gi as u64, ai as u64, slot as u64, k as u64]), true);
+            return ContentId::new(
+                hash(&[self.seed, 3, gi as u64, ai as u64, slot as u64, k as u64]),
+                true,
+            );
         }
         let version = self.version(gi, ai, slot, k);
         if version > 0 {
             return ContentId::new(
-                hash(&[self.seed, 2, gi as u64, ai as u64, slot as u64, version as u64]),
+                hash(&[
+                    self.seed,
+                    2,
+                    gi as u64,
+                    ai as u64,
+                    slot as u64,
+                    version as u64,
+                ]),
                 dynamic,
             );
         }
@@ -216,7 +227,10 @@ impl ContentModel {
                 dynamic,
             );
         }
-        ContentId::new(hash(&[self.seed, 2, gi as u64, ai as u64, slot as u64, 0]), dynamic)
+        ContentId::new(
+            hash(&[self.seed, 2, gi as u64, ai as u64, slot as u64, 0]),
+            dynamic,
+        )
     }
 
     /// The backup number of the last change of a slot at or before backup `k` (0: never).
@@ -230,7 +244,15 @@ impl ContentModel {
         let ln_keep = (1.0 - self.churn).ln();
         let mut at = 0u32;
         loop {
-            let u = 1.0 - unit(hash(&[self.seed, 5, gi as u64, ai as u64, slot as u64, at as u64]));
+            let u = 1.0
+                - unit(hash(&[
+                    self.seed,
+                    5,
+                    gi as u64,
+                    ai as u64,
+                    slot as u64,
+                    at as u64,
+                ]));
             let gap = ((u.ln() / ln_keep).ceil() as u64).max(1);
             let next = at as u64 + gap;
             if next > k as u64 {
@@ -276,10 +298,20 @@ impl History {
         let mut out = Vec::new();
         for (gi, g) in self.groups.iter().enumerate() {
             for (k, &time) in g.backups.iter().enumerate() {
-                out.push(Event { time, group: gi as u32, k: k as u32, failed: false });
+                out.push(Event {
+                    time,
+                    group: gi as u32,
+                    k: k as u32,
+                    failed: false,
+                });
             }
             if let Some(f) = g.failed {
-                out.push(Event { time: f.time, group: gi as u32, k: g.backups.len() as u32, failed: true });
+                out.push(Event {
+                    time: f.time,
+                    group: gi as u32,
+                    k: g.backups.len() as u32,
+                    failed: true,
+                });
             }
         }
         out.sort_by_key(|e| (e.time, e.group, e.failed));
@@ -345,7 +377,12 @@ mod tests {
         // 100 daily backups at noon, ending 2025-04-10.
         let end = crate::time::parse_rfc3339_utc("2025-04-10T12:00:00Z").unwrap();
         let times: Vec<i64> = (0..100).rev().map(|d| end - d * 86_400).collect();
-        let r = Retention { keep_last: 0, keep_daily: 7, keep_weekly: 4, keep_monthly: 3 };
+        let r = Retention {
+            keep_last: 0,
+            keep_daily: 7,
+            keep_weekly: 4,
+            keep_monthly: 3,
+        };
         let kept = r.keep(&times);
         let kept_times: Vec<String> = times
             .iter()
@@ -360,13 +397,29 @@ mod tests {
         assert_eq!(
             kept_times,
             [
-                "2025-01-31", "2025-02-28", "2025-03-09", "2025-03-16", "2025-03-23", "2025-03-30",
-                "2025-04-04", "2025-04-05", "2025-04-06", "2025-04-07", "2025-04-08", "2025-04-09",
+                "2025-01-31",
+                "2025-02-28",
+                "2025-03-09",
+                "2025-03-16",
+                "2025-03-23",
+                "2025-03-30",
+                "2025-04-04",
+                "2025-04-05",
+                "2025-04-06",
+                "2025-04-07",
+                "2025-04-08",
+                "2025-04-09",
                 "2025-04-10"
             ]
         );
-        assert_eq!(iso_week_key(crate::time::parse_rfc3339_utc("2021-01-03T00:00:00Z").unwrap()), 202053);
-        assert_eq!(iso_week_key(crate::time::parse_rfc3339_utc("2024-12-30T00:00:00Z").unwrap()), 202501);
+        assert_eq!(
+            iso_week_key(crate::time::parse_rfc3339_utc("2021-01-03T00:00:00Z").unwrap()),
+            202053
+        );
+        assert_eq!(
+            iso_week_key(crate::time::parse_rfc3339_utc("2024-12-30T00:00:00Z").unwrap()),
+            202501
+        );
     }
 
     fn group(slots: u32) -> GroupSpec {
@@ -375,7 +428,11 @@ mod tests {
             ty: BackupType::Vm,
             id: "100".into(),
             template: 0,
-            archives: vec![ArchiveSpec { name: "drive-scsi0.img.fidx".into(), kind: ArchiveKind::Disk, slots }],
+            archives: vec![ArchiveSpec {
+                name: "drive-scsi0.img.fidx".into(),
+                kind: ArchiveKind::Disk,
+                slots,
+            }],
             backups: vec![],
             retained: vec![],
             retained_prev: vec![],
@@ -385,29 +442,50 @@ mod tests {
 
     #[test]
     fn churn_sets_the_change_rate() {
-        let m = ContentModel { seed: 7, churn: 0.1, zero_fraction: 0.0, template_fraction: 0.0 };
+        let m = ContentModel {
+            seed: 7,
+            churn: 0.1,
+            zero_fraction: 0.0,
+            template_fraction: 0.0,
+        };
         let g = group(20_000);
-        let changed = (0..20_000).filter(|&s| m.content(0, &g, 0, s, 5) != m.content(0, &g, 0, s, 4)).count();
+        let changed = (0..20_000)
+            .filter(|&s| m.content(0, &g, 0, s, 5) != m.content(0, &g, 0, s, 4))
+            .count();
         let rate = changed as f64 / 20_000.0;
         assert!((rate - 0.1).abs() < 0.01, "{rate}");
         // Versions are stable: a slot that did not change keeps its content.
-        let same = (0..2000).filter(|&s| m.content(0, &g, 0, s, 9) == m.content(0, &g, 0, s, 0)).count();
+        let same = (0..2000)
+            .filter(|&s| m.content(0, &g, 0, s, 9) == m.content(0, &g, 0, s, 0))
+            .count();
         let expect = 2000.0 * 0.9f64.powi(9);
         assert!((same as f64 - expect).abs() < 60.0, "{same} vs {expect}");
     }
 
     #[test]
     fn zero_and_template_contents() {
-        let m = ContentModel { seed: 1, churn: 0.0, zero_fraction: 0.25, template_fraction: 0.5 };
+        let m = ContentModel {
+            seed: 1,
+            churn: 0.0,
+            zero_fraction: 0.25,
+            template_fraction: 0.5,
+        };
         let g = group(4000);
         let mut other = group(4000);
         other.id = "101".into();
-        let zeros = (0..4000).filter(|&s| m.content(0, &g, 0, s, 0) == ContentId::ZERO).count();
+        let zeros = (0..4000)
+            .filter(|&s| m.content(0, &g, 0, s, 0) == ContentId::ZERO)
+            .count();
         assert!((zeros as f64 / 4000.0 - 0.25).abs() < 0.03, "{zeros}");
-        let shared = (0..4000).filter(|&s| m.content(0, &g, 0, s, 3) == m.content(1, &other, 0, s, 3)).count();
+        let shared = (0..4000)
+            .filter(|&s| m.content(0, &g, 0, s, 3) == m.content(1, &other, 0, s, 3))
+            .count();
         // Zero slots are drawn per group: shared are slots zero in both groups, and template
         // slots (the first half) zero in neither.
         let expect = 4000.0 * (0.25 * 0.25 + 0.5 * 0.75 * 0.75);
-        assert!((shared as f64 - expect).abs() < 120.0, "{shared} vs {expect}");
+        assert!(
+            (shared as f64 - expect).abs() < 120.0,
+            "{shared} vs {expect}"
+        );
     }
 }

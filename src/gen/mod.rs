@@ -14,8 +14,8 @@ pub mod writer;
 use anyhow::{bail, Result};
 
 use history::{
-    ArchiveKind, ArchiveSpec, BackupType, ContentModel, FailedBackup, GroupSpec, History, NamespaceSpec,
-    Retention,
+    ArchiveKind, ArchiveSpec, BackupType, ContentModel, FailedBackup, GroupSpec, History,
+    NamespaceSpec, Retention,
 };
 use rng::{hash, unit};
 
@@ -91,7 +91,12 @@ impl GenConfig {
             ct_share: 0.3,
             days: 60,
             start_spread: 0.5,
-            retention: Retention { keep_last: 1, keep_daily: 7, keep_weekly: 4, keep_monthly: 6 },
+            retention: Retention {
+                keep_last: 1,
+                keep_daily: 7,
+                keep_weekly: 4,
+                keep_monthly: 6,
+            },
             disk_chunks: 240,
             archive_chunks: 160,
             max_disks: 2,
@@ -132,7 +137,12 @@ impl GenConfig {
                 ct_share: 0.3,
                 days: 420,
                 start_spread: 0.9,
-                retention: Retention { keep_last: 1, keep_daily: 7, keep_weekly: 4, keep_monthly: 12 },
+                retention: Retention {
+                    keep_last: 1,
+                    keep_daily: 7,
+                    keep_weekly: 4,
+                    keep_monthly: 12,
+                },
                 disk_chunks: 8200,
                 archive_chunks: 6500,
                 max_disks: 3,
@@ -144,23 +154,29 @@ impl GenConfig {
                 scale: 0.01,
                 ..base
             },
-            other => bail!("unknown preset '{other}': choose one of {}", PRESETS.join(", ")),
+            other => bail!(
+                "unknown preset '{other}': choose one of {}",
+                PRESETS.join(", ")
+            ),
         })
     }
 
     /// Refuses shapes the model cannot build, naming the option.
     pub fn validate(&self) -> Result<()> {
         if !self.chunk_size.is_power_of_two() || self.chunk_size < 64 {
-            bail!("--chunk-size {} must be a power of two of at least 64 bytes", self.chunk_size);
+            bail!(
+                "--chunk-size {} must be a power of two of at least 64 bytes",
+                self.chunk_size
+            );
         }
         if self.groups == 0 || self.namespaces == 0 || self.days == 0 {
             bail!("--groups, --namespaces and --days must be at least 1");
         }
-        if !(self.scale > 0.0) {
+        if self.scale.is_nan() || self.scale <= 0.0 {
             bail!("--scale must be positive, got {}", self.scale);
         }
         if let Some(d) = self.dedup {
-            if !(d >= 1.0) {
+            if d.is_nan() || d < 1.0 {
                 bail!("--dedup must be at least 1.0 (references per chunk), got {d}");
             }
         }
@@ -183,17 +199,26 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
     let now = (day0 + cfg.days as i64 - 1) * 86_400 + 22 * 3600;
     let prev_gc = now - (cfg.prev_gc_hours * 3600.0) as i64;
 
-    let mut namespaces = vec![NamespaceSpec { rel: String::new(), depth: 0 }];
+    let mut namespaces = vec![NamespaceSpec {
+        rel: String::new(),
+        depth: 0,
+    }];
     let first_level = (cfg.namespaces / 3).max(1);
     for i in 1..cfg.namespaces {
         let parent = if i <= first_level {
             0
         } else {
-            let candidates: Vec<usize> = (0..namespaces.len()).filter(|&p| namespaces[p].depth < 3).collect();
+            let candidates: Vec<usize> = (0..namespaces.len())
+                .filter(|&p| namespaces[p].depth < 3)
+                .collect();
             candidates[(hash(&[seed, 10, i as u64]) % candidates.len() as u64) as usize]
         };
         let p = &namespaces[parent];
-        let rel = if p.rel.is_empty() { format!("ns/ns{i:02}") } else { format!("{}/ns/ns{i:02}", p.rel) };
+        let rel = if p.rel.is_empty() {
+            format!("ns/ns{i:02}")
+        } else {
+            format!("{}/ns/ns{i:02}", p.rel)
+        };
         let depth = p.depth + 1;
         namespaces.push(NamespaceSpec { rel, depth });
     }
@@ -229,7 +254,11 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
             _ => {
                 let slots = scaled(cfg.archive_chunks, cfg.scale, factor);
                 vec![
-                    ArchiveSpec { name: "root.pxar.didx".into(), kind: ArchiveKind::Pxar, slots },
+                    ArchiveSpec {
+                        name: "root.pxar.didx".into(),
+                        kind: ArchiveKind::Pxar,
+                        slots,
+                    },
                     ArchiveSpec {
                         name: "catalog.pcat1.didx".into(),
                         kind: ArchiveKind::Catalog,
@@ -238,10 +267,15 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
                 ]
             }
         };
-        let start = if gi == 0 { 0 } else { (unit(h(3)) * cfg.start_spread * cfg.days as f64) as i64 };
+        let start = if gi == 0 {
+            0
+        } else {
+            (unit(h(3)) * cfg.start_spread * cfg.days as f64) as i64
+        };
         let hour = ((unit(h(4)) * 20.0 * 60.0) as i64) * 60; // minutes into [00:00, 20:00)
-        let backups: Vec<i64> =
-            (start..cfg.days as i64).map(|d| (day0 + d) * 86_400 + hour).collect();
+        let backups: Vec<i64> = (start..cfg.days as i64)
+            .map(|d| (day0 + d) * 86_400 + hour)
+            .collect();
         let retained = cfg.retention.keep(&backups);
         let before_prev = backups.iter().take_while(|&&t| t <= prev_gc).count();
         let mut retained_prev = cfg.retention.keep(&backups[..before_prev]);
@@ -251,7 +285,11 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
             fraction: 0.2 + 0.7 * unit(h(6)),
         });
         groups.push(GroupSpec {
-            ns: if cfg.namespaces == 1 { 0 } else { (h(7) % cfg.namespaces as u64) as usize },
+            ns: if cfg.namespaces == 1 {
+                0
+            } else {
+                (h(7) % cfg.namespaces as u64) as usize
+            },
             ty,
             id,
             template: (h(8) % cfg.templates.max(1) as u64) as u32,
@@ -269,7 +307,13 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
         zero_fraction: cfg.zero_fraction,
         template_fraction: cfg.template_fraction,
     };
-    let mut history = History { namespaces, groups, model, now, prev_gc };
+    let mut history = History {
+        namespaces,
+        groups,
+        model,
+        now,
+        prev_gc,
+    };
     if let Some(target) = cfg.dedup {
         history.model.churn = solve_churn(&mut history, target)?;
     }
@@ -324,7 +368,10 @@ mod tests {
             let want = cfg.dedup.unwrap();
             assert!((d - want).abs() / want < 0.01, "{name}: {d} vs {want}");
         }
-        assert!(GenConfig::preset("huge").unwrap_err().to_string().contains("tiny, small, thread000"));
+        assert!(GenConfig::preset("huge")
+            .unwrap_err()
+            .to_string()
+            .contains("tiny, small, thread000"));
     }
 
     #[test]
@@ -332,7 +379,10 @@ mod tests {
         let mut cfg = GenConfig::preset("tiny").unwrap();
         cfg.dedup = Some(1000.0);
         let e = build_history(&cfg).unwrap_err().to_string();
-        assert!(e.contains("out of reach") && e.contains("--zero-fraction"), "{e}");
+        assert!(
+            e.contains("out of reach") && e.contains("--zero-fraction"),
+            "{e}"
+        );
     }
 
     #[test]

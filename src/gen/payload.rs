@@ -57,7 +57,12 @@ mod tests {
 
     #[test]
     fn sizes_and_compression() {
-        let m = PayloadModel { seed: 1, chunk_size: 4096, entropy: 0.44, incompressible: 0.0 };
+        let m = PayloadModel {
+            seed: 1,
+            chunk_size: 4096,
+            entropy: 0.44,
+            incompressible: 0.0,
+        };
         let mut buf = Vec::new();
         m.fill(ContentId::ZERO, &mut buf);
         assert!(buf.len() == 4096 && buf.iter().all(|&b| b == 0));
@@ -66,10 +71,15 @@ mod tests {
         let ratio = raw.len() as f64 / buf.len() as f64;
         assert!((0.43..0.47).contains(&ratio), "{ratio}");
         let dynamic = ContentId(0x1234_5671);
-        let lens: Vec<usize> = (0..200u64).map(|i| m.len(ContentId(dynamic.0 + (i << 8)))).collect();
+        let lens: Vec<usize> = (0..200u64)
+            .map(|i| m.len(ContentId(dynamic.0 + (i << 8))))
+            .collect();
         assert!(lens.iter().all(|&l| (1024..=16384).contains(&l)));
         assert!(lens.iter().any(|&l| l < 2048) && lens.iter().any(|&l| l > 8192));
-        let m = PayloadModel { incompressible: 1.0, ..m };
+        let m = PayloadModel {
+            incompressible: 1.0,
+            ..m
+        };
         m.fill(ContentId(0x1234_5670), &mut buf);
         assert_eq!(blob::encode(&buf, true).len(), 4096 + 12);
     }

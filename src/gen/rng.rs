@@ -19,7 +19,9 @@ pub fn mix(mut z: u64) -> u64 {
 pub fn hash(parts: &[u64]) -> u64 {
     let mut h = 0x9e37_79b9_7f4a_7c15u64;
     for &p in parts {
-        h = mix(h ^ p.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_mul(0xd6e8_feb8_6659_fd93));
+        h = mix(h ^ p
+            .wrapping_add(0x9e37_79b9_7f4a_7c15)
+            .wrapping_mul(0xd6e8_feb8_6659_fd93));
     }
     h
 }

@@ -25,7 +25,9 @@ use super::rng::hash;
 use super::truth::{GarbageCounts, GroundTruth};
 use super::GenConfig;
 use crate::datastore::create::create_datastore;
-use crate::datastore::index::{dynamic_index_bytes, fixed_index_bytes, write_index_file, IndexKind};
+use crate::datastore::index::{
+    dynamic_index_bytes, fixed_index_bytes, write_index_file, IndexKind,
+};
 use crate::datastore::manifest::{Manifest, ManifestFile};
 use crate::datastore::paths::{chunk_rel_path, GROUP_OWNER_FILE, MANIFEST_BLOB_NAME};
 use crate::datastore::{blob, Digest};
@@ -66,13 +68,17 @@ struct Writer<'a> {
 }
 
 fn ts_from_ns(ns: i128) -> Timestamp {
-    Timestamp::new(ns.div_euclid(1_000_000_000) as i64, ns.rem_euclid(1_000_000_000) as u32)
+    Timestamp::new(
+        ns.div_euclid(1_000_000_000) as i64,
+        ns.rem_euclid(1_000_000_000) as u32,
+    )
 }
 
 impl Writer<'_> {
     fn chown(&self, p: &Path) -> Result<()> {
         if let Some((uid, gid)) = self.opts.owner {
-            std::os::unix::fs::chown(p, Some(uid), Some(gid)).with_context(|| format!("chown {}", p.display()))?;
+            std::os::unix::fs::chown(p, Some(uid), Some(gid))
+                .with_context(|| format!("chown {}", p.display()))?;
         }
         Ok(())
     }
@@ -84,7 +90,13 @@ impl Writer<'_> {
         ts_from_ns(ns)
     }
 
-    fn create_file(&mut self, rel: &Path, bytes: &[u8], atime: Timestamp, mtime: Timestamp) -> Result<()> {
+    fn create_file(
+        &mut self,
+        rel: &Path,
+        bytes: &[u8],
+        atime: Timestamp,
+        mtime: Timestamp,
+    ) -> Result<()> {
         self.path.clear();
         self.path.push(self.root);
         self.path.push(rel);
@@ -94,8 +106,10 @@ impl Writer<'_> {
             .mode(0o644)
             .open(&self.path)
             .with_context(|| format!("creating {}", self.path.display()))?;
-        f.write_all(bytes).with_context(|| format!("writing {}", self.path.display()))?;
-        set_file_times(&f, atime, mtime).with_context(|| format!("setting times of {}", self.path.display()))?;
+        f.write_all(bytes)
+            .with_context(|| format!("writing {}", self.path.display()))?;
+        set_file_times(&f, atime, mtime)
+            .with_context(|| format!("setting times of {}", self.path.display()))?;
         let path = std::mem::take(&mut self.path);
         self.chown(&path)?;
         self.path = path;
@@ -109,9 +123,20 @@ impl Writer<'_> {
         let raw = blob::encode(&self.data, true);
         let mtime = self.next_mtime(e.time);
         if !missing {
-            self.create_file(&chunk_rel_path(&digest), &raw, Timestamp::new(atime + self.shift, 0), mtime)?;
+            self.create_file(
+                &chunk_rel_path(&digest),
+                &raw,
+                Timestamp::new(atime + self.shift, 0),
+                mtime,
+            )?;
         }
-        Ok(Written { digest, data_len: self.data.len() as u32, blob_len: raw.len() as u32, atime, missing })
+        Ok(Written {
+            digest,
+            data_len: self.data.len() as u32,
+            blob_len: raw.len() as u32,
+            atime,
+            missing,
+        })
     }
 }
 
@@ -148,7 +173,12 @@ fn progress_bar(enabled: bool, len: u64, what: &str) -> ProgressBar {
 }
 
 /// Writes the store for `history` into `root` (absent or empty) and returns its ground truth.
-pub fn write_store(cfg: &GenConfig, history: &History, root: &Path, opts: &WriteOptions) -> Result<GroundTruth> {
+pub fn write_store(
+    cfg: &GenConfig,
+    history: &History,
+    root: &Path,
+    opts: &WriteOptions,
+) -> Result<GroundTruth> {
     let started = Instant::now();
     let seed = cfg.seed;
     let events = history.events();
@@ -179,9 +209,17 @@ pub fn write_store(cfg: &GenConfig, history: &History, root: &Path, opts: &Write
     }
 
     // Damage, chosen by hash so it does not depend on iteration order.
-    let mut candidates: Vec<ContentId> = referenced.iter().copied().filter(|&c| c != ContentId::ZERO).collect();
+    let mut candidates: Vec<ContentId> = referenced
+        .iter()
+        .copied()
+        .filter(|&c| c != ContentId::ZERO)
+        .collect();
     candidates.sort_by_key(|c| (hash(&[seed, 40, c.0]), c.0));
-    let missing: HashSet<ContentId> = candidates.iter().take(cfg.damage.missing).copied().collect();
+    let missing: HashSet<ContentId> = candidates
+        .iter()
+        .take(cfg.damage.missing)
+        .copied()
+        .collect();
 
     let bar = progress_bar(opts.progress, 65_536, "chunk dirs");
     create_datastore(root, opts.owner, |n| bar.set_position(n as u64))?;
@@ -221,7 +259,11 @@ pub fn write_store(cfg: &GenConfig, history: &History, root: &Path, opts: &Write
                 let entry = match written.get(&c) {
                     Some(entry) => *entry,
                     None if present.contains(&c) => {
-                        let atime = if referenced_prev.contains(&c) { e.time.max(history.prev_gc) } else { e.time };
+                        let atime = if referenced_prev.contains(&c) {
+                            e.time.max(history.prev_gc)
+                        } else {
+                            e.time
+                        };
                         let entry = w.chunk(c, e, atime, missing.contains(&c))?;
                         written.insert(c, entry);
                         bar.inc(1);
@@ -241,7 +283,16 @@ pub fn write_store(cfg: &GenConfig, history: &History, root: &Path, opts: &Write
                 let digests: Vec<Digest> = archive_digests.iter().map(|d| d.0).collect();
                 let size = digests.len() as u64 * cfg.chunk_size as u64;
                 truth_counts.1 += 1;
-                (fixed_index_bytes(uuid(seed, e, ai), e.time, size, cfg.chunk_size as u64, &digests), size)
+                (
+                    fixed_index_bytes(
+                        uuid(seed, e, ai),
+                        e.time,
+                        size,
+                        cfg.chunk_size as u64,
+                        &digests,
+                    ),
+                    size,
+                )
             } else {
                 let mut end = 0u64;
                 let entries: Vec<(u64, Digest)> = archive_digests
@@ -252,7 +303,10 @@ pub fn write_store(cfg: &GenConfig, history: &History, root: &Path, opts: &Write
                     })
                     .collect();
                 truth_counts.2 += 1;
-                (dynamic_index_bytes(uuid(seed, e, ai), e.time, &entries), end)
+                (
+                    dynamic_index_bytes(uuid(seed, e, ai), e.time, &entries),
+                    end,
+                )
             };
             truth_counts.3 += archive_digests.len() as u64;
             truth_counts.4 += index_bytes;
@@ -290,7 +344,10 @@ pub fn write_store(cfg: &GenConfig, history: &History, root: &Path, opts: &Write
         w.payload.fill(c, &mut w.data);
         let digest = Digest::of(&w.data);
         let suffix: String = (0..6)
-            .map(|j| b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[(hash(&[seed, 43, i as u64, j]) % 62) as usize] as char)
+            .map(|j| {
+                b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                    [(hash(&[seed, 43, i as u64, j]) % 62) as usize] as char
+            })
             .collect();
         let mut rel = chunk_rel_path(&digest);
         rel.set_file_name(format!("{}.tmp_{suffix}", digest.to_hex()));
@@ -324,7 +381,8 @@ pub fn write_store(cfg: &GenConfig, history: &History, root: &Path, opts: &Write
             }
         }
     }
-    let mut missing_chunks: Vec<String> = missing_sorted.iter().map(|w| w.digest.to_hex()).collect();
+    let mut missing_chunks: Vec<String> =
+        missing_sorted.iter().map(|w| w.digest.to_hex()).collect();
     missing_chunks.sort();
     let elapsed = started.elapsed().as_secs_f64();
     let (snapshots, fixed, dynamic, references, index_data_bytes) = truth_counts;
@@ -376,17 +434,27 @@ fn config_blob(e: &Event, ty: BackupType, id: &str) -> Option<(&'static str, Vec
         ),
         BackupType::Host => return None,
     };
-    let name = if ty == BackupType::Vm { "qemu-server.conf.blob" } else { "pct.conf.blob" };
+    let name = if ty == BackupType::Vm {
+        "qemu-server.conf.blob"
+    } else {
+        "pct.conf.blob"
+    };
     Some((name, blob::encode(text.as_bytes(), true)))
 }
 
-fn write_snapshot(w: &mut Writer<'_>, e: &Event, indexes: &[(String, Vec<u8>, u64)], first: bool) -> Result<()> {
+fn write_snapshot(
+    w: &mut Writer<'_>,
+    e: &Event,
+    indexes: &[(String, Vec<u8>, u64)],
+    first: bool,
+) -> Result<()> {
     let history = w.history;
     let g = &history.groups[e.group as usize];
     let group_rel = group_dir(history, e.group as usize);
     let group_abs = w.root.join(&group_rel);
     if first {
-        fs::create_dir_all(&group_abs).with_context(|| format!("creating {}", group_abs.display()))?;
+        fs::create_dir_all(&group_abs)
+            .with_context(|| format!("creating {}", group_abs.display()))?;
         fs::write(group_abs.join(GROUP_OWNER_FILE), b"root@pam\n")?;
         let mut p = group_abs.clone();
         for _ in 0..group_rel.components().count() {
@@ -434,6 +502,11 @@ fn write_snapshot(w: &mut Writer<'_>, e: &Event, indexes: &[(String, Vec<u8>, u6
         signature: None,
     };
     let t = w.next_mtime(e.time);
-    w.create_file(&snap_rel.join(MANIFEST_BLOB_NAME), &manifest.to_blob(), t, t)?;
+    w.create_file(
+        &snap_rel.join(MANIFEST_BLOB_NAME),
+        &manifest.to_blob(),
+        t,
+        t,
+    )?;
     Ok(())
 }
