@@ -4,6 +4,7 @@
 //! * [`datastore`]: the PBS on-disk format: digests, chunk paths, blobs, indexes, walk order.
 //! * [`gen`]: a backup-history model and the writer that turns it into a real datastore.
 //! * [`check`]: verifies a datastore (indexes, referenced chunks, optionally every chunk).
+//! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
 //! * [`cli`]: argument parsing and wiring, nothing else.
 //! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
 
@@ -13,3 +14,4 @@ pub mod datastore;
 pub mod fsutil;
 pub mod gen;
 pub mod time;
+pub mod trace;

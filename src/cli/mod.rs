@@ -6,6 +6,7 @@
 mod check;
 mod gen;
 mod inspect;
+mod trace;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,7 @@ enum Command {
     Gen(gen::GenArgs),
     Check(check::CheckArgs),
     Inspect(inspect::InspectArgs),
+    Trace(trace::TraceArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -43,6 +45,7 @@ pub fn run() -> i32 {
         Command::Gen(args) => gen::run(args),
         Command::Check(args) => check::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Trace(args) => trace::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

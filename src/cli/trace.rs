@@ -1,0 +1,125 @@
+//! `chunkscope trace dump|export|stats`
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use super::Outcome;
+use crate::trace::export::{Exporter, Format};
+use crate::trace::{Name, TraceReader};
+
+/// Read a trace: one line per record, CSV/JSON Lines export, or counts per operation.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    chunkscope trace stats gc.trace\n  \
+    chunkscope trace dump gc.trace | less\n  \
+    chunkscope trace export --format csv gc.trace > gc.csv\n\n\
+    A trace whose last record is incomplete (copied while being written) is read up to the\n\
+    last whole record, with a warning on standard error.")]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum TraceCommand {
+    /// One readable line per record.
+    Dump { file: PathBuf },
+    /// Export every record as CSV or JSON Lines (columns documented in trace::export).
+    Export {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value = "csv")]
+        format: Format,
+    },
+    /// Records, errors and time per operation.
+    Stats { file: PathBuf },
+}
+
+fn warn_truncated(r: &TraceReader) {
+    if let Some(bytes) = r.truncated_bytes() {
+        eprintln!(
+            "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored); read up to the last whole record",
+            r.path().display()
+        );
+    }
+}
+
+pub fn run(args: TraceArgs) -> Result<Outcome> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match args.command {
+        TraceCommand::Dump { file } => {
+            let mut r = TraceReader::open(&file)?;
+            writeln!(
+                out,
+                "# store {} (chunkscope {})",
+                r.meta().store,
+                r.meta().chunkscope
+            )?;
+            writeln!(
+                out,
+                "# options {}",
+                serde_json::Value::Object(r.meta().options.clone())
+            )?;
+            while let Some(rec) = r.next_record()? {
+                let name = match &rec.name {
+                    Name::None => String::new(),
+                    Name::Digest(d) => d.to_hex(),
+                    Name::Text(s) => format!("{s:?}"),
+                };
+                writeln!(
+                    out,
+                    "{:>8} {:>14.6} {:>9}ns {:<11} {:>3} ino={} parent={} arg={} pid={} {}",
+                    rec.seq,
+                    rec.start_ns as f64 / 1e9,
+                    rec.duration_ns,
+                    rec.op_name(),
+                    rec.errno,
+                    rec.ino,
+                    rec.parent,
+                    rec.arg,
+                    rec.pid,
+                    name
+                )?;
+            }
+            out.flush()?;
+            warn_truncated(&r);
+        }
+        TraceCommand::Export { file, format } => {
+            let mut r = TraceReader::open(&file)?;
+            let mut e = Exporter::new(out, format)?;
+            while let Some(rec) = r.next_record()? {
+                e.write(&rec)?;
+            }
+            e.finish()?;
+            warn_truncated(&r);
+        }
+        TraceCommand::Stats { file } => {
+            let mut r = TraceReader::open(&file)?;
+            let mut per_op: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
+            let mut total = 0u64;
+            while let Some(rec) = r.next_record()? {
+                let e = per_op.entry(rec.op_name()).or_default();
+                e.0 += 1;
+                e.1 += (rec.errno != 0) as u64;
+                e.2 += rec.duration_ns;
+                total += 1;
+            }
+            writeln!(
+                out,
+                "{:<12} {:>12} {:>10} {:>14}",
+                "op", "records", "errors", "avg ns"
+            )?;
+            for (op, (n, errors, ns)) in &per_op {
+                writeln!(out, "{op:<12} {n:>12} {errors:>10} {:>14}", ns / n.max(&1))?;
+            }
+            writeln!(out, "{:<12} {total:>12}", "total")?;
+            out.flush()?;
+            warn_truncated(&r);
+        }
+    }
+    Ok(Outcome::Ok)
+}

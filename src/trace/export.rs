@@ -1,0 +1,115 @@
+//! Trace exports for other tools (pandas, DuckDB, spreadsheets): the only place that knows
+//! these formats.
+//!
+//! Columns, in this order, for both CSV (with a header row) and JSON Lines (one object per
+//! record, same keys):
+//!
+//! | column | meaning |
+//! |---|---|
+//! | `seq` | request number, in arrival order |
+//! | `start_ns` | start, ns after the trace's start time (header `start_epoch_ns`) |
+//! | `duration_ns` | real time to answer, ns |
+//! | `op` | operation name (`lookup`, `getattr`, `setattr`, `readdir`, `unlink`, `marker`, ...) |
+//! | `errno` | 0 on success, else the positive errno returned |
+//! | `pid` | requesting process |
+//! | `ino` | backing inode number (0: none) |
+//! | `parent` | backing inode of the parent directory (0: none) |
+//! | `arg` | op-specific: entries returned, atime set (ns since epoch), bytes |
+//! | `injected_ns` | fault delay injected, ns |
+//! | `modeled_ns` | metadata cost computed by the model, ns |
+//! | `flags` | bit set: 1 atime set, 2 mtime set, 4 other attribute, 8 shadow, 16 injected error |
+//! | `name` | chunk digest (64 hex) or other name or marker text; empty when none |
+
+use std::io::{self, Write};
+
+use super::format::{Name, Record};
+
+pub const COLUMNS: [&str; 13] = [
+    "seq",
+    "start_ns",
+    "duration_ns",
+    "op",
+    "errno",
+    "pid",
+    "ino",
+    "parent",
+    "arg",
+    "injected_ns",
+    "modeled_ns",
+    "flags",
+    "name",
+];
+
+fn name_text(n: &Name) -> String {
+    match n {
+        Name::None => String::new(),
+        Name::Digest(d) => d.to_hex(),
+        Name::Text(s) => s.to_string(),
+    }
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Csv,
+    Jsonl,
+}
+
+/// Writes records in `format`; the CSV header comes first.
+pub struct Exporter<W: Write> {
+    out: W,
+    format: Format,
+}
+
+impl<W: Write> Exporter<W> {
+    pub fn new(mut out: W, format: Format) -> io::Result<Self> {
+        if format == Format::Csv {
+            writeln!(out, "{}", COLUMNS.join(","))?;
+        }
+        Ok(Exporter { out, format })
+    }
+
+    pub fn write(&mut self, r: &Record) -> io::Result<()> {
+        let name = name_text(&r.name);
+        match self.format {
+            Format::Csv => {
+                let quoted = if name.contains([',', '"', '\n']) {
+                    format!("\"{}\"", name.replace('"', "\"\""))
+                } else {
+                    name
+                };
+                writeln!(
+                    self.out,
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    r.seq,
+                    r.start_ns,
+                    r.duration_ns,
+                    r.op_name(),
+                    r.errno,
+                    r.pid,
+                    r.ino,
+                    r.parent,
+                    r.arg,
+                    r.injected_ns,
+                    r.modeled_ns,
+                    r.flags,
+                    quoted
+                )
+            }
+            Format::Jsonl => {
+                let v = serde_json::json!({
+                    "seq": r.seq, "start_ns": r.start_ns, "duration_ns": r.duration_ns,
+                    "op": r.op_name(), "errno": r.errno, "pid": r.pid, "ino": r.ino,
+                    "parent": r.parent, "arg": r.arg, "injected_ns": r.injected_ns,
+                    "modeled_ns": r.modeled_ns, "flags": r.flags, "name": name,
+                });
+                writeln!(self.out, "{v}")
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}

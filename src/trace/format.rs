@@ -1,0 +1,267 @@
+//! The chunkscope trace format, version 1.
+//!
+//! A trace is a header followed by fixed-size 112-byte slots. All integers little endian.
+//!
+//! ```text
+//! header
+//! offset  size  field
+//! 0       8     magic "CSTRACE\x01"
+//! 8       4     version (1)
+//! 12      4     slot size (112)
+//! 16      4     n = length of the JSON metadata
+//! 20      n     JSON metadata: start time, store, mount options, kernel cache settings
+//! 20+n    ..    zero padding up to `header_len` (a multiple of 8); header_len = 20+n rounded
+//!
+//! record slot (op != STRING_DEF)
+//! 0       8     seq          request number, in the order requests arrived
+//! 8       8     start_ns     request start, ns after the header's start time
+//! 16      8     duration_ns  real time to answer
+//! 24      8     ino          backing inode number (0: none)
+//! 32      8     parent       backing inode of the parent directory (0: none)
+//! 40      8     arg          op-specific: entries returned (readdir), atime set in ns since the
+//!                            epoch (setattr), bytes (read/write), new parent (rename)
+//! 48      8     injected_ns  delay injected by a fault rule
+//! 56      8     modeled_ns   cost computed by the metadata model
+//! 64      4     pid          requesting process
+//! 68      2     op           [`Op`]
+//! 70      1     name kind    0 none, 1 digest (32 raw bytes at 80), 2 string (id at 80)
+//! 71      1     flags        [`flags`]
+//! 72      4     errno        0 on success, else the positive errno returned
+//! 76      4     reserved (0)
+//! 80      32    name         a chunk digest, or a string id (u32) then zeros
+//!
+//! string definition (op = STRING_DEF = 0xffff)
+//! 0       8     string id
+//! 8       8     length in bytes (at most 4096)
+//! 16      96    zero
+//! then ceil(length / 112) slots holding the bytes, zero padded
+//! ```
+//!
+//! A string is defined before the first record that uses it. Markers are records of op
+//! `Marker` whose name is a string. A reader stops at a torn last slot with a warning.
+
+use serde::{Deserialize, Serialize};
+
+use crate::datastore::Digest;
+
+/// `CSTRACE` and the format generation byte.
+pub const TRACE_MAGIC: [u8; 8] = *b"CSTRACE\x01";
+pub const TRACE_VERSION: u32 = 1;
+pub const SLOT_SIZE: usize = 112;
+pub const STRING_DEF: u16 = 0xffff;
+/// Longest string the format stores (names are at most 255 bytes; markers are cut here).
+pub const MAX_STRING: usize = 4096;
+
+/// Bits of the flags byte.
+pub mod flags {
+    /// setattr changed the atime.
+    pub const SET_ATIME: u8 = 1;
+    /// setattr changed the mtime.
+    pub const SET_MTIME: u8 = 2;
+    /// setattr changed something else (mode, owner, size).
+    pub const SET_OTHER: u8 = 4;
+    /// The effect was kept in memory (shadow mode), not applied to the backing store.
+    pub const SHADOW: u8 = 8;
+    /// The errno was injected by a fault rule.
+    pub const INJECTED_ERROR: u8 = 16;
+}
+
+macro_rules! ops {
+    ($($name:ident = $n:expr, $s:expr;)*) => {
+        /// The operations a trace records (FUSE requests, plus markers).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u16)]
+        pub enum Op { $($name = $n,)* }
+
+        impl Op {
+            pub const ALL: &'static [Op] = &[$(Op::$name,)*];
+
+            pub fn from_u16(v: u16) -> Option<Op> {
+                match v { $($n => Some(Op::$name),)* _ => None }
+            }
+
+            /// Lowercase name, as used in exports and fault rules.
+            pub fn name(self) -> &'static str {
+                match self { $(Op::$name => $s,)* }
+            }
+        }
+    };
+}
+
+ops! {
+    Lookup = 1, "lookup";
+    Forget = 2, "forget";
+    Getattr = 3, "getattr";
+    Setattr = 4, "setattr";
+    Readlink = 5, "readlink";
+    Mknod = 6, "mknod";
+    Mkdir = 7, "mkdir";
+    Unlink = 8, "unlink";
+    Rmdir = 9, "rmdir";
+    Symlink = 10, "symlink";
+    Rename = 11, "rename";
+    Link = 12, "link";
+    Open = 13, "open";
+    Read = 14, "read";
+    Write = 15, "write";
+    Flush = 16, "flush";
+    Release = 17, "release";
+    Fsync = 18, "fsync";
+    Opendir = 19, "opendir";
+    Readdir = 20, "readdir";
+    Readdirplus = 21, "readdirplus";
+    Releasedir = 22, "releasedir";
+    Fsyncdir = 23, "fsyncdir";
+    Statfs = 24, "statfs";
+    Access = 25, "access";
+    Create = 26, "create";
+    Getlk = 27, "getlk";
+    Setlk = 28, "setlk";
+    Getxattr = 29, "getxattr";
+    Listxattr = 30, "listxattr";
+    Setxattr = 31, "setxattr";
+    Removexattr = 32, "removexattr";
+    Fallocate = 33, "fallocate";
+    Lseek = 34, "lseek";
+    Marker = 100, "marker";
+}
+
+/// The name a record carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Name {
+    None,
+    Digest(Digest),
+    /// A name that is not a digest (or a marker's text).
+    Text(std::sync::Arc<str>),
+}
+
+/// A record as the reader returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub seq: u64,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub ino: u64,
+    pub parent: u64,
+    pub arg: u64,
+    pub injected_ns: u64,
+    pub modeled_ns: u64,
+    pub pid: u32,
+    /// Raw op number (see [`Op::from_u16`]): unknown numbers from newer writers are kept.
+    pub op: u16,
+    pub flags: u8,
+    pub errno: i32,
+    pub name: Name,
+}
+
+impl Record {
+    pub fn op(&self) -> Option<Op> {
+        Op::from_u16(self.op)
+    }
+
+    pub fn op_name(&self) -> &'static str {
+        self.op().map_or("unknown", Op::name)
+    }
+}
+
+/// Metadata in the header: what produced the trace and which kernel cache settings were in force.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceMeta {
+    /// Writer's version (`CARGO_PKG_VERSION`).
+    pub chunkscope: String,
+    /// Start time, ns since the epoch; `start_ns` of records is relative to it.
+    pub start_epoch_ns: u64,
+    /// The backing store traced.
+    pub store: String,
+    /// Mount options and kernel cache settings (TTLs, readdirplus, threads, shadow, ...).
+    #[serde(default)]
+    pub options: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Encodes the header for `meta`.
+pub fn encode_header(meta: &TraceMeta) -> Vec<u8> {
+    let json = serde_json::to_vec(meta).expect("metadata serialises");
+    let mut out = Vec::with_capacity(20 + json.len() + 8);
+    out.extend_from_slice(&TRACE_MAGIC);
+    out.extend_from_slice(&TRACE_VERSION.to_le_bytes());
+    out.extend_from_slice(&(SLOT_SIZE as u32).to_le_bytes());
+    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    out.extend_from_slice(&json);
+    out.resize(out.len().div_ceil(8) * 8, 0);
+    out
+}
+
+/// Encodes a record into a slot. `name_slot` is the digest or string id already resolved.
+pub fn encode_record(r: &RawRecord, name_kind: u8, name: &[u8; 32], out: &mut [u8; SLOT_SIZE]) {
+    out[0..8].copy_from_slice(&r.seq.to_le_bytes());
+    out[8..16].copy_from_slice(&r.start_ns.to_le_bytes());
+    out[16..24].copy_from_slice(&r.duration_ns.to_le_bytes());
+    out[24..32].copy_from_slice(&r.ino.to_le_bytes());
+    out[32..40].copy_from_slice(&r.parent.to_le_bytes());
+    out[40..48].copy_from_slice(&r.arg.to_le_bytes());
+    out[48..56].copy_from_slice(&r.injected_ns.to_le_bytes());
+    out[56..64].copy_from_slice(&r.modeled_ns.to_le_bytes());
+    out[64..68].copy_from_slice(&r.pid.to_le_bytes());
+    out[68..70].copy_from_slice(&(r.op as u16).to_le_bytes());
+    out[70] = name_kind;
+    out[71] = r.flags;
+    out[72..76].copy_from_slice(&r.errno.to_le_bytes());
+    out[76..80].copy_from_slice(&0u32.to_le_bytes());
+    out[80..112].copy_from_slice(name);
+}
+
+/// The longest name carried inline from the request path (NAME_MAX).
+pub const INLINE_NAME: usize = 255;
+
+/// A record as the request path hands it to the writer: plain integers and the name bytes
+/// copied into a fixed buffer, so building one never allocates.
+#[derive(Clone, Copy)]
+pub struct RawRecord {
+    pub seq: u64,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub ino: u64,
+    pub parent: u64,
+    pub arg: u64,
+    pub injected_ns: u64,
+    pub modeled_ns: u64,
+    pub pid: u32,
+    pub op: Op,
+    pub flags: u8,
+    pub errno: i32,
+    pub name_len: u8,
+    pub name: [u8; INLINE_NAME],
+}
+
+impl RawRecord {
+    /// A record of `op` with every other field zero.
+    pub fn new(op: Op) -> RawRecord {
+        RawRecord {
+            seq: 0,
+            start_ns: 0,
+            duration_ns: 0,
+            ino: 0,
+            parent: 0,
+            arg: 0,
+            injected_ns: 0,
+            modeled_ns: 0,
+            pid: 0,
+            op,
+            flags: 0,
+            errno: 0,
+            name_len: 0,
+            name: [0; INLINE_NAME],
+        }
+    }
+
+    /// Copies `name` (cut at 255 bytes).
+    pub fn set_name(&mut self, name: &[u8]) {
+        let n = name.len().min(INLINE_NAME);
+        self.name[..n].copy_from_slice(&name[..n]);
+        self.name_len = n as u8;
+    }
+
+    pub fn name(&self) -> &[u8] {
+        &self.name[..self.name_len as usize]
+    }
+}

@@ -1,0 +1,17 @@
+//! Traces: one fixed-size record per request, written off the request path.
+//!
+//! * [`format`]: the on-disk layout (the specification is that module's doc).
+//! * [`writer`]: the writer thread and the request path's [`writer::TraceSink`].
+//! * [`reader`]: a streaming reader that tolerates a torn last record.
+//! * [`export`]: CSV and JSON Lines, the only place that knows those formats.
+//!
+//! This layer knows nothing about who produced the records (overlay, GC client, simulator).
+
+pub mod export;
+pub mod format;
+pub mod reader;
+pub mod writer;
+
+pub use format::{Name, Op, RawRecord, Record, TraceMeta};
+pub use reader::TraceReader;
+pub use writer::{TraceSink, TraceWriter, WriterStats};

@@ -1,0 +1,247 @@
+//! The trace writer: a thread that owns the file; request paths only hand it records.
+//!
+//! [`TraceSink::record`] copies a [`RawRecord`] (integers and an inline name, no allocation)
+//! into a bounded channel. If the channel is full the sender waits — records are never
+//! dropped — and the wait is counted as a stall, so backpressure is visible. The writer thread
+//! classifies names (64 lowercase hex → 32 raw digest bytes, anything else → string table),
+//! encodes slots into a 1 MiB buffer, and flushes at least every second, so a live trace can
+//! be read while it grows. Dropping every sink ends the thread after a final flush.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hashbrown::HashMap;
+
+use super::format::{encode_header, encode_record, RawRecord, TraceMeta, SLOT_SIZE, STRING_DEF};
+use crate::datastore::Digest;
+
+/// Records the channel holds before senders wait.
+pub const CHANNEL_CAPACITY: usize = 16_384;
+/// The longest time between flushes.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    stalls: AtomicU64,
+    lost: AtomicU64,
+    seq: AtomicU64,
+}
+
+/// The request path's handle on a trace. Cheap to clone; every clone must be dropped for the
+/// writer to finish.
+#[derive(Clone)]
+pub struct TraceSink {
+    tx: SyncSender<RawRecord>,
+    counters: Arc<Counters>,
+    start: Instant,
+}
+
+/// What the writer did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Records handed to the writer.
+    pub sent: u64,
+    /// Records written to the file.
+    pub written: u64,
+    /// Times a sender had to wait for room in the channel.
+    pub stalls: u64,
+    /// Records that could not be delivered because the writer had failed.
+    pub lost: u64,
+    pub strings: u64,
+    pub bytes: u64,
+}
+
+impl TraceSink {
+    /// Nanoseconds since the trace started (monotonic clock).
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// The next request sequence number.
+    #[inline]
+    pub fn next_seq(&self) -> u64 {
+        self.counters.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Hands a record to the writer, waiting (and counting a stall) if the channel is full.
+    #[inline]
+    pub fn record(&self, r: RawRecord) {
+        self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        match self.tx.try_send(r) {
+            Ok(()) => {}
+            Err(TrySendError::Full(r)) => {
+                self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+                if self.tx.send(r).is_err() {
+                    self.counters.lost.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.counters.lost.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Records so far: sent, stalls, lost.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let c = &self.counters;
+        (
+            c.sent.load(Ordering::Relaxed),
+            c.stalls.load(Ordering::Relaxed),
+            c.lost.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The writer thread; [`TraceWriter::finish`] waits for it after every sink is dropped.
+pub struct TraceWriter {
+    handle: JoinHandle<io::Result<(u64, u64, u64)>>,
+    counters: Arc<Counters>,
+}
+
+impl TraceWriter {
+    /// Creates `path` (truncating it), writes the header, starts the writer thread.
+    pub fn start(path: &Path, mut meta: TraceMeta) -> io::Result<(TraceWriter, TraceSink)> {
+        let file = File::create(path)?;
+        let start = Instant::now();
+        meta.start_epoch_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        if meta.chunkscope.is_empty() {
+            meta.chunkscope = env!("CARGO_PKG_VERSION").to_string();
+        }
+        let header = encode_header(&meta);
+        let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
+        let counters = Arc::new(Counters::default());
+        let handle = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || write_loop(file, &header, rx))?;
+        Ok((
+            TraceWriter {
+                handle,
+                counters: counters.clone(),
+            },
+            TraceSink {
+                tx,
+                counters,
+                start,
+            },
+        ))
+    }
+
+    /// Waits for the writer to drain and flush (every sink must have been dropped).
+    pub fn finish(self) -> io::Result<WriterStats> {
+        let (written, strings, bytes) = self
+            .handle
+            .join()
+            .map_err(|_| io::Error::other("trace writer thread panicked"))??;
+        let c = &self.counters;
+        Ok(WriterStats {
+            sent: c.sent.load(Ordering::Relaxed),
+            written,
+            stalls: c.stalls.load(Ordering::Relaxed),
+            lost: c.lost.load(Ordering::Relaxed),
+            strings,
+            bytes,
+        })
+    }
+}
+
+struct Encoder {
+    out: BufWriter<File>,
+    strings: HashMap<Box<[u8]>, u32>,
+    slot: [u8; SLOT_SIZE],
+    written: u64,
+    bytes: u64,
+}
+
+impl Encoder {
+    fn write(&mut self, r: &RawRecord) -> io::Result<()> {
+        let mut name = [0u8; 32];
+        let raw = r.name();
+        let kind = if raw.is_empty() {
+            0
+        } else if let Some(d) = lowercase_digest(raw) {
+            name = d.0;
+            1
+        } else {
+            let id = match self.strings.get(raw) {
+                Some(&id) => id,
+                None => self.define(raw)?,
+            };
+            name[..4].copy_from_slice(&id.to_le_bytes());
+            2
+        };
+        encode_record(r, kind, &name, &mut self.slot);
+        self.out.write_all(&self.slot)?;
+        self.written += 1;
+        self.bytes += SLOT_SIZE as u64;
+        Ok(())
+    }
+
+    fn define(&mut self, s: &[u8]) -> io::Result<u32> {
+        let id = self.strings.len() as u32;
+        let mut head = [0u8; SLOT_SIZE];
+        head[0..8].copy_from_slice(&(id as u64).to_le_bytes());
+        head[8..16].copy_from_slice(&(s.len() as u64).to_le_bytes());
+        // op lives at 68..70 in every slot, so a reader can tell definitions apart.
+        head[68..70].copy_from_slice(&STRING_DEF.to_le_bytes());
+        self.out.write_all(&head)?;
+        let padded = s.len().div_ceil(SLOT_SIZE) * SLOT_SIZE;
+        self.out.write_all(s)?;
+        self.out.write_all(&[0u8; SLOT_SIZE][..padded - s.len()])?;
+        self.bytes += (SLOT_SIZE + padded) as u64;
+        self.strings.insert(s.into(), id);
+        Ok(id)
+    }
+}
+
+/// A chunk name: exactly 64 lowercase hex characters (uppercase names are kept as text, so
+/// the trace reproduces the name the kernel asked for).
+fn lowercase_digest(name: &[u8]) -> Option<Digest> {
+    if name.len() == 64 && name.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        Digest::from_hex_bytes(name)
+    } else {
+        None
+    }
+}
+
+fn write_loop(file: File, header: &[u8], rx: Receiver<RawRecord>) -> io::Result<(u64, u64, u64)> {
+    let mut enc = Encoder {
+        out: BufWriter::with_capacity(1 << 20, file),
+        strings: HashMap::new(),
+        slot: [0; SLOT_SIZE],
+        written: 0,
+        bytes: header.len() as u64,
+    };
+    enc.out.write_all(header)?;
+    enc.out.flush()?;
+    let mut last_flush = Instant::now();
+    loop {
+        match rx.recv_timeout(FLUSH_INTERVAL / 5) {
+            Ok(r) => {
+                enc.write(&r)?;
+                // Drain what is queued without waking up again for each record.
+                for r in rx.try_iter().take(4096) {
+                    enc.write(&r)?;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if last_flush.elapsed() >= FLUSH_INTERVAL {
+            enc.out.flush()?;
+            last_flush = Instant::now();
+        }
+    }
+    enc.out.flush()?;
+    enc.out.get_ref().sync_data()?;
+    Ok((enc.written, enc.strings.len() as u64, enc.bytes))
+}

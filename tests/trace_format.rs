@@ -1,0 +1,265 @@
+//! Issue 3 (trace part): records written by the writer thread read back whole, in order, never
+//! dropped under load; torn tails and foreign files are handled with clear words.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use chunkscope::datastore::Digest;
+use chunkscope::trace::{Name, Op, RawRecord, TraceMeta, TraceReader, TraceWriter};
+use common::*;
+
+fn meta() -> TraceMeta {
+    let mut m = TraceMeta {
+        store: "/srv/store".into(),
+        ..Default::default()
+    };
+    m.options.insert("attr_ttl_ms".into(), 0.into());
+    m.options.insert("readdirplus".into(), false.into());
+    m
+}
+
+fn rec(op: Op, seq: u64, name: &[u8]) -> RawRecord {
+    let mut r = RawRecord::new(op);
+    r.seq = seq;
+    r.start_ns = seq * 10;
+    r.duration_ns = 1000 + seq;
+    r.ino = 1_000_000 + seq;
+    r.parent = 77;
+    r.arg = u64::MAX - seq;
+    r.injected_ns = 5;
+    r.modeled_ns = 6;
+    r.pid = 4242;
+    r.flags = 1;
+    r.errno = if seq % 7 == 0 { libc::ENOENT } else { 0 };
+    r.set_name(name);
+    r
+}
+
+fn read_all(path: &Path) -> (Vec<chunkscope::trace::Record>, Option<u64>) {
+    let mut r = TraceReader::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(x) = r.next_record().unwrap() {
+        out.push(x);
+    }
+    (out, r.truncated_bytes())
+}
+
+#[test]
+fn records_round_trip_with_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    let d = Digest::of(b"chunk");
+    let long = vec![b'x'; 255];
+    let names: Vec<Vec<u8>> = vec![
+        d.to_hex().into_bytes(),
+        d.to_hex().to_uppercase().into_bytes(), // not a canonical digest name: kept as text
+        b".chunks".to_vec(),
+        long.clone(),
+        b".chunks".to_vec(),
+        vec![],
+        b"phase1 start strategy=lru".to_vec(),
+    ];
+    let ops = [
+        Op::Lookup,
+        Op::Lookup,
+        Op::Getattr,
+        Op::Lookup,
+        Op::Readdir,
+        Op::Statfs,
+        Op::Marker,
+    ];
+    for (i, (op, n)) in ops.iter().zip(&names).enumerate() {
+        sink.record(rec(*op, i as u64, n));
+    }
+    drop(sink);
+    let stats = writer.finish().unwrap();
+    assert_eq!((stats.sent, stats.written, stats.lost), (7, 7, 0));
+    assert_eq!(
+        stats.strings, 4,
+        "each distinct non-digest name defined once"
+    );
+
+    let r = TraceReader::open(&path).unwrap();
+    assert_eq!(r.meta().store, "/srv/store");
+    assert_eq!(r.meta().options["readdirplus"], false);
+    assert!(r.meta().start_epoch_ns > 0);
+    let (recs, truncated) = read_all(&path);
+    assert_eq!(truncated, None);
+    assert_eq!(recs.len(), 7);
+    for (i, r) in recs.iter().enumerate() {
+        let want = rec(ops[i], i as u64, &names[i]);
+        assert_eq!(
+            (r.seq, r.start_ns, r.duration_ns, r.ino, r.parent),
+            (
+                want.seq,
+                want.start_ns,
+                want.duration_ns,
+                want.ino,
+                want.parent
+            )
+        );
+        assert_eq!(
+            (r.arg, r.injected_ns, r.modeled_ns, r.pid, r.flags, r.errno),
+            (want.arg, 5, 6, 4242, 1, want.errno)
+        );
+        assert_eq!(r.op(), Some(ops[i]));
+    }
+    assert_eq!(recs[0].name, Name::Digest(d));
+    assert_eq!(recs[1].name, Name::Text(d.to_hex().to_uppercase().into()));
+    assert_eq!(
+        recs[3].name,
+        Name::Text(String::from_utf8(long).unwrap().into())
+    );
+    assert_eq!(recs[5].name, Name::None);
+    assert_eq!(recs[6].name, Name::Text("phase1 start strategy=lru".into()));
+}
+
+#[test]
+fn four_threads_hundred_thousand_records_none_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("load.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let sink = sink.clone();
+            s.spawn(move || {
+                let d = Digest::of(b"x").to_hex();
+                for i in 0..100_000u64 {
+                    let seq = sink.next_seq();
+                    let name = if i % 3 == 0 {
+                        d.as_bytes()
+                    } else {
+                        b"0a1b".as_slice()
+                    };
+                    sink.record(rec(Op::Getattr, seq, name));
+                }
+            });
+        }
+    });
+    drop(sink);
+    let stats = writer.finish().unwrap();
+    assert_eq!(
+        (stats.sent, stats.written, stats.lost),
+        (400_000, 400_000, 0),
+        "{stats:?}"
+    );
+    let (recs, truncated) = read_all(&path);
+    assert_eq!(truncated, None);
+    assert_eq!(recs.len(), 400_000);
+    let mut seqs: Vec<u64> = recs.iter().map(|r| r.seq).collect();
+    seqs.sort_unstable();
+    assert!(
+        seqs.iter().enumerate().all(|(i, &s)| s == i as u64),
+        "every request number once"
+    );
+}
+
+#[test]
+fn live_trace_is_flushed_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    for i in 0..10 {
+        sink.record(rec(Op::Lookup, i, b"0000"));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let (recs, _) = read_all(&path);
+    assert_eq!(
+        recs.len(),
+        10,
+        "records visible while the sink is still open"
+    );
+    drop(sink);
+    writer.finish().unwrap();
+}
+
+#[test]
+fn torn_tail_reads_to_the_last_whole_record_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("torn.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    for i in 0..50 {
+        sink.record(rec(
+            Op::Setattr,
+            i,
+            Digest::of(&i.to_le_bytes()).to_hex().as_bytes(),
+        ));
+    }
+    drop(sink);
+    writer.finish().unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len - 40).unwrap(); // cut the last record in the middle
+    let (recs, truncated) = read_all(&path);
+    assert_eq!(recs.len(), 49);
+    assert_eq!(truncated, Some(72));
+    let o = run(&["trace", "stats", path.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).contains("setattr") && stdout(&o).contains("49"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("last record is incomplete (72 bytes ignored)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_trace_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, b"hello, this is not a trace").unwrap();
+    let e = TraceReader::open(&path).err().unwrap().to_string();
+    assert!(
+        e.contains("is not a chunkscope trace") && e.contains("notes.txt"),
+        "{e}"
+    );
+    let o = run(&["trace", "dump", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is not a chunkscope trace"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn export_csv_and_jsonl_have_the_documented_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    sink.record(rec(Op::Unlink, 3, b"a,b"));
+    sink.record(rec(Op::Readdir, 4, b""));
+    drop(sink);
+    writer.finish().unwrap();
+    let o = run(&["trace", "export", "--format", "csv", path.to_str().unwrap()]);
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], chunkscope::trace::export::COLUMNS.join(","));
+    assert_eq!(
+        lines[1],
+        format!(
+            "3,30,1003,unlink,0,4242,1000003,77,{},5,6,1,\"a,b\"",
+            u64::MAX - 3
+        )
+    );
+    assert_eq!(lines.len(), 3);
+    let o = run(&[
+        "trace",
+        "export",
+        "--format",
+        "jsonl",
+        path.to_str().unwrap(),
+    ]);
+    let first: serde_json::Value =
+        serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert_eq!(first["op"], "unlink");
+    assert_eq!(first["name"], "a,b");
+    assert_eq!(first.as_object().unwrap().len(), 13);
+}
