@@ -116,28 +116,69 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Computes (and unless `missing`, writes) the chunk for `c`, created by event `e`.
-    fn chunk(&mut self, c: ContentId, e: &Event, atime: i64, missing: bool) -> Result<Written> {
-        self.payload.fill(c, &mut self.data);
-        let digest = Digest::of(&self.data);
-        let raw = blob::encode(&self.data, true);
+    /// Creates (unless `missing`) the chunk file for an encoded content of event `e`.
+    fn create_chunk(
+        &mut self,
+        enc: &Encoded,
+        e: &Event,
+        atime: i64,
+        missing: bool,
+    ) -> Result<Written> {
         let mtime = self.next_mtime(e.time);
         if !missing {
             self.create_file(
-                &chunk_rel_path(&digest),
-                &raw,
+                &chunk_rel_path(&enc.digest),
+                &enc.raw,
                 Timestamp::new(atime + self.shift, 0),
                 mtime,
             )?;
         }
         Ok(Written {
-            digest,
-            data_len: self.data.len() as u32,
-            blob_len: raw.len() as u32,
+            digest: enc.digest,
+            data_len: enc.data_len,
+            blob_len: enc.raw.len() as u32,
             atime,
             missing,
         })
     }
+}
+
+/// A chunk ready to be written: its name, data length and blob bytes.
+struct Encoded {
+    digest: Digest,
+    data_len: u32,
+    raw: Vec<u8>,
+}
+
+fn encode_one(payload: &PayloadModel, c: ContentId, data: &mut Vec<u8>) -> Encoded {
+    payload.fill(c, data);
+    Encoded {
+        digest: Digest::of(data),
+        data_len: data.len() as u32,
+        raw: blob::encode(data, true),
+    }
+}
+
+/// Hashes and compresses `contents` (SHA-256 and zstd are the CPU cost of generation), on two
+/// threads when there are enough of them; the result is in input order, so files are still
+/// created in history order by the caller.
+fn encode_all(payload: &PayloadModel, contents: &[ContentId]) -> Vec<Encoded> {
+    let run = |part: &[ContentId]| {
+        let mut data = Vec::new();
+        part.iter()
+            .map(|&c| encode_one(payload, c, &mut data))
+            .collect::<Vec<_>>()
+    };
+    if contents.len() < 256 {
+        return run(contents);
+    }
+    let (a, b) = contents.split_at(contents.len() / 2);
+    std::thread::scope(|s| {
+        let second = s.spawn(|| run(b));
+        let mut out = run(a);
+        out.extend(second.join().expect("encoder thread panicked"));
+        out
+    })
 }
 
 /// Per-group snapshot-independent facts the writer needs.
@@ -245,6 +286,7 @@ pub fn write_store(
     let mut groups_created: HashSet<u32> = HashSet::new();
     let bar = progress_bar(opts.progress, present.len() as u64, "chunks");
     let mut archive_digests: Vec<(Digest, u32)> = Vec::new();
+    let (mut fresh, mut fresh_seen) = (Vec::new(), HashSet::new());
     let mut snapshot_indexes: Vec<(String, Vec<u8>, u64)> = Vec::new();
 
     for e in &events {
@@ -255,6 +297,14 @@ pub fn write_store(
             contents.clear();
             history.for_each_content(e, ai, |c| contents.push(c));
             archive_digests.clear();
+            fresh.clear();
+            fresh_seen.clear();
+            for &c in &contents {
+                if !written.contains_key(&c) && present.contains(&c) && fresh_seen.insert(c) {
+                    fresh.push(c);
+                }
+            }
+            let mut encoded = encode_all(&w.payload, &fresh).into_iter();
             for &c in &contents {
                 let entry = match written.get(&c) {
                     Some(entry) => *entry,
@@ -264,7 +314,8 @@ pub fn write_store(
                         } else {
                             e.time
                         };
-                        let entry = w.chunk(c, e, atime, missing.contains(&c))?;
+                        let enc = encoded.next().expect("one encoding per fresh content");
+                        let entry = w.create_chunk(&enc, e, atime, missing.contains(&c))?;
                         written.insert(c, entry);
                         bar.inc(1);
                         entry
