@@ -135,10 +135,23 @@ pub fn run(args: GenArgs) -> Result<Outcome> {
         out.with_file_name(n)
     });
 
+    let progress = !args.quiet && super::stderr_is_terminal();
+    let spinner = if progress {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    if let Some(d) = cfg.dedup {
+        spinner.set_message(format!(
+            "modelling the backup history (solving churn for dedup {d})"
+        ));
+        spinner.enable_steady_tick(std::time::Duration::from_millis(100));
+    }
     let history = build_history(&cfg)?;
+    spinner.finish_and_clear();
     let opts = WriteOptions {
         owner,
-        progress: !args.quiet && super::stderr_is_terminal(),
+        progress,
         now: crate::fsutil::now_epoch(),
     };
     let truth = write_store(&cfg, &history, &out, &opts)?;
