@@ -64,6 +64,16 @@ pub struct CheckReport {
     pub snapshots_without_manifest: usize,
     /// Referenced chunks with no chunk file: digest and one index that needs it.
     pub missing_chunks: Vec<Problem>,
+    /// Chunk directories holding at least one referenced chunk.
+    pub chunk_dirs_with_referenced: u64,
+    /// What the scan of `.chunks` found (its keys appear at the top level of the JSON).
+    #[serde(flatten)]
+    pub chunks: ChunkScan,
+}
+
+/// Counts from the scan of the chunk directories; one per scan thread, then merged.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ChunkScan {
     pub missing_chunk_dirs: Vec<String>,
     pub chunk_files: u64,
     pub chunk_bytes: u64,
@@ -73,10 +83,26 @@ pub struct CheckReport {
     pub using_markers: u64,
     /// Names the GC ignores (`*.tmp_XXXXXX` and others).
     pub ignored_files: u64,
-    /// Chunk directories holding at least one referenced chunk.
-    pub chunk_dirs_with_referenced: u64,
     pub deep_verified: u64,
     pub corrupt_chunks: Vec<Problem>,
+}
+
+impl ChunkScan {
+    fn merge(&mut self, o: ChunkScan) {
+        self.missing_chunk_dirs.extend(o.missing_chunk_dirs);
+        self.chunk_files += o.chunk_files;
+        self.chunk_bytes += o.chunk_bytes;
+        self.referenced_chunk_bytes += o.referenced_chunk_bytes;
+        self.garbage.chunks += o.garbage.chunks;
+        self.garbage.removable += o.garbage.removable;
+        self.garbage.pending += o.garbage.pending;
+        self.garbage.bytes += o.garbage.bytes;
+        self.bad_files += o.bad_files;
+        self.using_markers += o.using_markers;
+        self.ignored_files += o.ignored_files;
+        self.deep_verified += o.deep_verified;
+        self.corrupt_chunks.extend(o.corrupt_chunks);
+    }
 }
 
 impl CheckReport {
@@ -85,14 +111,14 @@ impl CheckReport {
         self.corrupt_indexes.is_empty()
             && self.manifest_problems.is_empty()
             && self.missing_chunks.is_empty()
-            && self.missing_chunk_dirs.is_empty()
-            && self.corrupt_chunks.is_empty()
+            && self.chunks.missing_chunk_dirs.is_empty()
+            && self.chunks.corrupt_chunks.is_empty()
     }
 }
 
 #[derive(Default)]
 struct ScanPart {
-    report: CheckReport,
+    scan: ChunkScan,
     found: Vec<Digest>,
 }
 
@@ -163,27 +189,17 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
     let mut dirs = hashbrown::HashSet::new();
     for part in parts {
         let part = part?;
-        let r = part.report;
-        report.missing_chunk_dirs.extend(r.missing_chunk_dirs);
-        report.chunk_files += r.chunk_files;
-        report.chunk_bytes += r.chunk_bytes;
-        report.referenced_chunk_bytes += r.referenced_chunk_bytes;
-        report.garbage.chunks += r.garbage.chunks;
-        report.garbage.removable += r.garbage.removable;
-        report.garbage.pending += r.garbage.pending;
-        report.garbage.bytes += r.garbage.bytes;
-        report.bad_files += r.bad_files;
-        report.using_markers += r.using_markers;
-        report.ignored_files += r.ignored_files;
-        report.deep_verified += r.deep_verified;
-        report.corrupt_chunks.extend(r.corrupt_chunks);
+        report.chunks.merge(part.scan);
         for d in part.found {
             dirs.insert(d.prefix());
             found.insert(d);
         }
     }
-    report.missing_chunk_dirs.sort();
-    report.corrupt_chunks.sort_by(|a, b| a.path.cmp(&b.path));
+    report.chunks.missing_chunk_dirs.sort();
+    report
+        .chunks
+        .corrupt_chunks
+        .sort_by(|a, b| a.path.cmp(&b.path));
     report.chunk_dirs_with_referenced = dirs.len() as u64;
     let mut missing: Vec<(&Digest, &u32)> = referenced
         .iter()
@@ -266,7 +282,7 @@ fn scan_chunk_dirs(
     workers: usize,
 ) -> Result<ScanPart> {
     let mut part = ScanPart::default();
-    let r = &mut part.report;
+    let r = &mut part.scan;
     let cutoff = opts.now - opts.cutoff_minutes as i64 * 60;
     let mut dir = chunks.to_path_buf();
     for prefix in (worker..CHUNK_SUBDIRS).step_by(workers) {

@@ -53,15 +53,15 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
         );
         println!(
             "chunk files      {} ({} bytes)",
-            r.chunk_files, r.chunk_bytes
+            r.chunks.chunk_files, r.chunks.chunk_bytes
         );
         println!(
             "unreferenced     {} chunks: {} older than the cutoff, {} pending",
-            r.garbage.chunks, r.garbage.removable, r.garbage.pending
+            r.chunks.garbage.chunks, r.chunks.garbage.removable, r.chunks.garbage.pending
         );
         println!(
             "other files      {} .bad, {} .using, {} ignored (temp files)",
-            r.bad_files, r.using_markers, r.ignored_files
+            r.chunks.bad_files, r.chunks.using_markers, r.chunks.ignored_files
         );
         if r.snapshots_without_manifest > 0 {
             println!(
@@ -70,7 +70,10 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
             );
         }
         if args.deep {
-            println!("deep             {} chunk files verified", r.deep_verified);
+            println!(
+                "deep             {} chunk files verified",
+                r.chunks.deep_verified
+            );
         }
         for p in &r.corrupt_indexes {
             println!("corrupt index    {}: {}", p.path, p.problem);
@@ -78,13 +81,13 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
         for p in &r.manifest_problems {
             println!("manifest         {}: {}", p.path, p.problem);
         }
-        for d in &r.missing_chunk_dirs {
+        for d in &r.chunks.missing_chunk_dirs {
             println!("missing dir      {d}");
         }
         for p in &r.missing_chunks {
             println!("missing chunk    {} {}", p.path, p.problem);
         }
-        for p in &r.corrupt_chunks {
+        for p in &r.chunks.corrupt_chunks {
             println!("corrupt chunk    {}: {}", p.path, p.problem);
         }
         println!(

@@ -110,9 +110,7 @@ impl Writer<'_> {
             .with_context(|| format!("writing {}", self.path.display()))?;
         set_file_times(&f, atime, mtime)
             .with_context(|| format!("setting times of {}", self.path.display()))?;
-        let path = std::mem::take(&mut self.path);
-        self.chown(&path)?;
-        self.path = path;
+        self.chown(&self.path)?;
         Ok(())
     }
 
@@ -141,6 +139,16 @@ impl Writer<'_> {
             missing,
         })
     }
+}
+
+/// What the snapshots written so far add up to.
+#[derive(Default)]
+struct IndexTotals {
+    snapshots: usize,
+    fixed: usize,
+    dynamic: usize,
+    references: u64,
+    index_data_bytes: u64,
 }
 
 /// A chunk ready to be written: its name, data length and blob bytes.
@@ -181,7 +189,7 @@ fn encode_all(payload: &PayloadModel, contents: &[ContentId]) -> Vec<Encoded> {
     })
 }
 
-/// Per-group snapshot-independent facts the writer needs.
+/// The group's directory, relative to the datastore root.
 fn group_dir(history: &History, gi: usize) -> PathBuf {
     let g = &history.groups[gi];
     let ns = &history.namespaces[g.ns].rel;
@@ -282,7 +290,7 @@ pub fn write_store(
         path: PathBuf::new(),
     };
     let mut written: HashMap<ContentId, Written> = HashMap::with_capacity(present.len());
-    let mut truth_counts = (0usize, 0usize, 0usize, 0u64, 0u64); // snapshots, fixed, dynamic, refs, index bytes
+    let mut totals = IndexTotals::default();
     let mut groups_created: HashSet<u32> = HashSet::new();
     let bar = progress_bar(opts.progress, present.len() as u64, "chunks");
     let mut archive_digests: Vec<(Digest, u32)> = Vec::new();
@@ -333,7 +341,7 @@ pub fn write_store(
             let (bytes, index_bytes) = if a.name.ends_with(".fidx") {
                 let digests: Vec<Digest> = archive_digests.iter().map(|d| d.0).collect();
                 let size = digests.len() as u64 * cfg.chunk_size as u64;
-                truth_counts.1 += 1;
+                totals.fixed += 1;
                 (
                     fixed_index_bytes(
                         uuid(seed, e, ai),
@@ -353,18 +361,18 @@ pub fn write_store(
                         (end, d)
                     })
                     .collect();
-                truth_counts.2 += 1;
+                totals.dynamic += 1;
                 (
                     dynamic_index_bytes(uuid(seed, e, ai), e.time, &entries),
                     end,
                 )
             };
-            truth_counts.3 += archive_digests.len() as u64;
-            truth_counts.4 += index_bytes;
+            totals.references += archive_digests.len() as u64;
+            totals.index_data_bytes += index_bytes;
             snapshot_indexes.push((a.name.clone(), bytes, index_bytes));
         }
         if retained {
-            truth_counts.0 += 1;
+            totals.snapshots += 1;
             write_snapshot(&mut w, e, &snapshot_indexes, groups_created.insert(e.group))?;
         }
     }
@@ -436,7 +444,13 @@ pub fn write_store(
         missing_sorted.iter().map(|w| w.digest.to_hex()).collect();
     missing_chunks.sort();
     let elapsed = started.elapsed().as_secs_f64();
-    let (snapshots, fixed, dynamic, references, index_data_bytes) = truth_counts;
+    let IndexTotals {
+        snapshots,
+        fixed,
+        dynamic,
+        references,
+        index_data_bytes,
+    } = totals;
     Ok(GroundTruth {
         preset: cfg.preset.clone(),
         seed,
