@@ -13,5 +13,6 @@ pub mod cli;
 pub mod datastore;
 pub mod fsutil;
 pub mod gen;
+pub mod overlay;
 pub mod time;
 pub mod trace;

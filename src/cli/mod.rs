@@ -6,6 +6,7 @@
 mod check;
 mod gen;
 mod inspect;
+mod mount;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,7 @@ enum Command {
     Check(check::CheckArgs),
     Inspect(inspect::InspectArgs),
     Trace(trace::TraceArgs),
+    Mount(mount::MountArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -46,6 +48,7 @@ pub fn run() -> i32 {
         Command::Check(args) => check::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Mount(args) => mount::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

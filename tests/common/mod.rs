@@ -67,3 +67,101 @@ fn nix_statfs_type(p: &Path) -> Option<i64> {
 pub fn store_dir() -> tempfile::TempDir {
     tmpfs_dir().unwrap_or_else(|| tempfile::tempdir().unwrap())
 }
+
+/// A running `chunkscope mount`, unmounted (and its process reaped) on drop, even on panic.
+pub struct Mount {
+    pub mnt: PathBuf,
+    pub trace: Option<PathBuf>,
+    child: Option<std::process::Child>,
+    log: PathBuf,
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let m = mnt.display().to_string();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(m.as_str()))
+}
+
+impl Mount {
+    /// Mounts `store` on a new directory inside `dir`, with `extra` arguments.
+    pub fn start(store: &Path, dir: &Path, trace: bool, extra: &[&str]) -> Mount {
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let mnt = mnt.canonicalize().unwrap();
+        let log = dir.join("mount.log");
+        let trace_path = trace.then(|| dir.join("overlay.trace"));
+        let mut cmd = bin();
+        cmd.args([
+            "mount",
+            "--store",
+            store.to_str().unwrap(),
+            "--mountpoint",
+            mnt.to_str().unwrap(),
+        ]);
+        if let Some(t) = &trace_path {
+            cmd.args(["--trace", t.to_str().unwrap()]);
+        }
+        cmd.args(extra);
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let child = cmd.spawn().expect("spawn chunkscope mount");
+        let mut m = Mount {
+            mnt,
+            trace: trace_path,
+            child: Some(child),
+            log,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !is_mounted(&m.mnt) {
+            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "mount exited with {status}: {}",
+                    std::fs::read_to_string(&m.log).unwrap_or_default()
+                );
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mount did not come up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        m
+    }
+
+    /// Unmounts, waits for the process, returns what it printed on standard error.
+    pub fn stop(&mut self) -> String {
+        if let Some(mut child) = self.child.take() {
+            let c = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
+            // SAFETY: valid C string.
+            if is_mounted(&self.mnt) && unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
+                // Busy (a test failed with a file still open): detach so nothing stays behind.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill(); // only the pid this test started
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `mnt/rel`
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,191 @@
+//! `chunkscope mount`
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fuser::{Config, MountOption, Session, SessionACL};
+
+use super::Outcome;
+use crate::overlay::{Overlay, OverlayOptions};
+use crate::trace::{TraceMeta, TraceWriter};
+
+/// Mount a tracing FUSE passthrough over a chunk store (foreground).
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    chunkscope mount --store /dev/shm/tiny --mountpoint /mnt/cs --trace gc.trace\n  \
+    chunkscope mount --store /datastore/pbs --mountpoint /mnt/cs --trace t --attr-ttl 1\n\n\
+    Runs in the foreground until unmounted (umount MNT) or interrupted (Ctrl-C, SIGTERM),\n\
+    then flushes the trace. Every operation reaches the backing store; stat and directory\n\
+    listings show the backing inode numbers. Needs root (file handles) and /dev/fuse.")]
+pub struct MountArgs {
+    /// The backing directory (a PBS datastore, or any directory).
+    #[arg(long, value_name = "DIR")]
+    store: PathBuf,
+    /// Where to mount; an existing empty directory outside the store.
+    #[arg(long, value_name = "MNT")]
+    mountpoint: PathBuf,
+    /// Write a trace of every request to FILE (no trace without it).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Worker threads answering requests.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
+    /// Let other users use the mount (adds default_permissions: the kernel checks modes).
+    #[arg(long)]
+    allow_other: bool,
+    /// Seconds the kernel may cache names; 0 sends every lookup to the overlay (and the trace).
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    entry_ttl: f64,
+    /// Seconds the kernel may cache attributes; 0 sends every stat to the overlay.
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    attr_ttl: f64,
+    /// Ask the kernel for READDIRPLUS (listings then carry attributes).
+    #[arg(long)]
+    readdirplus: bool,
+    /// Pass extended-attribute requests through instead of answering ENOSYS.
+    #[arg(long)]
+    xattr: bool,
+}
+
+fn seconds(v: f64, flag: &str) -> Result<Duration> {
+    if !(0.0..=86_400.0).contains(&v) {
+        bail!("{flag} {v}: expected seconds between 0 and 86400");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and every thread it starts), so that one thread
+/// can wait for them with `sigwait` and unmount cleanly.
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-mask manipulation.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+pub fn run(args: MountArgs) -> Result<Outcome> {
+    let store = args
+        .store
+        .canonicalize()
+        .with_context(|| format!("--store {}", args.store.display()))?;
+    if !store.is_dir() {
+        bail!("--store {}: not a directory", store.display());
+    }
+    let mnt = args
+        .mountpoint
+        .canonicalize()
+        .with_context(|| format!("--mountpoint {}", args.mountpoint.display()))?;
+    if !mnt.is_dir() {
+        bail!("--mountpoint {}: not a directory", mnt.display());
+    }
+    if mnt.starts_with(&store) {
+        bail!(
+            "--mountpoint {} is inside the store {}: mount it elsewhere",
+            mnt.display(),
+            store.display()
+        );
+    }
+    if !store.join(crate::datastore::paths::CHUNK_DIR).is_dir() {
+        eprintln!(
+            "chunkscope: warning: {} has no .chunks directory; mounting it anyway",
+            store.display()
+        );
+    }
+    let opts = OverlayOptions {
+        store: store.clone(),
+        entry_ttl: seconds(args.entry_ttl, "--entry-ttl")?,
+        attr_ttl: seconds(args.attr_ttl, "--attr-ttl")?,
+        readdirplus: args.readdirplus,
+        xattr: args.xattr,
+    };
+
+    let set = block_signals();
+    let (writer, sink) = match &args.trace {
+        Some(path) => {
+            let mut meta = TraceMeta {
+                store: store.display().to_string(),
+                ..Default::default()
+            };
+            let o = &mut meta.options;
+            o.insert("mountpoint".into(), mnt.display().to_string().into());
+            o.insert("entry_ttl_s".into(), args.entry_ttl.into());
+            o.insert("attr_ttl_s".into(), args.attr_ttl.into());
+            o.insert("readdirplus".into(), args.readdirplus.into());
+            o.insert("xattr".into(), args.xattr.into());
+            o.insert("threads".into(), args.threads.into());
+            o.insert("allow_other".into(), args.allow_other.into());
+            o.insert("page_cache_reads".into(), true.into());
+            o.insert("shadow".into(), false.into());
+            let (w, s) = TraceWriter::start(path, meta)
+                .with_context(|| format!("--trace {}", path.display()))?;
+            (Some(w), Some(s))
+        }
+        None => (None, None),
+    };
+    let overlay = Overlay::new(opts, sink)?;
+    let mut mount_options = vec![
+        MountOption::FSName(format!("chunkscope:{}", store.display())),
+        MountOption::Subtype("chunkscope".into()),
+    ];
+    if args.allow_other {
+        mount_options.push(MountOption::DefaultPermissions);
+    }
+    let mut config = Config::default();
+    config.mount_options = mount_options;
+    config.acl = if args.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(args.threads as usize);
+    let session = Session::new(overlay, &mnt, &config).with_context(|| {
+        format!(
+            "mounting on {} (is /dev/fuse there, and are you root?)",
+            mnt.display()
+        )
+    })?;
+    eprintln!(
+        "chunkscope: mounted {} on {} (pid {})",
+        store.display(),
+        mnt.display(),
+        std::process::id()
+    );
+
+    // On SIGINT/SIGTERM: unmount, which ends the session loop below.
+    let target = std::ffi::CString::new(mnt.as_os_str().as_bytes()).context("mountpoint path")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut sig = 0;
+            // SAFETY: `set` holds the blocked signals.
+            unsafe { libc::sigwait(&set, &mut sig) };
+            // SAFETY: valid C string.
+            if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
+                eprintln!("chunkscope: mountpoint busy; detaching it (lazy unmount)");
+                unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            }
+        })?;
+    session.run().context("FUSE session")?;
+    if let Some(w) = writer {
+        let s = w.finish().context("finishing the trace")?;
+        eprintln!(
+            "chunkscope: unmounted; trace {}: {} records ({} stalls, {} lost), {} bytes",
+            args.trace.as_ref().expect("trace path").display(),
+            s.written,
+            s.stalls,
+            s.lost,
+            s.bytes
+        );
+    } else {
+        eprintln!("chunkscope: unmounted");
+    }
+    Ok(Outcome::Ok)
+}

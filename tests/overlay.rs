@@ -1,0 +1,341 @@
+//! Issue 3: the overlay passes everything through faithfully and records every request with
+//! backing inode numbers. Every test mounts for real (root and /dev/fuse), on its own
+//! mountpoint, and unmounts through `Mount`'s drop guard, panic or not.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use chunkscope::datastore::paths::chunk_rel_path;
+use chunkscope::datastore::{Digest, IndexFile};
+use chunkscope::trace::{Name, Op, TraceReader};
+use common::*;
+
+fn tiny_store(dir: &Path) -> std::path::PathBuf {
+    gen(dir, "store", &["--preset", "tiny"]).0
+}
+
+/// Relative path -> (inode, mode, size, mtime) of every entry below `root`.
+fn tree(root: &Path) -> BTreeMap<String, (u64, u32, u64, i64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            assert_eq!(
+                e.ino(),
+                m.ino(),
+                "d_ino equals st_ino for {}",
+                e.path().display()
+            );
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            out.insert(rel, (m.ino(), m.mode(), m.size(), m.mtime()));
+        }
+    }
+    out
+}
+
+fn a_chunk(store: &Path) -> Digest {
+    let order = chunkscope::datastore::snapshots::phase1_order(store).unwrap();
+    IndexFile::open(&order.expected[0]).unwrap().digest(0)
+}
+
+#[test]
+fn passthrough_shows_the_backing_store_with_backing_inodes() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let before = tree(&store);
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    // Same names, inode numbers (st_ino and d_ino), modes, sizes and mtimes.
+    assert_eq!(tree(&m.mnt), before);
+    assert_eq!(
+        std::fs::metadata(&m.mnt).unwrap().ino(),
+        std::fs::metadata(&store).unwrap().ino()
+    );
+    // Every file reads back byte for byte (index files and a sample of chunks).
+    let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
+    for idx in order.iter() {
+        let rel = idx.strip_prefix(&store).unwrap();
+        assert_eq!(
+            std::fs::read(m.mnt.join(rel)).unwrap(),
+            std::fs::read(idx).unwrap()
+        );
+        let d = IndexFile::open(idx).unwrap().digest(0);
+        let c = chunk_rel_path(&d);
+        assert_eq!(
+            std::fs::read(m.mnt.join(&c)).unwrap(),
+            std::fs::read(store.join(&c)).unwrap()
+        );
+    }
+    // statfs passes through.
+    let s = |p: &Path| {
+        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+        let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut v) }, 0);
+        (v.f_blocks, v.f_files, v.f_bsize)
+    };
+    assert_eq!(s(&m.mnt), s(&store));
+}
+
+#[test]
+fn stat_and_touch_are_traced_with_backing_inodes() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let d = a_chunk(&store);
+    let rel = chunk_rel_path(&d);
+    let backing = std::fs::metadata(store.join(&rel)).unwrap();
+    let mut m = Mount::start(&store, dir.path(), true, &[]);
+
+    let st = std::fs::symlink_metadata(m.mnt.join(&rel)).unwrap();
+    assert_eq!(st.ino(), backing.ino());
+    // utimensat(UTIME_NOW, UTIME_OMIT), as PBS touches a chunk.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let c = CString::new(m.mnt.join(&rel).as_os_str().as_bytes()).unwrap();
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    assert_eq!(
+        unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        },
+        0
+    );
+    let after = std::fs::metadata(store.join(&rel)).unwrap();
+    assert!(after.atime() > backing.atime(), "backing atime moved");
+    assert_eq!(
+        (after.mtime(), after.mtime_nsec()),
+        (backing.mtime(), backing.mtime_nsec()),
+        "mtime untouched"
+    );
+    // The mount shows the new atime at once (attr TTL 0).
+    assert_eq!(
+        std::fs::metadata(m.mnt.join(&rel)).unwrap().atime(),
+        after.atime()
+    );
+    let log = m.stop();
+
+    let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    let chunks_ino = ino(&store.join(".chunks"));
+    let subdir_ino = ino(&store.join(rel.parent().unwrap()));
+    let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        r.meta().store,
+        store.canonicalize().unwrap().display().to_string()
+    );
+    assert_eq!(r.meta().options["attr_ttl_s"], 0.0);
+    let mut lookups = Vec::new();
+    let mut setattrs = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        match rec.op() {
+            Some(Op::Lookup) => lookups.push(rec),
+            Some(Op::Setattr) => setattrs.push(rec),
+            _ => {}
+        }
+    }
+    assert_eq!(r.truncated_bytes(), None, "{log}");
+    // One lookup per path component, parent and child as backing inode numbers.
+    let want = [
+        (ino(&store), chunks_ino, Name::Text(".chunks".into())),
+        (chunks_ino, subdir_ino, Name::Text(d.to_hex()[..4].into())),
+        (subdir_ino, backing.ino(), Name::Digest(d)),
+    ];
+    for (parent, child, name) in want {
+        assert!(
+            lookups
+                .iter()
+                .any(|l| l.parent == parent && l.ino == child && l.name == name && l.errno == 0),
+            "no lookup of {name:?} under {parent} -> {child} in {lookups:?}"
+        );
+    }
+    assert_eq!(setattrs.len(), 1, "{setattrs:?}");
+    let s = &setattrs[0];
+    assert_eq!(
+        (s.ino, s.errno, s.flags),
+        (
+            backing.ino(),
+            0,
+            chunkscope::trace::format::flags::SET_ATIME
+        )
+    );
+    assert_eq!(
+        s.arg,
+        after.atime() as u64 * 1_000_000_000 + after.atime_nsec() as u64
+    );
+}
+
+#[test]
+fn pbs_insert_protocol_touch_rm_and_locks_behave_as_on_the_store() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let m = Mount::start(&store, dir.path(), true, &[]);
+
+    // Chunk insert: temp file in the chunk directory, write, fsync, rename over the name.
+    let data = b"new chunk data".repeat(100);
+    let d = Digest::of(&data);
+    let raw = chunkscope::datastore::blob::encode(&data, true);
+    let final_rel = chunk_rel_path(&d);
+    let tmp = m.mnt.join(format!("{}.tmp_Ab12Cd", final_rel.display()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .unwrap();
+    f.write_all(&raw).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    std::fs::rename(&tmp, m.mnt.join(&final_rel)).unwrap();
+    assert_eq!(std::fs::read(store.join(&final_rel)).unwrap(), raw);
+    assert!(!store
+        .join(format!("{}.tmp_Ab12Cd", final_rel.display()))
+        .exists());
+    assert_eq!(
+        std::fs::metadata(m.mnt.join(&final_rel)).unwrap().ino(),
+        std::fs::metadata(store.join(&final_rel)).unwrap().ino()
+    );
+
+    // rm through the mount removes the backing file; the name is gone from listings.
+    std::fs::remove_file(m.mnt.join(&final_rel)).unwrap();
+    assert!(!store.join(&final_rel).exists());
+    let listed: Vec<_> = std::fs::read_dir(m.mnt.join(final_rel.parent().unwrap()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(!listed.iter().any(|n| n.as_bytes() == d.to_hex().as_bytes()));
+
+    // A POSIX record lock taken through the mount conflicts with one on the backing file.
+    let through = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.mnt.join(".lock"))
+        .unwrap();
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    assert_eq!(
+        unsafe { libc::fcntl(through.as_raw_fd(), libc::F_SETLK, &fl) },
+        0
+    );
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(store.join(".lock"))
+        .unwrap();
+    let mut ofd: libc::flock = unsafe { std::mem::zeroed() };
+    ofd.l_type = libc::F_RDLCK as libc::c_short;
+    ofd.l_whence = libc::SEEK_SET as libc::c_short;
+    assert_eq!(
+        unsafe { libc::fcntl(direct.as_raw_fd(), libc::F_OFD_SETLK, &ofd) },
+        -1,
+        "conflicts"
+    );
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EAGAIN)
+    );
+    fl.l_type = libc::F_UNLCK as libc::c_short;
+    assert_eq!(
+        unsafe { libc::fcntl(through.as_raw_fd(), libc::F_SETLK, &fl) },
+        0
+    );
+    assert_eq!(
+        unsafe { libc::fcntl(direct.as_raw_fd(), libc::F_OFD_SETLK, &ofd) },
+        0,
+        "free after unlock"
+    );
+    drop(through);
+    drop(direct);
+
+    // mkdir, symlink, readlink, rmdir.
+    std::fs::create_dir(m.mnt.join("scratch")).unwrap();
+    std::os::unix::fs::symlink("../outside", m.mnt.join("scratch/link")).unwrap();
+    assert_eq!(
+        std::fs::read_link(store.join("scratch/link")).unwrap(),
+        Path::new("../outside")
+    );
+    assert_eq!(
+        std::fs::read_link(m.mnt.join("scratch/link")).unwrap(),
+        Path::new("../outside")
+    );
+    std::fs::remove_file(m.mnt.join("scratch/link")).unwrap();
+    std::fs::remove_dir(m.mnt.join("scratch")).unwrap();
+    assert!(!store.join("scratch").exists());
+    let mut s = String::new();
+    std::fs::File::open(
+        m.mnt
+            .join("vm")
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join("owner"),
+    )
+    .unwrap()
+    .read_to_string(&mut s)
+    .unwrap();
+    assert_eq!(s, "root@pam\n");
+}
+
+#[test]
+fn deep_check_through_the_mount_passes() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let m = Mount::start(&store, dir.path(), false, &["--threads", "4"]);
+    let (code, report) = check(&m.mnt, true);
+    assert_eq!(code, 0, "{report:#}");
+    let (_, direct) = check(&store, false);
+    assert_eq!(report["referenced_chunks"], direct["referenced_chunks"]);
+    assert_eq!(report["chunk_files"], direct["chunk_files"]);
+}
+
+#[test]
+fn bad_mount_arguments_are_refused_clearly() {
+    let dir = store_dir();
+    let o = run(&[
+        "mount",
+        "--store",
+        dir.path().join("none").to_str().unwrap(),
+        "--mountpoint",
+        "/tmp",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--store") && stderr(&o).contains("none"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::create_dir(dir.path().join("s")).unwrap();
+    std::fs::create_dir(dir.path().join("s/inner")).unwrap();
+    let o = run(&[
+        "mount",
+        "--store",
+        dir.path().join("s").to_str().unwrap(),
+        "--mountpoint",
+        dir.path().join("s/inner").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is inside the store"), "{}", stderr(&o));
+}
