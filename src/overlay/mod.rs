@@ -28,8 +28,8 @@ use anyhow::{bail, Context, Result};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::trace::format::flags;
@@ -928,6 +928,74 @@ impl Filesystem for Overlay {
         self.emit(
             req,
             Op::Readdir,
+            t0,
+            Done {
+                errno,
+                ino: self.backing(ino),
+                arg,
+                ..Default::default()
+            },
+        );
+        match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let t0 = self.t0();
+        let dir = fh.0 as RawFd;
+        let zero = attr(&unsafe { std::mem::zeroed() });
+        let r = read_dir(dir, offset, |d_ino, next, _t, name| {
+            // The kernel links every entry but "." and "..": those count as lookups.
+            let dot = name == b"." || name == b"..";
+            let entry = if dot {
+                None
+            } else {
+                CName::new(OsStr::from_bytes(name)).ok().and_then(|n| {
+                    let st = fstatat(dir, n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW).ok()?;
+                    self.enter(dir, &n, &st).ok()
+                })
+            };
+            match entry {
+                Some((a, g)) => {
+                    let full = reply.add(
+                        a.ino,
+                        next,
+                        OsStr::from_bytes(name),
+                        &self.opts.entry_ttl,
+                        &a,
+                        g,
+                    );
+                    if full {
+                        self.inodes.forget(a.ino.0, 1); // not sent: the kernel holds no lookup
+                    }
+                    full
+                }
+                // Dots, and entries that vanished between listing and stat: no attributes, no
+                // lookup; the kernel learns the inode number only.
+                None => reply.add(
+                    INodeNo(d_ino),
+                    next,
+                    OsStr::from_bytes(name),
+                    &Duration::ZERO,
+                    &zero,
+                    Generation(0),
+                ),
+            }
+        });
+        let errno = r.as_ref().err().copied().unwrap_or(0);
+        let arg = *r.as_ref().unwrap_or(&0);
+        self.emit(
+            req,
+            Op::Readdirplus,
             t0,
             Done {
                 errno,
