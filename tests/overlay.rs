@@ -445,3 +445,143 @@ fn load_four_clients_hundred_thousand_ops_every_request_recorded() {
     assert_eq!(setattr, touches.into_inner());
     assert_eq!(opendir, listings.into_inner());
 }
+
+/// Everything that could change: inode, size, mode, atime, mtime, ctime (with nanoseconds).
+type Snapshot = BTreeMap<String, (u64, u64, u32, (i64, i64), (i64, i64), (i64, i64))>;
+
+fn full_listing(root: &Path) -> Snapshot {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+            out.insert(
+                e.path().strip_prefix(root).unwrap().display().to_string(),
+                (
+                    m.ino(),
+                    m.size(),
+                    m.mode(),
+                    (m.atime(), m.atime_nsec()),
+                    (m.mtime(), m.mtime_nsec()),
+                    (m.ctime(), m.ctime_nsec()),
+                ),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn shadow_mode_leaves_the_backing_store_unchanged() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    // The first walk settles directory atimes (relatime updates them once); the second records.
+    full_listing(&store);
+    let before = full_listing(&store);
+    let mut m = Mount::start(&store, dir.path(), true, &["--shadow"]);
+
+    let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
+    let digests: Vec<Digest> = IndexFile::open(&order.expected[0])
+        .unwrap()
+        .digests()
+        .take(20)
+        .collect();
+    let touched = chunk_rel_path(&digests[0]);
+    let removed = chunk_rel_path(&digests[1]);
+    let c = CString::new(m.mnt.join(&touched).as_os_str().as_bytes()).unwrap();
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    for d in &digests {
+        let p = CString::new(m.mnt.join(chunk_rel_path(d)).as_os_str().as_bytes()).unwrap();
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+    }
+    assert_eq!(
+        unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+        0
+    );
+    // The mount shows the new atime; the store does not have it.
+    let seen = std::fs::metadata(m.mnt.join(&touched)).unwrap();
+    let backing = std::fs::metadata(store.join(&touched)).unwrap();
+    assert!(
+        seen.atime() > backing.atime(),
+        "shadowed atime visible through the mount"
+    );
+    assert_eq!(seen.mtime(), backing.mtime());
+
+    // Unlink: gone from lookups and listings of the mount, still in the store.
+    std::fs::remove_file(m.mnt.join(&removed)).unwrap();
+    assert_eq!(
+        std::fs::metadata(m.mnt.join(&removed)).unwrap_err().kind(),
+        std::io::ErrorKind::NotFound
+    );
+    let name = removed.file_name().unwrap().to_owned();
+    let listed: Vec<_> = std::fs::read_dir(m.mnt.join(removed.parent().unwrap()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(!listed.contains(&name));
+    assert!(store.join(&removed).exists());
+    assert_eq!(
+        std::fs::remove_file(m.mnt.join(&removed))
+            .unwrap_err()
+            .kind(),
+        std::io::ErrorKind::NotFound
+    );
+
+    // Reads and listings through the mount do not touch the store's atimes either.
+    for idx in order.iter().take(5) {
+        std::fs::read(m.mnt.join(idx.strip_prefix(&store).unwrap())).unwrap();
+    }
+    full_listing(&m.mnt);
+
+    // Every other change is refused with EROFS.
+    let erofs =
+        |r: std::io::Result<()>| assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EROFS));
+    erofs(std::fs::write(m.mnt.join("new-file"), b"x"));
+    erofs(std::fs::create_dir(m.mnt.join("new-dir")));
+    erofs(std::fs::rename(m.mnt.join(&touched), m.mnt.join("renamed")));
+    erofs(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(m.mnt.join(&touched))
+            .map(drop),
+    );
+    erofs(std::fs::set_permissions(
+        m.mnt.join(&touched),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    ));
+    erofs(std::os::unix::fs::symlink("x", m.mnt.join("link")));
+    erofs(std::fs::remove_dir(m.mnt.join(".chunks/0000")));
+    m.stop();
+
+    assert_eq!(full_listing(&store), before, "backing store unchanged");
+    // The trace marks the shadowed effects.
+    let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
+    let mut shadowed = 0;
+    while let Some(rec) = r.next_record().unwrap() {
+        if rec.flags & chunkscope::trace::format::flags::SHADOW != 0 && rec.errno == 0 {
+            shadowed += 1;
+        }
+    }
+    assert_eq!(
+        shadowed,
+        digests.len() + 1 + 1,
+        "touches, the repeated touch and the unlink"
+    );
+    assert_eq!(r.meta().options["shadow"], true);
+}

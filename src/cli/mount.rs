@@ -48,6 +48,11 @@ pub struct MountArgs {
     /// Pass extended-attribute requests through instead of answering ENOSYS.
     #[arg(long)]
     xattr: bool,
+    /// Trace a production store safely: atime/mtime changes and unlinks are kept in memory
+    /// and shown through the mount; every other change fails (EROFS). The backing store is
+    /// left byte for byte and timestamp for timestamp as it was.
+    #[arg(long)]
+    shadow: bool,
 }
 
 fn seconds(v: f64, flag: &str) -> Result<Duration> {
@@ -105,6 +110,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         attr_ttl: seconds(args.attr_ttl, "--attr-ttl")?,
         readdirplus: args.readdirplus,
         xattr: args.xattr,
+        shadow: args.shadow,
     };
 
     let set = block_signals();
@@ -123,7 +129,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             o.insert("threads".into(), args.threads.into());
             o.insert("allow_other".into(), args.allow_other.into());
             o.insert("page_cache_reads".into(), true.into());
-            o.insert("shadow".into(), false.into());
+            o.insert("shadow".into(), args.shadow.into());
             let (w, s) = TraceWriter::start(path, meta)
                 .with_context(|| format!("--trace {}", path.display()))?;
             (Some(w), Some(s))

@@ -15,6 +15,7 @@
 //! conflict with `fcntl` locks taken on the store directly.
 
 pub mod inode;
+pub mod shadow;
 mod sys;
 
 use std::cell::RefCell;
@@ -49,6 +50,8 @@ pub struct OverlayOptions {
     pub readdirplus: bool,
     /// Pass extended attribute requests through (default: ENOSYS, so `ls -l` stays cheap).
     pub xattr: bool,
+    /// Keep atime/mtime changes and unlinks in memory; refuse other changes (EROFS).
+    pub shadow: bool,
 }
 
 /// The FUSE filesystem.
@@ -58,6 +61,7 @@ pub struct Overlay {
     dev: u64,
     inodes: InodeTable,
     sink: Option<TraceSink>,
+    shadow: Option<shadow::Shadow>,
     opts: OverlayOptions,
 }
 
@@ -173,12 +177,14 @@ impl Overlay {
                 store.display()
             )
         })?;
+        let shadow = opts.shadow.then(shadow::Shadow::default);
         Ok(Overlay {
             root,
             root_ino: st.st_ino,
             dev: st.st_dev,
             inodes: InodeTable::default(),
             sink,
+            shadow,
             opts,
         })
     }
@@ -247,13 +253,61 @@ impl Overlay {
         }
         let h = handle_at(dir, name.as_cstr()).map_err(|e| errno_of(&e))?;
         let generation = self.inodes.looked_up(st.st_ino, h);
-        Ok((attr(st), Generation(generation)))
+        match &self.shadow {
+            Some(sh) => {
+                let mut st = *st;
+                sh.apply(&mut st);
+                Ok((attr(&st), Generation(generation)))
+            }
+            None => Ok((attr(st), Generation(generation))),
+        }
     }
 
     fn lookup_in(&self, parent: INodeNo, name: &CName) -> Result<(FileAttr, Generation), i32> {
+        if self
+            .shadow
+            .as_ref()
+            .is_some_and(|s| s.is_removed(self.backing(parent), name.bytes()))
+        {
+            return Err(libc::ENOENT);
+        }
         let dir = self.fd(parent, libc::O_PATH)?;
         let st = fstatat(dir.as_raw_fd(), name.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
         self.enter(dir.as_raw_fd(), name, &st)
+    }
+
+    /// True for a name removed in shadow mode.
+    fn hidden(&self, parent: u64, name: &[u8]) -> bool {
+        self.shadow
+            .as_ref()
+            .is_some_and(|s| s.is_removed(parent, name))
+    }
+
+    /// `EROFS` in shadow mode: for every change the shadow does not keep.
+    fn writable(&self) -> Result<(), i32> {
+        if self.shadow.is_some() {
+            Err(libc::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The trace flag for an effect kept in the shadow.
+    fn shadow_flag(&self) -> u8 {
+        if self.shadow.is_some() {
+            flags::SHADOW
+        } else {
+            0
+        }
+    }
+
+    /// Open flags for reading the backing store: `O_NOATIME` in shadow mode.
+    fn read_flags(&self, flags: libc::c_int) -> libc::c_int {
+        if self.shadow.is_some() {
+            flags | libc::O_NOATIME
+        } else {
+            flags
+        }
     }
 
     fn reply_entry(&self, reply: ReplyEntry, r: &Result<(FileAttr, Generation), i32>) {
@@ -279,10 +333,14 @@ impl Overlay {
     }
 
     fn getattr_of(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<libc::stat, i32> {
-        match fh {
+        let mut st = match fh {
             Some(fh) => fstat(fh.0 as RawFd),
             None => fstat(self.fd(ino, libc::O_PATH)?.as_raw_fd()),
+        }?;
+        if let Some(sh) = &self.shadow {
+            sh.apply(&mut st);
         }
+        Ok(st)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -298,6 +356,15 @@ impl Overlay {
         fh: Option<FileHandle>,
     ) -> Result<libc::stat, i32> {
         let fd = self.fd(ino, libc::O_PATH)?;
+        if let Some(sh) = &self.shadow {
+            if mode.is_some() || uid.is_some() || gid.is_some() || size.is_some() {
+                return Err(libc::EROFS);
+            }
+            let mut st = fstat(fd.as_raw_fd())?;
+            sh.set_times(st.st_ino, atime, mtime);
+            sh.apply(&mut st);
+            return Ok(st);
+        }
         let proc = ProcPath::new(fd.as_raw_fd());
         if let Some(mode) = mode {
             // SAFETY: valid path.
@@ -337,11 +404,12 @@ impl Overlay {
 }
 
 /// Reads directory entries with `getdents64` from `offset`, calling `add(ino, next, type, name)`
-/// until it returns true (reply buffer full) or the directory ends; returns entries added.
+/// until it returns `Some(true)` (reply buffer full) or the directory ends; `None` skips an
+/// entry. Returns the entries added.
 fn read_dir(
     fd: RawFd,
     offset: u64,
-    mut add: impl FnMut(u64, u64, u8, &[u8]) -> bool,
+    mut add: impl FnMut(u64, u64, u8, &[u8]) -> Option<bool>,
 ) -> Result<u64, i32> {
     // SAFETY: valid fd.
     if unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_SET) } < 0 {
@@ -370,10 +438,11 @@ fn read_dir(
                     .iter()
                     .position(|&c| c == 0)
                     .unwrap_or(name_bytes.len())];
-                if add(ino, off as u64, dtype, name) {
-                    return Ok(added);
+                match add(ino, off as u64, dtype, name) {
+                    Some(true) => return Ok(added),
+                    Some(false) => added += 1,
+                    None => {} // hidden (removed in shadow mode)
                 }
-                added += 1;
                 at += reclen;
             }
         }
@@ -495,7 +564,7 @@ impl Filesystem for Overlay {
     ) {
         let t0 = self.t0();
         let r = self.setattr_of(ino, mode, uid, gid, size, atime, mtime, fh);
-        let mut f = 0;
+        let mut f = self.shadow_flag();
         if atime.is_some() {
             f |= flags::SET_ATIME;
         }
@@ -570,12 +639,15 @@ impl Filesystem for Overlay {
     ) {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Mkdir, t0, parent, name, reply);
-        let r = self.fd(parent, libc::O_PATH).and_then(|dir| {
-            // SAFETY: valid fd and name.
-            sys::rc(unsafe { libc::mkdirat(dir.as_raw_fd(), n.as_cstr().as_ptr(), mode) })?;
-            let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
-            self.enter(dir.as_raw_fd(), &n, &st)
-        });
+        let r = self
+            .writable()
+            .and_then(|()| self.fd(parent, libc::O_PATH))
+            .and_then(|dir| {
+                // SAFETY: valid fd and name.
+                sys::rc(unsafe { libc::mkdirat(dir.as_raw_fd(), n.as_cstr().as_ptr(), mode) })?;
+                let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
+                self.enter(dir.as_raw_fd(), &n, &st)
+            });
         self.emit(req, Op::Mkdir, t0, self.done_entry(parent, n.bytes(), &r));
         self.reply_entry(reply, &r);
     }
@@ -601,6 +673,7 @@ impl Filesystem for Overlay {
         let r = std::ffi::CString::new(target.as_os_str().as_bytes())
             .map_err(|_| libc::EINVAL)
             .and_then(|t| {
+                self.writable()?;
                 let dir = self.fd(parent, libc::O_PATH)?;
                 // SAFETY: valid strings and fd.
                 sys::rc(unsafe {
@@ -628,6 +701,7 @@ impl Filesystem for Overlay {
         let nn = name_or_reply!(self, req, Op::Rename, t0, newparent, newname, reply);
         let mut ino = 0;
         let r = (|| {
+            self.writable()?;
             let from = self.fd(parent, libc::O_PATH)?;
             let to = self.fd(newparent, libc::O_PATH)?;
             ino = fstatat(from.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?.st_ino;
@@ -669,6 +743,7 @@ impl Filesystem for Overlay {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Link, t0, newparent, newname, reply);
         let r = (|| {
+            self.writable()?;
             let src = self.fd(ino, libc::O_PATH)?;
             let dir = self.fd(newparent, libc::O_PATH)?;
             // SAFETY: valid fds and names.
@@ -691,10 +766,14 @@ impl Filesystem for Overlay {
     fn open(&self, req: &Request, ino: INodeNo, oflags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
         let fl = oflags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
-        let r = self.fd(ino, fl).map(|fd| match fd {
-            Fd::Owned(o) => o.into_raw_fd_keep(),
-            Fd::Root(_) => unreachable!("root is opened with openat"),
-        });
+        let writes = fl & libc::O_ACCMODE != libc::O_RDONLY || fl & libc::O_TRUNC != 0;
+        let r = if writes { self.writable() } else { Ok(()) };
+        let r = r
+            .and_then(|()| self.fd(ino, self.read_flags(fl)))
+            .map(|fd| match fd {
+                Fd::Owned(o) => o.into_raw_fd_keep(),
+                Fd::Root(_) => unreachable!("root is opened with openat"),
+            });
         let errno = r.as_ref().err().copied().unwrap_or(0);
         self.emit(
             req,
@@ -889,7 +968,7 @@ impl Filesystem for Overlay {
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
         let r = self
-            .fd(ino, libc::O_RDONLY | libc::O_DIRECTORY)
+            .fd(ino, self.read_flags(libc::O_RDONLY | libc::O_DIRECTORY))
             .map(|fd| match fd {
                 Fd::Owned(o) => o.into_raw_fd_keep(),
                 Fd::Root(_) => unreachable!("only O_PATH borrows the root"),
@@ -920,8 +999,12 @@ impl Filesystem for Overlay {
         mut reply: ReplyDirectory,
     ) {
         let t0 = self.t0();
+        let parent = self.backing(ino);
         let r = read_dir(fh.0 as RawFd, offset, |d_ino, next, t, name| {
-            reply.add(INodeNo(d_ino), next, dtype_kind(t), OsStr::from_bytes(name))
+            if self.hidden(parent, name) {
+                return None;
+            }
+            Some(reply.add(INodeNo(d_ino), next, dtype_kind(t), OsStr::from_bytes(name)))
         });
         let errno = r.as_ref().err().copied().unwrap_or(0);
         let arg = *r.as_ref().unwrap_or(&0);
@@ -953,7 +1036,11 @@ impl Filesystem for Overlay {
         let t0 = self.t0();
         let dir = fh.0 as RawFd;
         let zero = attr(&unsafe { std::mem::zeroed() });
+        let parent = self.backing(ino);
         let r = read_dir(dir, offset, |d_ino, next, _t, name| {
+            if self.hidden(parent, name) {
+                return None;
+            }
             // The kernel links every entry but "." and "..": those count as lookups.
             let dot = name == b"." || name == b"..";
             let entry = if dot {
@@ -977,18 +1064,18 @@ impl Filesystem for Overlay {
                     if full {
                         self.inodes.forget(a.ino.0, 1); // not sent: the kernel holds no lookup
                     }
-                    full
+                    Some(full)
                 }
                 // Dots, and entries that vanished between listing and stat: no attributes, no
                 // lookup; the kernel learns the inode number only.
-                None => reply.add(
+                None => Some(reply.add(
                     INodeNo(d_ino),
                     next,
                     OsStr::from_bytes(name),
                     &Duration::ZERO,
                     &zero,
                     Generation(0),
-                ),
+                )),
             }
         });
         let errno = r.as_ref().err().copied().unwrap_or(0);
@@ -1137,17 +1224,20 @@ impl Filesystem for Overlay {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Create, t0, parent, name, reply);
         let mut fd_out = -1;
-        let r = self.fd(parent, libc::O_PATH).and_then(|dir| {
-            let fd = sys::openat(
-                dir.as_raw_fd(),
-                n.as_cstr(),
-                oflags | libc::O_CREAT | libc::O_NOFOLLOW,
-                mode,
-            )?;
-            fd_out = fd;
-            let st = fstat(fd)?;
-            self.enter(dir.as_raw_fd(), &n, &st)
-        });
+        let r = self
+            .writable()
+            .and_then(|()| self.fd(parent, libc::O_PATH))
+            .and_then(|dir| {
+                let fd = sys::openat(
+                    dir.as_raw_fd(),
+                    n.as_cstr(),
+                    oflags | libc::O_CREAT | libc::O_NOFOLLOW,
+                    mode,
+                )?;
+                fd_out = fd;
+                let st = fstat(fd)?;
+                self.enter(dir.as_raw_fd(), &n, &st)
+            });
         if r.is_err() && fd_out >= 0 {
             sys::close(fd_out);
         }
@@ -1381,6 +1471,22 @@ impl Overlay {
         let n = name_or_reply!(self, req, op, t0, parent, name, reply);
         let mut ino = 0;
         let r = self.fd(parent, libc::O_PATH).and_then(|dir| {
+            if let Some(sh) = &self.shadow {
+                // Kept in memory: the name disappears from the mount, not from the store.
+                if at_flags != 0 {
+                    return Err(libc::EROFS);
+                }
+                if sh.is_removed(self.backing(parent), n.bytes()) {
+                    return Err(libc::ENOENT);
+                }
+                let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
+                if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                    return Err(libc::EISDIR);
+                }
+                ino = st.st_ino;
+                sh.remove(self.backing(parent), n.bytes());
+                return Ok(());
+            }
             // The inode number is what the trace is about; one stat more than the kernel asked.
             if self.sink.is_some() {
                 ino = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)
@@ -1399,6 +1505,7 @@ impl Overlay {
                 ino,
                 parent: self.backing(parent),
                 name: n.bytes(),
+                flags: self.shadow_flag(),
                 ..Default::default()
             },
         );
