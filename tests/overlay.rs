@@ -585,3 +585,53 @@ fn shadow_mode_leaves_the_backing_store_unchanged() {
     );
     assert_eq!(r.meta().options["shadow"], true);
 }
+
+#[test]
+fn markers_through_the_control_channel_cut_the_trace() {
+    use chunkscope::overlay::control::{default_socket, Client};
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let mut m = Mount::start(&store, dir.path(), true, &[]);
+    let socket = default_socket(&m.mnt).unwrap();
+    let mut c = Client::connect(&socket).unwrap();
+    c.mark("phase1 start strategy=lru").unwrap();
+    std::fs::metadata(m.mnt.join(".chunks/0000")).unwrap();
+    let o = run(&["ctl", m.mnt.to_str().unwrap(), "mark", "phase1", "end"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stats = run(&["ctl", m.mnt.to_str().unwrap(), "stats"]);
+    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(v["lost"], 0);
+    assert!(v["records"].as_u64().unwrap() >= 3);
+    assert!(c
+        .request("frobnicate")
+        .unwrap_err()
+        .to_string()
+        .contains("unknown request"));
+    drop(c);
+    m.stop();
+    assert!(!socket.exists(), "socket removed at unmount");
+
+    let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
+    let (mut markers, mut lookup_0000) = (Vec::new(), None);
+    while let Some(rec) = r.next_record().unwrap() {
+        if rec.op() == Some(Op::Marker) {
+            markers.push((rec.seq, rec.name.clone(), rec.pid));
+        }
+        if rec.op() == Some(Op::Lookup) && rec.name == Name::Text("0000".into()) {
+            lookup_0000 = Some(rec.seq);
+        }
+    }
+    assert_eq!(markers.len(), 2);
+    assert_eq!(markers[0].1, Name::Text("phase1 start strategy=lru".into()));
+    assert_eq!(markers[1].1, Name::Text("phase1 end".into()));
+    assert_eq!(
+        markers[0].2,
+        std::process::id(),
+        "the marker carries the requesting pid"
+    );
+    let l = lookup_0000.expect("the stat between the markers was traced");
+    assert!(
+        markers[0].0 < l && l < markers[1].0,
+        "markers bracket the work done between them"
+    );
+}

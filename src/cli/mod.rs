@@ -4,6 +4,7 @@
 //! corrupt data, `inspect` a checksum mismatch); 2 an error (bad arguments, unreadable input).
 
 mod check;
+mod ctl;
 mod gen;
 mod inspect;
 mod mount;
@@ -32,6 +33,7 @@ enum Command {
     Inspect(inspect::InspectArgs),
     Trace(trace::TraceArgs),
     Mount(mount::MountArgs),
+    Ctl(ctl::CtlArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -49,6 +51,7 @@ pub fn run() -> i32 {
         Command::Inspect(args) => inspect::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Mount(args) => mount::run(args),
+        Command::Ctl(args) => ctl::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

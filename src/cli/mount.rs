@@ -48,6 +48,10 @@ pub struct MountArgs {
     /// Pass extended-attribute requests through instead of answering ENOSYS.
     #[arg(long)]
     xattr: bool,
+    /// Control socket [default: /run/chunkscope/MAJOR:MINOR.sock, from the mount's device
+    /// number, which `chunkscope ctl MNT` finds by itself].
+    #[arg(long, value_name = "SOCKET")]
+    control: Option<PathBuf>,
     /// Trace a production store safely: atime/mtime changes and unlinks are kept in memory
     /// and shown through the mount; every other change fails (EROFS). The backing store is
     /// left byte for byte and timestamp for timestamp as it was.
@@ -137,6 +141,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         None => (None, None),
     };
     let overlay = Overlay::new(opts, sink)?;
+    let shared = std::sync::Arc::new(overlay.shared());
     let mut mount_options = vec![
         MountOption::FSName(format!("chunkscope:{}", store.display())),
         MountOption::Subtype("chunkscope".into()),
@@ -158,11 +163,17 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             mnt.display()
         )
     })?;
+    let socket = match &args.control {
+        Some(p) => p.clone(),
+        None => crate::overlay::control::default_socket(&mnt)?,
+    };
+    crate::overlay::control::serve(&socket, shared.clone())?;
     eprintln!(
-        "chunkscope: mounted {} on {} (pid {})",
+        "chunkscope: mounted {} on {} (pid {}, control {})",
         store.display(),
         mnt.display(),
-        std::process::id()
+        std::process::id(),
+        socket.display()
     );
 
     // On SIGINT/SIGTERM: unmount, which ends the session loop below.
@@ -179,7 +190,11 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
                 unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
             }
         })?;
-    session.run().context("FUSE session")?;
+    let ran = session.run().context("FUSE session");
+    // The control thread's handle on the trace must go before the writer can finish.
+    shared.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let _ = std::fs::remove_file(&socket);
+    ran?;
     if let Some(w) = writer {
         let s = w.finish().context("finishing the trace")?;
         eprintln!(

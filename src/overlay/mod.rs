@@ -14,6 +14,7 @@
 //! POSIX record locks are forwarded as open-file-description locks on the backing file, which
 //! conflict with `fcntl` locks taken on the store directly.
 
+pub mod control;
 pub mod inode;
 pub mod shadow;
 mod sys;
@@ -59,9 +60,9 @@ pub struct Overlay {
     root: OwnedFd,
     root_ino: u64,
     dev: u64,
-    inodes: InodeTable,
+    inodes: std::sync::Arc<InodeTable>,
     sink: Option<TraceSink>,
-    shadow: Option<shadow::Shadow>,
+    shadow: Option<std::sync::Arc<shadow::Shadow>>,
     opts: OverlayOptions,
 }
 
@@ -177,16 +178,27 @@ impl Overlay {
                 store.display()
             )
         })?;
-        let shadow = opts.shadow.then(shadow::Shadow::default);
+        let shadow = opts
+            .shadow
+            .then(|| std::sync::Arc::new(shadow::Shadow::default()));
         Ok(Overlay {
             root,
             root_ino: st.st_ino,
             dev: st.st_dev,
-            inodes: InodeTable::default(),
+            inodes: std::sync::Arc::new(InodeTable::default()),
             sink,
             shadow,
             opts,
         })
+    }
+
+    /// What the control channel shows of this overlay.
+    pub fn shared(&self) -> control::Shared {
+        control::Shared {
+            inodes: self.inodes.clone(),
+            shadow: self.shadow.clone(),
+            sink: std::sync::Mutex::new(self.sink.clone()),
+        }
     }
 
     fn backing(&self, node: INodeNo) -> u64 {

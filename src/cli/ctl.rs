@@ -1,0 +1,53 @@
+//! `chunkscope ctl`
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use super::Outcome;
+use crate::overlay::control::{default_socket, Client};
+
+/// Talk to a running mount: add a marker to its trace, or read its counters.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    chunkscope ctl /mnt/cs mark \"phase1 start strategy=lru\"\n  \
+    chunkscope ctl /mnt/cs stats\n\n\
+    Each command returns after the mount acknowledged it: a marker is in the trace before\n\
+    anything the caller does next.")]
+pub struct CtlArgs {
+    /// The mountpoint of a running `chunkscope mount`.
+    mountpoint: PathBuf,
+    /// The control socket, when the mount was started with --control.
+    #[arg(long, value_name = "SOCKET")]
+    control: Option<PathBuf>,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum CtlCommand {
+    /// Record a marker (e.g. "phase1 start strategy=lru") in the trace.
+    Mark {
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// Print the mount's counters as JSON.
+    Stats,
+}
+
+pub fn run(args: CtlArgs) -> Result<Outcome> {
+    let socket = match args.control {
+        Some(p) => p,
+        None => default_socket(&args.mountpoint)?,
+    };
+    let mut client = Client::connect(&socket)?;
+    match args.command {
+        CtlCommand::Mark { text } => {
+            let reply = client.request(&format!("mark {}", text.join(" ")))?;
+            println!("{reply}");
+        }
+        CtlCommand::Stats => println!("{}", client.request("stats")?),
+    }
+    Ok(Outcome::Ok)
+}

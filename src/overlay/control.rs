@@ -1,0 +1,196 @@
+//! The mount's control channel: a Unix socket outside the store's namespace.
+//!
+//! Its default path is derived from the mount itself, `/run/chunkscope/<major>:<minor>.sock`
+//! with the device number that `stat` shows for the mountpoint, so a client that knows only
+//! the mountpoint finds it. One request per line, one reply per line; a reply is sent only
+//! after the request took effect (a marker is in the trace queue, ahead of anything the client
+//! does next):
+//!
+//! | request | reply |
+//! |---|---|
+//! | `mark TEXT` | `ok seq=N`: a `marker` record named TEXT (cut at 255 bytes) was recorded |
+//! | `stats` | `ok {json}`: known inodes, trace records sent/stalls/lost, shadowed unlinks |
+//! | anything else | `error ...` |
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context, Result};
+
+use super::inode::InodeTable;
+use super::shadow::Shadow;
+use crate::trace::{Op, RawRecord, TraceSink};
+
+/// Where the control socket of the mount at `mnt` lives by default.
+///
+/// The device number comes from `/proc/self/mountinfo`, not from `stat`: the mounting process
+/// asks before it serves requests, and a `stat` of its own mount would wait for itself.
+pub fn default_socket(mnt: &Path) -> Result<PathBuf> {
+    let mnt = mnt
+        .canonicalize()
+        .with_context(|| format!("{}", mnt.display()))?;
+    let info =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let want = mnt.display().to_string();
+    // Fields: id parent major:minor root mountpoint ...; the last mount on a path wins.
+    let dev = info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.len() > 4 && f[4] == want).then(|| f[2].to_string())
+    });
+    match dev {
+        Some(dev) => Ok(PathBuf::from(format!("/run/chunkscope/{dev}.sock"))),
+        None => bail!("{} is not a mountpoint", mnt.display()),
+    }
+}
+
+/// What the control thread can see of the running overlay.
+pub struct Shared {
+    pub inodes: Arc<InodeTable>,
+    pub shadow: Option<Arc<Shadow>>,
+    /// Taken (set to None) when the session ends, so the trace writer can finish.
+    pub sink: Mutex<Option<TraceSink>>,
+}
+
+fn peer_pid(s: &UnixStream) -> u32 {
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: valid socket and out buffer of the right size.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        cred.pid as u32
+    } else {
+        0
+    }
+}
+
+fn answer(shared: &Shared, line: &str, pid: u32) -> String {
+    let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+    match cmd {
+        "mark" => {
+            let sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(sink) = sink.as_ref() else {
+                return "error the mount has no trace (start it with --trace)".into();
+            };
+            let mut r = RawRecord::new(Op::Marker);
+            r.seq = sink.next_seq();
+            r.start_ns = sink.now_ns();
+            r.pid = pid;
+            r.set_name(rest.as_bytes());
+            let seq = r.seq;
+            sink.record(r);
+            format!("ok seq={seq}")
+        }
+        "stats" => {
+            let (sent, stalls, lost) = shared
+                .sink
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map_or((0, 0, 0), TraceSink::counts);
+            let v = serde_json::json!({
+                "inodes": shared.inodes.len(),
+                "records": sent, "stalls": stalls, "lost": lost,
+                "shadow_unlinks": shared.shadow.as_ref().map(|s| s.removed_count()),
+            });
+            format!("ok {v}")
+        }
+        "" => "error empty request".into(),
+        other => format!("error unknown request '{other}' (try: mark TEXT, stats)"),
+    }
+}
+
+fn serve_client(shared: &Shared, conn: UnixStream) {
+    let pid = peer_pid(&conn);
+    let Ok(mut out) = conn.try_clone() else {
+        return;
+    };
+    for line in BufReader::new(conn).lines() {
+        let Ok(line) = line else { break };
+        if writeln!(out, "{}", answer(shared, line.trim_end(), pid)).is_err() {
+            break;
+        }
+    }
+}
+
+/// Binds the socket and serves it on a thread until the process ends.
+pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            bail!(
+                "control socket {} is in use by another mount",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                // One thread per client: a client that keeps its connection open (a GC run)
+                // must not keep another (`chunkscope ctl`) waiting.
+                let shared = shared.clone();
+                let _ = std::thread::Builder::new()
+                    .name("control-client".into())
+                    .spawn(move || serve_client(&shared, conn));
+            }
+        })?;
+    Ok(())
+}
+
+/// A client of a mount's control channel.
+pub struct Client {
+    out: UnixStream,
+    input: BufReader<UnixStream>,
+}
+
+impl Client {
+    pub fn connect(socket: &Path) -> Result<Client> {
+        let out = UnixStream::connect(socket).with_context(|| {
+            format!(
+                "connecting to the control socket {} (is the mount running?)",
+                socket.display()
+            )
+        })?;
+        let input = BufReader::new(out.try_clone()?);
+        Ok(Client { out, input })
+    }
+
+    /// Sends one request and returns the reply after `ok `; an `error` reply is an error.
+    pub fn request(&mut self, line: &str) -> Result<String> {
+        if line.contains('\n') {
+            bail!("a control request is one line");
+        }
+        writeln!(self.out, "{line}")?;
+        let mut reply = String::new();
+        self.input.read_line(&mut reply)?;
+        let reply = reply.trim_end();
+        match reply.strip_prefix("ok") {
+            Some(rest) => Ok(rest.trim_start().to_string()),
+            None if reply.is_empty() => bail!("the mount closed the control channel"),
+            None => bail!("{}", reply.strip_prefix("error ").unwrap_or(reply)),
+        }
+    }
+
+    /// Records a marker in the trace; returns once it is recorded.
+    pub fn mark(&mut self, text: &str) -> Result<()> {
+        self.request(&format!("mark {text}")).map(drop)
+    }
+}
