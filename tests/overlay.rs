@@ -62,21 +62,16 @@ fn passthrough_shows_the_backing_store_with_backing_inodes() {
         std::fs::metadata(&m.mnt).unwrap().ino(),
         std::fs::metadata(&store).unwrap().ino()
     );
-    // Every file reads back byte for byte (index files and a sample of chunks).
-    let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
-    for idx in order.iter() {
-        let rel = idx.strip_prefix(&store).unwrap();
-        assert_eq!(
-            std::fs::read(m.mnt.join(rel)).unwrap(),
-            std::fs::read(idx).unwrap()
-        );
-        let d = IndexFile::open(idx).unwrap().digest(0);
-        let c = chunk_rel_path(&d);
-        assert_eq!(
-            std::fs::read(m.mnt.join(&c)).unwrap(),
-            std::fs::read(store.join(&c)).unwrap()
-        );
+    // Every file reads back byte for byte.
+    let mut files = 0;
+    for (rel, (_, mode, _, _)) in &before {
+        if mode & libc::S_IFMT == libc::S_IFREG {
+            let through = std::fs::read(m.mnt.join(rel)).unwrap();
+            assert_eq!(through, std::fs::read(store.join(rel)).unwrap(), "{rel}");
+            files += 1;
+        }
     }
+    assert!(files > 2000, "{files}");
     // statfs passes through.
     let s = |p: &Path| {
         let c = CString::new(p.as_os_str().as_bytes()).unwrap();
@@ -633,5 +628,130 @@ fn markers_through_the_control_channel_cut_the_trace() {
     assert!(
         markers[0].0 < l && l < markers[1].0,
         "markers bracket the work done between them"
+    );
+}
+
+#[test]
+fn sigint_unmounts_and_flushes_the_trace() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let trace = dir.path().join("int.trace");
+    let mut child = bin()
+        .args([
+            "mount",
+            "--store",
+            store.to_str().unwrap(),
+            "--mountpoint",
+            mnt.to_str().unwrap(),
+        ])
+        .args(["--trace", trace.to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let m = Mount::adopt(&mnt);
+    std::fs::metadata(mnt.join(".chunks/00ff")).unwrap();
+    // SAFETY: the pid of the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!m.is_live(), "unmounted");
+    let mut r = TraceReader::open(&trace).unwrap();
+    let mut n = 0;
+    while r.next_record().unwrap().is_some() {
+        n += 1;
+    }
+    assert!(n >= 3 && r.truncated_bytes().is_none());
+}
+
+#[test]
+fn forget_shrinks_the_inode_table() {
+    use chunkscope::overlay::control::{default_socket, Client};
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    for e in std::fs::read_dir(m.mnt.join(".chunks")).unwrap().take(3000) {
+        std::fs::metadata(e.unwrap().path()).unwrap();
+    }
+    let mut c = Client::connect(&default_socket(&m.mnt).unwrap()).unwrap();
+    let inodes = |c: &mut Client| -> u64 {
+        let v: serde_json::Value = serde_json::from_str(&c.request("stats").unwrap()).unwrap();
+        v["inodes"].as_u64().unwrap()
+    };
+    let known = inodes(&mut c);
+    assert!(known >= 3000, "{known}");
+    // Dropping the kernel's dentries and inodes makes it send FORGET.
+    std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while inodes(&mut c) > known / 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "table did not shrink: {}",
+            inodes(&mut c)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn fidx_writer_protocol_with_shared_mmap_works_through_the_mount() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    let group = m
+        .mnt
+        .join("vm")
+        .read_dir()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let snap = group
+        .read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let tmp = snap.join("drive-scsi9.img.tmp_fidx");
+    let digests: Vec<Digest> = (0..3u8).map(|i| Digest::of(&[i])).collect();
+    let bytes =
+        chunkscope::datastore::index::fixed_index_bytes([7; 16], 1, 3 * 4096, 4096, &digests);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .unwrap();
+    f.set_len(bytes.len() as u64).unwrap();
+    // SAFETY: a shared writable mapping of a file we own, unmapped below.
+    unsafe {
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            bytes.len(),
+            prot,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), p as *mut u8, bytes.len());
+        assert_eq!(libc::msync(p, bytes.len(), libc::MS_SYNC), 0);
+        assert_eq!(libc::munmap(p, bytes.len()), 0);
+    }
+    drop(f);
+    let done = snap.join("drive-scsi9.img.fidx");
+    std::fs::rename(&tmp, &done).unwrap();
+    let backing = store.join(done.strip_prefix(&m.mnt).unwrap());
+    assert_eq!(std::fs::read(&backing).unwrap(), bytes);
+    assert_eq!(
+        IndexFile::open(&backing)
+            .unwrap()
+            .digests()
+            .collect::<Vec<_>>(),
+        digests
     );
 }

@@ -1,7 +1,8 @@
 //! The trace writer: a thread that owns the file; request paths only hand it records.
 //!
 //! [`TraceSink::record`] copies a [`RawRecord`] (integers and an inline name, no allocation)
-//! into a bounded channel. If the channel is full the sender waits — records are never
+//! into a bounded channel; the writer polls it (it never sleeps *in* the channel, so senders
+//! never have to wake it). If the channel is full the sender waits — records are never
 //! dropped — and the wait is counted as a stall, so backpressure is visible. The writer thread
 //! classifies names (64 lowercase hex → 32 raw digest bytes, anything else → string table),
 //! encodes slots into a 1 MiB buffer, and flushes at least every second, so a live trace can
@@ -11,7 +12,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,6 +24,8 @@ use crate::datastore::Digest;
 
 /// Records the channel holds before senders wait.
 pub const CHANNEL_CAPACITY: usize = 16_384;
+/// How long the writer sleeps when the channel is empty.
+pub const NAP: Duration = Duration::from_millis(2);
 /// The longest time between flushes.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -224,22 +227,22 @@ fn write_loop(file: File, header: &[u8], rx: Receiver<RawRecord>) -> io::Result<
     enc.out.write_all(header)?;
     enc.out.flush()?;
     let mut last_flush = Instant::now();
-    loop {
-        match rx.recv_timeout(FLUSH_INTERVAL / 5) {
-            Ok(r) => {
-                enc.write(&r)?;
-                // Drain what is queued without waking up again for each record.
-                for r in rx.try_iter().take(4096) {
-                    enc.write(&r)?;
-                }
+    // The writer never blocks in recv: a sender that finds a receiver waiting has to wake it
+    // (a futex call and a context switch per record on a busy mount). It drains what is
+    // queued, then naps; a full channel makes senders wait at most one nap.
+    'run: loop {
+        loop {
+            match rx.try_recv() {
+                Ok(r) => enc.write(&r)?,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => break 'run,
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
         }
         if last_flush.elapsed() >= FLUSH_INTERVAL {
             enc.out.flush()?;
             last_flush = Instant::now();
         }
+        std::thread::sleep(NAP);
     }
     enc.out.flush()?;
     enc.out.get_ref().sync_data()?;

@@ -129,6 +129,30 @@ impl Mount {
         m
     }
 
+    /// Watches a mount started elsewhere (the caller owns its process): waits until it is live;
+    /// on drop, unmounts it if it still is.
+    pub fn adopt(mnt: &Path) -> Mount {
+        let mnt = mnt.canonicalize().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !is_mounted(&mnt) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mount did not come up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Mount {
+            log: mnt.with_extension("log"),
+            mnt,
+            trace: None,
+            child: None,
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        is_mounted(&self.mnt)
+    }
+
     /// Unmounts, waits for the process, returns what it printed on standard error.
     pub fn stop(&mut self) -> String {
         if let Some(mut child) = self.child.take() {
@@ -163,5 +187,10 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         self.stop();
+        if is_mounted(&self.mnt) {
+            let c = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
+            // SAFETY: valid C string.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
     }
 }

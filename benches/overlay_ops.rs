@@ -1,0 +1,200 @@
+//! Metadata operations per second: directly on a store, through the mount without a trace,
+//! and through the mount with a trace, measured side by side in one run.
+//!
+//!     cargo bench --bench overlay_ops            # generates a tiny store on /dev/shm
+//!     CHUNKSCOPE_BENCH_ROUNDS=5 cargo bench --bench overlay_ops
+//!
+//! One "operation" is what a GC does per chunk: `stat` (lookups of each path component, then
+//! getattr) and `utimensat(UTIME_NOW, UTIME_OMIT)` (lookups, then setattr). The client runs on
+//! 2 threads, the mount with 2 worker threads, attribute and entry TTL 0 (every request seen).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Passes over the chunk list per measurement (about a second through the mount).
+const PASSES: usize = 12;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_chunkscope"))
+}
+
+fn mounted(mnt: &Path) -> bool {
+    let m = mnt.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(&m))
+}
+
+struct MountProc {
+    mnt: PathBuf,
+    child: Child,
+}
+
+impl MountProc {
+    fn start(store: &Path, mnt: &Path, trace: Option<&Path>) -> MountProc {
+        std::fs::create_dir_all(mnt).unwrap();
+        let mut c = bin();
+        c.args([
+            "mount",
+            "--store",
+            store.to_str().unwrap(),
+            "--mountpoint",
+            mnt.to_str().unwrap(),
+            "--threads",
+            "2",
+        ]);
+        if let Some(t) = trace {
+            c.args(["--trace", t.to_str().unwrap()]);
+        }
+        let child = c.stderr(Stdio::null()).spawn().unwrap();
+        let t0 = Instant::now();
+        while !mounted(mnt) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "mount did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        MountProc {
+            mnt: mnt.to_path_buf(),
+            child,
+        }
+    }
+}
+
+impl Drop for MountProc {
+    fn drop(&mut self) {
+        let c = CString::new(self.mnt.as_os_str().as_bytes()).unwrap();
+        if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn chunk_paths(store: &Path, n: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    'dirs: for prefix in 0..65536u32 {
+        let rel = format!(".chunks/{prefix:04x}");
+        for e in std::fs::read_dir(store.join(&rel)).unwrap() {
+            let e = e.unwrap();
+            if e.file_name().len() == 64 {
+                out.push(PathBuf::from(&rel).join(e.file_name()));
+                if out.len() == n {
+                    break 'dirs;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs stat + utimensat over `paths` below `root` on 2 threads; returns operations per second.
+fn workload(root: &Path, paths: &[PathBuf]) -> f64 {
+    let full: Vec<CString> = paths
+        .iter()
+        .map(|p| CString::new(root.join(p).as_os_str().as_bytes()).unwrap())
+        .collect();
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for half in full.chunks(full.len().div_ceil(2)) {
+            s.spawn(move || {
+                for c in half.iter().cycle().take(half.len() * PASSES) {
+                    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                    assert_eq!(unsafe { libc::lstat(c.as_ptr(), &mut st) }, 0);
+                    assert_eq!(
+                        unsafe {
+                            libc::utimensat(
+                                libc::AT_FDCWD,
+                                c.as_ptr(),
+                                times.as_ptr(),
+                                libc::AT_SYMLINK_NOFOLLOW,
+                            )
+                        },
+                        0
+                    );
+                }
+            });
+        }
+    });
+    (paths.len() * PASSES) as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rounds: usize = std::env::var("CHUNKSCOPE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let base = Path::new("/dev/shm").join(format!("chunkscope-bench-{}", std::process::id()));
+    let store = base.join("store");
+    std::fs::create_dir_all(&base).unwrap();
+    let ok = bin()
+        .args([
+            "gen",
+            "--quiet",
+            "--preset",
+            "tiny",
+            "--out",
+            store.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let paths = chunk_paths(&store, 2000);
+    let (mut direct, mut plain, mut traced) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        direct.push(workload(&store, &paths));
+        // Alternate which mount goes first, so neither always runs on a warmer machine.
+        for traced_first in [round % 2 == 0, round % 2 != 0] {
+            if traced_first {
+                let m =
+                    MountProc::start(&store, &base.join("mnt"), Some(&base.join("bench.trace")));
+                traced.push(workload(&m.mnt, &paths));
+            } else {
+                let m = MountProc::start(&store, &base.join("mnt"), None);
+                plain.push(workload(&m.mnt, &paths));
+            }
+        }
+    }
+    let show = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!("rounds, mount no trace: {}", show(&plain));
+    println!("rounds, mount trace:    {}", show(&traced));
+    let (d, p, t) = (median(direct), median(plain), median(traced));
+    println!(
+        "stat + utimensat per chunk, {} chunks x {PASSES} passes, 2 client threads, median of {rounds} rounds",
+        paths.len()
+    );
+    println!("{:<28} {:>12}", "configuration", "ops/s");
+    println!("{:<28} {:>12.0}", "direct on the store", d);
+    println!("{:<28} {:>12.0}", "mount, no trace", p);
+    println!("{:<28} {:>12.0}", "mount, trace", t);
+    println!(
+        "tracing cost: {:.1}% of the mount's throughput",
+        (1.0 - t / p) * 100.0
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
