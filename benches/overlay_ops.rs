@@ -140,6 +140,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    // `cargo test --all-targets` runs bench binaries too, without `--bench`: measure only
+    // when asked to.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("overlay_ops: run with `cargo bench --bench overlay_ops` to measure");
+        return;
+    }
     let rounds: usize = std::env::var("CHUNKSCOPE_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
