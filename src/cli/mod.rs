@@ -5,6 +5,7 @@
 
 mod check;
 mod ctl;
+mod gc;
 mod gen;
 mod inspect;
 mod mount;
@@ -34,6 +35,7 @@ enum Command {
     Trace(trace::TraceArgs),
     Mount(mount::MountArgs),
     Ctl(ctl::CtlArgs),
+    Gc(gc::GcArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -52,6 +54,7 @@ pub fn run() -> i32 {
         Command::Trace(args) => trace::run(args),
         Command::Mount(args) => mount::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Gc(args) => gc::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -1,0 +1,217 @@
+//! `chunkscope gc`
+
+use std::fs::OpenOptions;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::Outcome;
+use crate::gc::log::TaskLog;
+use crate::gc::{self, GcOptions, Hooks, Phases, Strategy};
+use crate::overlay::control::{default_socket, Client};
+use crate::store::dir::DirStore;
+
+/// Run a PBS-compatible garbage collection with one of the phase-1 strategies of the threads.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    chunkscope gc --dry-run /dev/shm/tiny\n  \
+    chunkscope gc --strategy batched --batch-size 131072 --json gc.json /datastore/pbs\n  \
+    mount-scripts/chunkscope-run /dev/shm/tiny t.trace -- chunkscope gc --strategy inode-order '$CHUNKSCOPE_MNT'\n\n\
+    Output is PBS's task log (on a terminal, progress bars instead of percentage lines), then\n\
+    chunkscope's counters. On a chunkscope mount, phase markers go into the mount's trace.\n\
+    The store's .lock is taken exclusively (fcntl), as an external GC must: the run is refused\n\
+    while a backup, sync or PBS's own GC holds it. Nothing referenced is ever removed: the sweep\n\
+    runs only after phase 1 finished without errors other than missing chunks.")]
+pub struct GcArgs {
+    /// The datastore (or a chunkscope mount of one).
+    store: PathBuf,
+    /// When and in what order phase 1 touches chunks.
+    #[arg(long, value_enum, default_value = "lru")]
+    strategy: Strategy,
+    /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
+    #[arg(long, default_value_t = gc::DEFAULT_CACHE_CAPACITY, value_name = "N")]
+    cache_capacity: usize,
+    /// Digests per batch (batched, inode-order).
+    #[arg(long, default_value_t = gc::DEFAULT_BATCH_SIZE, value_name = "N")]
+    batch_size: usize,
+    /// Threads listing chunk directories in the prefetch pass.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
+    prefetch_jobs: u16,
+    /// Minutes an unreferenced chunk is kept after its last access (PBS gc-atime-cutoff).
+    #[arg(long, default_value_t = gc::DEFAULT_CUTOFF_MINUTES, value_parser = clap::value_parser!(u64).range(1..=2880), value_name = "MINUTES")]
+    cutoff: u64,
+    /// Run only phase 1 (mark), only phase 2 (sweep), or both.
+    #[arg(long, value_enum, default_value = "all")]
+    phase: Phases,
+    /// Phase 2 counts what it would remove and removes nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Write the report (options, PBS status, chunkscope counters) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Do not take the exclusive lock on .lock (only when nothing else can write the store).
+    #[arg(long)]
+    no_lock: bool,
+    /// Write .gc-status into the store after a successful run, as PBS does.
+    #[arg(long)]
+    write_gc_status: bool,
+}
+
+/// Takes PBS's chunk-store lock exclusively without waiting (format document 1.6, 3.12).
+fn lock_store(store: &Path) -> Result<std::fs::File> {
+    let path = store.join(crate::datastore::paths::LOCK_FILE);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: valid fd and flock.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+            bail!(
+                "another process holds a lock on {} (a backup, sync or tape restore, or PBS's own GC): \
+                 refusing to collect; stop it, or use --no-lock if nothing can write this store",
+                path.display()
+            );
+        }
+        return Err(e).with_context(|| format!("locking {}", path.display()));
+    }
+    Ok(f)
+}
+
+/// The mountpoint of the chunkscope mount holding `path`, if any.
+fn chunkscope_mount_of(path: &Path) -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|&x| x == "-")?;
+            // `chunkscope mount` sets the source to "chunkscope:<store>".
+            let fuse = f.get(sep + 1).is_some_and(|t| t.starts_with("fuse"));
+            let ours = f.get(sep + 2).is_some_and(|s| s.starts_with("chunkscope:"));
+            (fuse && ours).then(|| PathBuf::from(f[4]))
+        })
+        .filter(|m| path.starts_with(m))
+        .max_by_key(|m| m.as_os_str().len())
+}
+
+fn upid(store: &Path, start: i64) -> String {
+    let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name = store
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(
+        "UPID:{}:{:08X}:00000000:00000000:{:08X}:garbage_collection:{}:root@pam:",
+        node.trim(),
+        std::process::id(),
+        start,
+        name
+    )
+}
+
+pub fn run(args: GcArgs) -> Result<Outcome> {
+    let store_path = args
+        .store
+        .canonicalize()
+        .with_context(|| format!("store {}", args.store.display()))?;
+    let store = DirStore::open(&store_path)
+        .with_context(|| format!("{} is not a datastore", store_path.display()))?;
+    let _lock = if args.no_lock {
+        None
+    } else {
+        Some(lock_store(&store_path)?)
+    };
+    let opts = GcOptions {
+        strategy: args.strategy,
+        cache_capacity: args.cache_capacity,
+        batch_size: args.batch_size,
+        prefetch_jobs: args.prefetch_jobs as usize,
+        cutoff_minutes: args.cutoff,
+        phases: args.phase,
+        dry_run: args.dry_run,
+    };
+    if opts.cache_capacity > gc::MAX_CACHE_CAPACITY {
+        bail!(
+            "--cache-capacity {} exceeds PBS's maximum of {}",
+            opts.cache_capacity,
+            gc::MAX_CACHE_CAPACITY
+        );
+    }
+    let mut client = chunkscope_mount_of(&store_path).and_then(|mnt| {
+        match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!(
+                    "chunkscope: warning: {} is a chunkscope mount, but markers are off: {e:#}",
+                    mnt.display()
+                );
+                None
+            }
+        }
+    });
+    let mut mark = |text: &str| -> Result<()> {
+        match &mut client {
+            Some(c) => c.mark(text),
+            None => Ok(()),
+        }
+    };
+    let mut log = TaskLog::new(Box::new(std::io::stdout()), super::stderr_is_terminal());
+    let hooks = Hooks {
+        marker: Some(&mut mark),
+        after_index: None,
+    };
+    let report = match gc::run(&store, &opts, &mut log, hooks) {
+        Ok(r) => r,
+        Err(e) => {
+            log.info(&format!("TASK ERROR: {e:#}"));
+            return Err(e.context("garbage collection aborted before anything was removed"));
+        }
+    };
+    let c = &report.counters;
+    if args.write_gc_status {
+        let status = gc::gc_status_json(&report, &upid(&store_path, report.phase1_start));
+        let path = store_path.join(crate::datastore::paths::GC_STATUS_FILE);
+        let tmp = path.with_extension("tmp_chunkscope");
+        std::fs::write(&tmp, serde_json::to_vec(&status)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
+    }
+    if report.warnings > 0 {
+        log.info(&format!("TASK WARNINGS: {}", report.warnings));
+    } else {
+        log.info("TASK OK");
+    }
+    println!();
+    println!("chunkscope counters (strategy {})", opts.strategy.name());
+    println!(
+        "  phase 1   {:.3} s, {} index files, {} references",
+        c.phase1_seconds, c.index_file_count, c.references
+    );
+    println!(
+        "            utimensat {} ({} touched, {} missing), cache hits {} misses {} ({} bytes reserved)",
+        c.utimensat_calls, c.touched, c.missing_chunks, c.cache_hits, c.cache_misses, c.cache_reserved_bytes
+    );
+    println!(
+        "            listings {} ({} in the prefetch pass), entries listed {}, batch flushes {}",
+        c.listings, c.prefetch_listings, c.entries_listed, c.batch_flushes
+    );
+    if opts.phases != Phases::Mark {
+        println!(
+            "  phase 2   {:.3} s, listings {}, entries {}, stat {}, unlink {}",
+            c.phase2_seconds, c.sweep_listings, c.sweep_entries, c.stat_calls, c.unlinks
+        );
+    }
+    if let Some(dest) = &args.json {
+        super::write_json(dest, &report)?;
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,76 @@
+//! The GC's output: PBS task-log lines (format document 6.2), or a progress bar on a terminal
+//! in place of the percentage lines.
+
+use std::io::Write;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub struct TaskLog {
+    out: Box<dyn Write>,
+    bar: Option<ProgressBar>,
+    terminal: bool,
+    pub warnings: u64,
+}
+
+impl TaskLog {
+    /// Lines to `out`; with `terminal`, progress as a bar on standard error instead of lines.
+    pub fn new(out: Box<dyn Write>, terminal: bool) -> TaskLog {
+        TaskLog {
+            out,
+            bar: None,
+            terminal,
+            warnings: 0,
+        }
+    }
+
+    pub fn info(&mut self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| {
+                let _ = writeln!(self.out, "{line}");
+            }),
+            None => {
+                let _ = writeln!(self.out, "{line}");
+            }
+        }
+    }
+
+    /// A warning: printed as is, and counted (PBS ends with `TASK WARNINGS: n`).
+    pub fn warn(&mut self, line: &str) {
+        self.warnings += 1;
+        self.info(line);
+    }
+
+    pub fn progress_start(&mut self, what: &str, total: u64) {
+        self.progress_finish();
+        if self.terminal {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                ProgressStyle::with_template(&format!(
+                    "{{spinner}} {what} [{{wide_bar}}] {{pos}}/{{len}} ({{per_sec}}, eta {{eta}})"
+                ))
+                .expect("valid template"),
+            );
+            self.bar = Some(bar);
+        }
+    }
+
+    pub fn progress(&mut self, pos: u64, total: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total);
+            bar.set_position(pos);
+        }
+    }
+
+    /// A percentage line, printed only when there is no bar.
+    pub fn progress_line(&mut self, line: &str) {
+        if self.bar.is_none() {
+            self.info(line);
+        }
+    }
+
+    pub fn progress_finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

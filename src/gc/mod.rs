@@ -1,0 +1,300 @@
+//! PBS-compatible garbage collection with the phase-1 strategies of the pbs-devel threads.
+//!
+//! [`run`] is one GC: phase 1 ([`mark`]) touches every referenced chunk, phase 2 ([`sweep`])
+//! removes chunks whose atime is older than the cutoff. It talks only to a
+//! [`crate::store::ChunkStore`], so the same code runs on a directory, on a chunkscope mount,
+//! and (later) on a simulated store. Nothing referenced is ever removed: the sweep runs only
+//! after a mark that finished without an error other than missing chunks.
+//!
+//! Locking (`.lock`, format document 3.12) and markers are the caller's business: `run`
+//! receives a hook for markers.
+
+pub mod log;
+pub mod lru;
+pub mod mark;
+pub mod sweep;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::store::ChunkStore;
+use crate::units::{human_bytes, time_span};
+use log::TaskLog;
+
+/// Phase-1 strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    Naive,
+    Lru,
+    Prefetch,
+    Batched,
+    InodeOrder,
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Naive => "naive",
+            Strategy::Lru => "lru",
+            Strategy::Prefetch => "prefetch",
+            Strategy::Batched => "batched",
+            Strategy::InodeOrder => "inode-order",
+        }
+    }
+}
+
+/// Which phases to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phases {
+    Mark,
+    Sweep,
+    All,
+}
+
+/// PBS's default `gc-cache-capacity`.
+pub const DEFAULT_CACHE_CAPACITY: usize = 1_048_576;
+/// PBS's maximum `gc-cache-capacity`.
+pub const MAX_CACHE_CAPACITY: usize = 8_388_608;
+/// Thread 003's batch size.
+pub const DEFAULT_BATCH_SIZE: usize = 1_048_576;
+/// PBS's default `gc-atime-cutoff`, minutes.
+pub const DEFAULT_CUTOFF_MINUTES: u64 = 1445;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GcOptions {
+    pub strategy: Strategy,
+    /// Digest LRU capacity; 0 turns the cache off.
+    pub cache_capacity: usize,
+    pub batch_size: usize,
+    pub prefetch_jobs: usize,
+    pub cutoff_minutes: u64,
+    pub phases: Phases,
+    pub dry_run: bool,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        GcOptions {
+            strategy: Strategy::Lru,
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            batch_size: DEFAULT_BATCH_SIZE,
+            prefetch_jobs: 1,
+            cutoff_minutes: DEFAULT_CUTOFF_MINUTES,
+            phases: Phases::All,
+            dry_run: false,
+        }
+    }
+}
+
+/// Everything a run counted: PBS's status fields and chunkscope's own.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Counters {
+    // phase 1
+    pub index_file_count: u64,
+    pub index_data_bytes: u64,
+    pub references: u64,
+    pub utimensat_calls: u64,
+    pub touched: u64,
+    pub missing_chunks: u64,
+    pub bad_touched: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_reserved_bytes: u64,
+    pub batch_flushes: u64,
+    /// Chunk directories listed in phase 1 (prefetch and batched kinds).
+    pub listings: u64,
+    pub prefetch_listings: u64,
+    pub entries_listed: u64,
+    pub phase1_seconds: f64,
+    // phase 2
+    pub sweep_listings: u64,
+    pub sweep_entries: u64,
+    pub stat_calls: u64,
+    pub unlinks: u64,
+    pub chunk_count: u64,
+    pub removed_chunks: u64,
+    pub removed_bytes: u64,
+    pub removed_bad: u64,
+    pub still_bad: u64,
+    pub pending_chunks: u64,
+    pub pending_bytes: u64,
+    pub disk_chunks: u64,
+    pub disk_bytes: u64,
+    pub phase2_seconds: f64,
+}
+
+/// The result of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct GcReport {
+    pub store: String,
+    pub options: GcOptions,
+    pub phase1_start: i64,
+    pub min_atime: i64,
+    pub oldest_writer: i64,
+    pub counters: Counters,
+    pub warnings: u64,
+}
+
+/// Records a marker; an error aborts the run.
+pub type MarkerFn<'a> = &'a mut dyn FnMut(&str) -> Result<()>;
+
+/// Test and caller hooks.
+#[derive(Default)]
+pub struct Hooks<'a> {
+    /// Records a marker (e.g. in a chunkscope mount's trace); errors abort the run.
+    pub marker: Option<MarkerFn<'a>>,
+    /// Called after each index file is marked.
+    pub after_index: Option<Box<dyn FnMut(usize) + 'a>>,
+}
+
+impl Hooks<'_> {
+    fn mark(&mut self, text: &str) -> Result<()> {
+        match &mut self.marker {
+            Some(m) => m(text),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One garbage collection: phase 1, then (if it succeeded and was asked for) phase 2.
+pub fn run<S: ChunkStore>(
+    store: &S,
+    opts: &GcOptions,
+    log: &mut TaskLog,
+    mut hooks: Hooks<'_>,
+) -> Result<GcReport> {
+    let start = crate::fsutil::now_epoch();
+    let cutoff = opts.cutoff_minutes as i64 * 60;
+    let min_atime = start - cutoff;
+    // The caller holds the exclusive .lock, so no writer is running: oldest writer = start.
+    let oldest_writer = start;
+    let strategy = opts.strategy.name();
+    log.info(&format!(
+        "starting garbage collection on store {}",
+        store.root().display()
+    ));
+    log.info(&format!(
+        "Using access time cutoff {}, minimum access time is {}",
+        time_span(cutoff as f64),
+        crate::time::rfc3339_utc(min_atime)
+    ));
+    if opts.strategy != Strategy::Naive {
+        log.info(&format!(
+            "Using chunk digest cache capacity of {}.",
+            opts.cache_capacity
+        ));
+    }
+    let mut counters = Counters::default();
+    if opts.phases != Phases::Sweep {
+        log.info("Start GC phase1 (mark used chunks)");
+        hooks.mark(&format!("phase1 start strategy={strategy}"))?;
+        let mut marker = mark::Marker::new(store, opts, log);
+        marker.after_index = hooks.after_index.take();
+        counters = marker.run()?;
+        hooks.mark(&format!("phase1 end strategy={strategy}"))?;
+    }
+    if opts.phases != Phases::Mark {
+        log.info("Start GC phase2 (sweep unused chunks)");
+        hooks.mark(&format!("phase2 start strategy={strategy}"))?;
+        sweep::sweep(
+            store,
+            min_atime,
+            oldest_writer,
+            opts.dry_run,
+            log,
+            &mut counters,
+        )?;
+        hooks.mark(&format!("phase2 end strategy={strategy}"))?;
+    }
+    summary(log, &counters, opts);
+    Ok(GcReport {
+        store: store.root().display().to_string(),
+        options: opts.clone(),
+        phase1_start: start,
+        min_atime,
+        oldest_writer,
+        counters,
+        warnings: log.warnings,
+    })
+}
+
+/// The summary lines of format document 3.5, in order.
+fn summary(log: &mut TaskLog, c: &Counters, opts: &GcOptions) {
+    let lookups = c.cache_hits + c.cache_misses;
+    if lookups > 0 {
+        log.info(&format!(
+            "Chunk cache: hits {}, misses {} (hit ratio {:.2}%)",
+            c.cache_hits,
+            c.cache_misses,
+            c.cache_hits as f64 * 100.0 / lookups as f64
+        ));
+    }
+    if opts.phases == Phases::Mark {
+        return;
+    }
+    let verb = if opts.dry_run {
+        "Would remove"
+    } else {
+        "Removed"
+    };
+    log.info(&format!("{verb} garbage: {}", human_bytes(c.removed_bytes)));
+    log.info(&format!("{verb} chunks: {}", c.removed_chunks));
+    if c.pending_bytes > 0 {
+        log.info(&format!(
+            "Pending removals: {} (in {} chunks)",
+            human_bytes(c.pending_bytes),
+            c.pending_chunks
+        ));
+    }
+    if c.removed_bad > 0 {
+        log.info(&format!("{verb} bad chunks: {}", c.removed_bad));
+    }
+    if c.still_bad > 0 {
+        log.info(&format!("Leftover bad chunks: {}", c.still_bad));
+    }
+    log.info(&format!(
+        "Original data usage: {}",
+        human_bytes(c.index_data_bytes)
+    ));
+    if c.index_data_bytes > 0 {
+        log.info(&format!(
+            "On-Disk usage: {} ({:.2}%)",
+            human_bytes(c.disk_bytes),
+            c.disk_bytes as f64 * 100.0 / c.index_data_bytes as f64
+        ));
+    }
+    log.info(&format!("On-Disk chunks: {}", c.disk_chunks));
+    let dedup = if c.disk_bytes == 0 {
+        1.0
+    } else {
+        c.index_data_bytes as f64 / c.disk_bytes as f64
+    };
+    log.info(&format!("Deduplication factor: {dedup:.2}"));
+    if let Some(avg) = c.disk_bytes.checked_div(c.disk_chunks) {
+        log.info(&format!("Average chunk size: {}", human_bytes(avg)));
+    }
+}
+
+/// `.gc-status` in PBS's kebab-case schema (format document 1.7).
+pub fn gc_status_json(report: &GcReport, upid: &str) -> serde_json::Value {
+    let c = &report.counters;
+    let mut v = serde_json::json!({
+        "upid": upid,
+        "index-file-count": c.index_file_count,
+        "index-data-bytes": c.index_data_bytes,
+        "disk-bytes": c.disk_bytes,
+        "disk-chunks": c.disk_chunks,
+        "removed-bytes": c.removed_bytes,
+        "removed-chunks": c.removed_chunks,
+        "pending-bytes": c.pending_bytes,
+        "pending-chunks": c.pending_chunks,
+        "removed-bad": c.removed_bad,
+        "still-bad": c.still_bad,
+    });
+    if c.cache_hits + c.cache_misses > 0 {
+        v["cache-stats"] = serde_json::json!({ "hits": c.cache_hits, "misses": c.cache_misses });
+    }
+    v
+}

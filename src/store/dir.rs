@@ -1,0 +1,333 @@
+//! The real filesystem as a [`ChunkStore`]: a datastore directory, or a chunkscope mount.
+//!
+//! Paths are built in stack buffers (no allocation per touch or stat), and each phase-2
+//! directory is opened once and used as the base of its `fstatat`/`unlinkat` calls, exactly as
+//! PBS does, so a trace of this GC through the overlay shows PBS's request pattern.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{ChunkDir, ChunkStore, EntryStat, IndexOrigin, Phase1Visitor};
+use crate::datastore::paths::CHUNK_DIR;
+use crate::datastore::snapshots;
+use crate::datastore::{Digest, IndexFile};
+
+const PATH_MAX: usize = 4096;
+
+/// A datastore directory.
+pub struct DirStore {
+    root: PathBuf,
+    root_bytes: Vec<u8>,
+    chunks: OwnedFd,
+}
+
+fn last_err() -> io::Error {
+    io::Error::last_os_error()
+}
+
+impl DirStore {
+    pub fn open(root: &Path) -> io::Result<DirStore> {
+        let root = std::path::absolute(root)?;
+        let chunks = root.join(CHUNK_DIR);
+        let c = std::ffi::CString::new(chunks.as_os_str().as_bytes())?;
+        // SAFETY: valid C string.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = last_err();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("opening {}: {e}", chunks.display()),
+            ));
+        }
+        Ok(DirStore {
+            root_bytes: root.as_os_str().as_bytes().to_vec(),
+            root,
+            // SAFETY: fd is new and ours.
+            chunks: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// `<root>/.chunks/XXXX/<hex>[suffix]` NUL-terminated in `buf`.
+    fn chunk_path<'b>(
+        &self,
+        buf: &'b mut [u8; PATH_MAX],
+        digest: &Digest,
+        suffix: &[u8],
+    ) -> io::Result<&'b CStr> {
+        let hex = digest.hex_bytes();
+        let parts: [&[u8]; 7] = [
+            &self.root_bytes,
+            b"/",
+            CHUNK_DIR.as_bytes(),
+            b"/",
+            &hex[..4],
+            b"/",
+            &hex,
+        ];
+        let mut at = 0;
+        for p in parts.iter().chain(std::iter::once(&suffix)) {
+            if at + p.len() >= PATH_MAX {
+                return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+            }
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        buf[at] = 0;
+        Ok(CStr::from_bytes_with_nul(&buf[..=at]).expect("one NUL at the end"))
+    }
+
+    fn touch_path(path: &CStr) -> io::Result<bool> {
+        let times = [
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_NOW,
+            },
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+        ];
+        // SAFETY: valid path and two timespecs.
+        let rc = unsafe {
+            libc::utimensat(-1, path.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = last_err();
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            Ok(false)
+        } else {
+            Err(e)
+        }
+    }
+}
+
+/// An open chunk directory of a [`DirStore`].
+pub struct DirHandle {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+}
+
+fn name_cstr<'b>(buf: &'b mut [u8; 256], name: &[u8]) -> io::Result<&'b CStr> {
+    if name.len() > 255 || name.contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    buf[..name.len()].copy_from_slice(name);
+    buf[name.len()] = 0;
+    Ok(CStr::from_bytes_with_nul(&buf[..=name.len()]).expect("NUL"))
+}
+
+impl ChunkDir for DirHandle {
+    fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()> {
+        let fd: RawFd = self.fd.as_raw_fd();
+        // SAFETY: valid fd.
+        if unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } < 0 {
+            return Err(last_err());
+        }
+        loop {
+            // SAFETY: buf is writable for its length.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    fd,
+                    self.buf.as_mut_ptr(),
+                    self.buf.len(),
+                )
+            };
+            if n < 0 {
+                return Err(last_err());
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            let mut at = 0;
+            while at < n as usize {
+                let b = &self.buf[at..];
+                let ino = u64::from_ne_bytes(b[..8].try_into().expect("8"));
+                let reclen = u16::from_ne_bytes(b[16..18].try_into().expect("2")) as usize;
+                let raw = &b[19..reclen];
+                let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+                if name != b"." && name != b".." {
+                    f(name, ino);
+                }
+                at += reclen;
+            }
+        }
+    }
+
+    fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>> {
+        let mut nb = [0u8; 256];
+        let c = name_cstr(&mut nb, name)?;
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd, name and out pointer.
+        let rc = unsafe {
+            libc::fstatat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if rc != 0 {
+            // PBS skips entries it cannot stat (vanished meanwhile).
+            return Ok(None);
+        }
+        Ok(Some(EntryStat {
+            atime: st.st_atime,
+            size: st.st_size as u64,
+            is_file: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+        }))
+    }
+
+    fn unlink(&mut self, name: &[u8]) -> io::Result<()> {
+        let mut nb = [0u8; 256];
+        let c = name_cstr(&mut nb, name)?;
+        // SAFETY: valid fd and name.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) } != 0 {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+}
+
+impl ChunkStore for DirStore {
+    type Dir<'a> = DirHandle;
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn touch(&self, digest: &Digest) -> io::Result<bool> {
+        let mut buf = [0u8; PATH_MAX];
+        Self::touch_path(self.chunk_path(&mut buf, digest, b"")?)
+    }
+
+    fn touch_bad(&self, digest: &Digest, n: u8) -> io::Result<bool> {
+        let mut buf = [0u8; PATH_MAX];
+        let suffix = [b'.', b'0' + n, b'.', b'b', b'a', b'd'];
+        Self::touch_path(self.chunk_path(&mut buf, digest, &suffix)?)
+    }
+
+    fn open_dir(&self, prefix: u16) -> io::Result<Option<DirHandle>> {
+        let name = crate::datastore::paths::chunk_subdir_name(prefix);
+        let mut nb = [0u8; 256];
+        let c = name_cstr(&mut nb, name.as_bytes())?;
+        // SAFETY: valid fd and name.
+        let fd = unsafe {
+            libc::openat(
+                self.chunks.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = last_err();
+            return if e.raw_os_error() == Some(libc::ENOENT) {
+                Ok(None)
+            } else {
+                Err(e)
+            };
+        }
+        // SAFETY: new fd.
+        Ok(Some(DirHandle {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            buf: vec![0; 32 * 1024],
+        }))
+    }
+
+    fn walk_indexes(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()> {
+        let mut unprocessed = snapshots::list_index_files(&self.root)?;
+        visitor.start(unprocessed.len());
+        let mut visit = |path: &Path, origin: IndexOrigin| -> anyhow::Result<()> {
+            match IndexFile::open(path) {
+                Ok(index) => visitor.index(path, index, origin),
+                Err(e) if e.is_not_found() => Ok(()), // vanished (pruned meanwhile)
+                Err(e) => Err(anyhow::anyhow!(
+                    "can't open index {} - {}",
+                    path.display(),
+                    e.kind
+                )),
+            }
+        };
+        for ns in snapshots::list_namespaces(&self.root)? {
+            for group in snapshots::list_groups(&ns)? {
+                let snaps = match snapshots::list_snapshots(&group) {
+                    Ok(s) => s,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("listing {}", group.display()))
+                    }
+                };
+                for (_, snap) in snaps {
+                    let files = match snapshots::list_snapshot_indexes(&snap) {
+                        Ok(f) => f,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => {
+                            return Err(e).with_context(|| format!("listing {}", snap.display()))
+                        }
+                    };
+                    for path in files {
+                        let origin = if unprocessed.remove(&path) {
+                            IndexOrigin::Expected
+                        } else {
+                            IndexOrigin::New
+                        };
+                        visit(&path, origin)?;
+                    }
+                }
+            }
+        }
+        for path in unprocessed {
+            visit(&path, IndexOrigin::Unexpected)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn touch_list_stat_unlink() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".chunks/abcd")).unwrap();
+        let d = Digest::from_hex(&format!("abcd{}", "0".repeat(60))).unwrap();
+        let p = dir.path().join(".chunks/abcd").join(d.to_hex());
+        std::fs::write(&p, b"x").unwrap();
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        crate::fsutil::set_file_times(
+            &f,
+            crate::fsutil::Timestamp::new(1000, 0),
+            crate::fsutil::Timestamp::new(2000, 0),
+        )
+        .unwrap();
+        let s = DirStore::open(dir.path()).unwrap();
+        assert!(s.touch(&d).unwrap());
+        let m = std::fs::metadata(&p).unwrap();
+        assert!(m.atime() > 1000 && m.mtime() == 2000);
+        assert!(!s.touch(&Digest::default()).unwrap());
+        assert!(!s.touch_bad(&d, 0).unwrap());
+        assert!(s.open_dir(0x0000).unwrap().is_none());
+        let mut h = s.open_dir(0xabcd).unwrap().unwrap();
+        let mut names = Vec::new();
+        h.list(&mut |n, ino| names.push((n.to_vec(), ino))).unwrap();
+        assert_eq!(names, vec![(d.to_hex().into_bytes(), m.ino())]);
+        let st = h.stat(d.to_hex().as_bytes()).unwrap().unwrap();
+        assert!(st.is_file && st.size == 1 && st.atime == m.atime());
+        h.unlink(d.to_hex().as_bytes()).unwrap();
+        assert!(h.stat(d.to_hex().as_bytes()).unwrap().is_none());
+    }
+}

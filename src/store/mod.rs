@@ -1,0 +1,78 @@
+//! The operations a garbage collector performs on a chunk store, as a small trait.
+//!
+//! GC strategies talk only to [`ChunkStore`]; [`dir::DirStore`] is the real filesystem (a
+//! datastore directory or a chunkscope mount of one), and an in-memory store can implement
+//! the same trait for simulation. The operations mirror PBS's syscalls one for one, so that
+//! counting them here counts what the filesystem sees:
+//!
+//! | operation | PBS syscall |
+//! |---|---|
+//! | [`ChunkStore::touch`] | `utimensat(-1, <abs chunk path>, {UTIME_NOW, UTIME_OMIT}, AT_SYMLINK_NOFOLLOW)` |
+//! | [`ChunkStore::open_dir`] + [`ChunkDir::list`] | `openat(.chunks, "XXXX")` + `getdents64` |
+//! | [`ChunkDir::stat`] | `fstatat(subdir_fd, name, AT_SYMLINK_NOFOLLOW)` |
+//! | [`ChunkDir::unlink`] | `unlinkat(subdir_fd, name, 0)` |
+
+pub mod dir;
+
+use std::io;
+use std::path::Path;
+
+use crate::datastore::{Digest, IndexFile};
+
+/// How phase 1 came to an index file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexOrigin {
+    /// Found by the initial scan and visited in namespace/group/snapshot order.
+    Expected,
+    /// Visited in that order but created after the initial scan.
+    New,
+    /// Found by the scan but outside the namespace/group/snapshot scheme (visited last).
+    Unexpected,
+}
+
+/// What phase 1 does with each index file, in PBS order.
+pub trait Phase1Visitor {
+    /// The number of index files the initial scan found.
+    fn start(&mut self, scanned: usize);
+    /// One index file; an error aborts the walk (and the GC).
+    fn index(&mut self, path: &Path, index: IndexFile, origin: IndexOrigin) -> anyhow::Result<()>;
+}
+
+/// What phase 2 needs to know of a chunk file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryStat {
+    /// Whole seconds, as PBS compares them.
+    pub atime: i64,
+    pub size: u64,
+    pub is_file: bool,
+}
+
+/// An open chunk directory.
+pub trait ChunkDir {
+    /// Calls `f(name, d_ino)` for every entry in readdir order ("." and ".." excluded).
+    fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()>;
+    /// `None` when the entry is gone.
+    fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>>;
+    fn unlink(&mut self, name: &[u8]) -> io::Result<()>;
+}
+
+/// A chunk store as a GC sees it.
+pub trait ChunkStore: Sync {
+    type Dir<'a>: ChunkDir
+    where
+        Self: 'a;
+
+    /// The datastore root (for index files and messages).
+    fn root(&self) -> &Path;
+    /// Sets the chunk's atime to now; `Ok(false)` if it does not exist.
+    fn touch(&self, digest: &Digest) -> io::Result<bool>;
+    /// The same for `<digest>.<n>.bad`.
+    fn touch_bad(&self, digest: &Digest, n: u8) -> io::Result<bool>;
+    /// Opens chunk directory `prefix`; `None` if it does not exist.
+    fn open_dir(&self, prefix: u16) -> io::Result<Option<Self::Dir<'_>>>;
+    /// Visits every index file in PBS phase-1 order (format document 3.3): the scan, then
+    /// namespaces, groups, snapshots newest first, files, each listed when reached (so an
+    /// index created meanwhile in a group not yet visited is found), then leftovers. A
+    /// vanished index is skipped; any other error opening one is returned, naming the file.
+    fn walk_indexes(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()>;
+}

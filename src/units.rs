@@ -1,0 +1,66 @@
+//! PBS's human-readable units, reproduced for the GC's task-log lines (format document 6.2).
+
+/// `HumanByte`: binary units chosen by the value's size, at most 3 decimals, zeros trimmed.
+pub fn human_bytes(v: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut k = 0;
+    while k + 1 < UNITS.len() && v >= 1u64 << (10 * (k + 1)) {
+        k += 1;
+    }
+    if k == 0 {
+        return format!("{v} B");
+    }
+    let x = v as f64 / (1u64 << (10 * k)) as f64;
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s} {}", UNITS[k])
+}
+
+/// `TimeSpan`: `y M w d h m`, then seconds with one decimal when not zero (365.25-day years,
+/// 30.44-day months).
+pub fn time_span(secs: f64) -> String {
+    const PARTS: [(&str, f64); 6] = [
+        ("y", 365.25 * 86400.0),
+        ("M", 30.44 * 86400.0),
+        ("w", 7.0 * 86400.0),
+        ("d", 86400.0),
+        ("h", 3600.0),
+        ("m", 60.0),
+    ];
+    let mut rest = secs;
+    let mut out = Vec::new();
+    for (unit, len) in PARTS {
+        let n = (rest / len).floor();
+        if n >= 1.0 {
+            out.push(format!("{n}{unit}"));
+            rest -= n * len;
+        }
+    }
+    if rest >= 0.05 || out.is_empty() {
+        if (rest - rest.round()).abs() < 0.05 {
+            out.push(format!("{}s", rest.round()));
+        } else {
+            out.push(format!("{rest:.1}s"));
+        }
+    }
+    out.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pbs_examples() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1 KiB");
+        assert_eq!(human_bytes(1_274_019), "1.215 MiB");
+        assert_eq!(human_bytes(69_751_093_657), "64.961 GiB");
+        assert_eq!(human_bytes(3 << 40), "3 TiB");
+        assert_eq!(time_span(86_700.0), "1d 5m");
+        assert_eq!(time_span(60.0), "1m");
+        assert_eq!(time_span(90.5), "1m 30.5s");
+        assert_eq!(time_span(0.0), "0s");
+    }
+}

@@ -1,0 +1,356 @@
+//! Issue 4: the GC client collects exactly what PBS would, with every strategy, and never
+//! removes a referenced chunk.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use chunkscope::datastore::paths::chunk_rel_path;
+use chunkscope::trace::{Op, TraceReader};
+use common::*;
+use serde_json::Value;
+
+const STRATEGIES: [&str; 5] = ["naive", "lru", "prefetch", "batched", "inode-order"];
+
+fn gc(store: &Path, args: &[&str]) -> (i32, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gc.json");
+    let mut a = vec!["gc", "--json", json.to_str().unwrap()];
+    a.extend_from_slice(args);
+    a.push(store.to_str().unwrap());
+    let o = run(&a);
+    let report = std::fs::read(&json)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or(Value::Null);
+    (o.status.code().unwrap(), report, stdout(&o) + &stderr(&o))
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn every_strategy_collects_the_ground_truth() {
+    for strategy in STRATEGIES {
+        let dir = store_dir();
+        let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+        // Dry run first: counts, removes nothing.
+        let (code, dry, out) = gc(&store, &["--strategy", strategy, "--dry-run"]);
+        assert_eq!(code, 0, "{out}");
+        let (_, before) = check(&store, false);
+        assert_eq!(
+            before["chunk_files"], truth["chunk_files"],
+            "dry run removed nothing"
+        );
+
+        let (code, report, out) = gc(&store, &["--strategy", strategy]);
+        assert_eq!(code, 0, "{strategy}: {out}");
+        let c = &report["counters"];
+        for key in [
+            "removed_chunks",
+            "pending_chunks",
+            "disk_chunks",
+            "removed_bytes",
+            "pending_bytes",
+        ] {
+            assert_eq!(
+                c[key], dry["counters"][key],
+                "{strategy}: dry run counted {key} the same"
+            );
+        }
+        assert_eq!(
+            n(&c["removed_chunks"]),
+            n(&truth["garbage"]["removable"]),
+            "{strategy}"
+        );
+        assert_eq!(
+            n(&c["pending_chunks"]),
+            n(&truth["garbage"]["pending"]),
+            "{strategy}"
+        );
+        assert_eq!(
+            n(&c["disk_chunks"]),
+            n(&truth["referenced_chunks"]),
+            "{strategy}"
+        );
+        assert_eq!(
+            n(&c["index_file_count"]),
+            n(&truth["index_files"]),
+            "{strategy}"
+        );
+        assert_eq!(n(&c["references"]), n(&truth["references"]), "{strategy}");
+        assert_eq!(
+            n(&c["index_data_bytes"]),
+            n(&truth["index_data_bytes"]),
+            "{strategy}"
+        );
+        assert_eq!(n(&c["removed_bytes"]), {
+            // Garbage bytes of the removable class: all garbage bytes minus pending ones.
+            n(&truth["garbage"]["bytes"]) - n(&c["pending_bytes"])
+        });
+        assert!(
+            out.contains("Removed chunks: ")
+                && out.contains("Deduplication factor: ")
+                && out.contains("TASK OK"),
+            "{out}"
+        );
+
+        let (code, after) = check(&store, false);
+        assert_eq!(code, 0, "{strategy}: check after gc: {after:#}");
+        assert_eq!(
+            after["garbage"]["removable"], 0,
+            "{strategy}: old garbage gone"
+        );
+        assert_eq!(
+            after["garbage"]["pending"], truth["garbage"]["pending"],
+            "{strategy}: young garbage kept"
+        );
+        assert_eq!(after["referenced_chunks"], truth["referenced_chunks"]);
+    }
+}
+
+#[test]
+fn call_counts_follow_from_the_design() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "4"]);
+    let refs = n(&truth["references"]);
+    let distinct = n(&truth["referenced_chunks"]);
+    let dirs = n(&truth["chunk_dirs_with_referenced"]);
+    let mark = |args: &[&str]| {
+        let mut a = vec!["--phase", "mark"];
+        a.extend_from_slice(args);
+        let (code, r, out) = gc(&store, &a);
+        assert_eq!(code, 0, "{out}");
+        r["counters"].clone()
+    };
+    let c = mark(&["--strategy", "naive"]);
+    assert_eq!(
+        n(&c["utimensat_calls"]),
+        refs,
+        "naive: one touch per reference"
+    );
+    let c = mark(&["--strategy", "lru", "--cache-capacity", "100000"]);
+    assert_eq!(
+        n(&c["utimensat_calls"]),
+        distinct,
+        "lru above the distinct count: one per digest"
+    );
+    assert_eq!(n(&c["cache_hits"]) + n(&c["cache_misses"]), refs);
+    let c = mark(&["--strategy", "lru", "--cache-capacity", "0"]);
+    assert_eq!(
+        n(&c["utimensat_calls"]),
+        refs,
+        "capacity 0 turns the cache off"
+    );
+    for s in ["batched", "inode-order"] {
+        let c = mark(&["--strategy", s, "--batch-size", "500"]);
+        assert_eq!(
+            n(&c["listings"]),
+            dirs,
+            "{s}: each directory with a referenced chunk listed once"
+        );
+        assert_eq!(n(&c["utimensat_calls"]), distinct, "{s}");
+        assert!(n(&c["batch_flushes"]) >= distinct / 500, "{s}");
+    }
+    let c = mark(&["--strategy", "prefetch", "--prefetch-jobs", "2"]);
+    assert_eq!(n(&c["prefetch_listings"]), 65_536);
+    assert_eq!(n(&c["listings"]), 65_536);
+}
+
+#[test]
+fn missing_chunks_warn_touch_bad_copies_and_do_not_stop_the_gc() {
+    let dir = store_dir();
+    let (store, truth) = gen(
+        dir.path(),
+        "s",
+        &[
+            "--preset",
+            "tiny",
+            "--missing",
+            "3",
+            "--bad",
+            "5",
+            "--tmp",
+            "2",
+        ],
+    );
+    let distinct = n(&truth["referenced_chunks"]);
+    let (code, r, out) = gc(&store, &["--strategy", "lru"]);
+    assert_eq!(code, 0, "{out}");
+    let c = &r["counters"];
+    assert_eq!(n(&c["missing_chunks"]), 3);
+    assert_eq!(
+        n(&c["utimensat_calls"]),
+        distinct + 10 * 3,
+        "+10 .bad touches per missing digest"
+    );
+    assert_eq!(
+        n(&c["bad_touched"]),
+        3,
+        "the .0.bad copies of the missing chunks"
+    );
+    assert_eq!(
+        n(&c["removed_bad"]),
+        2,
+        "bad copies of garbage digests are old: removed"
+    );
+    assert_eq!(n(&c["disk_chunks"]), distinct - 3);
+    assert_eq!(
+        out.matches("warning: unable to access non-existent chunk")
+            .count(),
+        3,
+        "{out}"
+    );
+    assert!(out.contains("TASK WARNINGS: 3"), "{out}");
+    for m in truth["missing_chunks"].as_array().unwrap() {
+        assert!(out.contains(m.as_str().unwrap()));
+    }
+    // Temp files are ignored by the sweep, .bad copies of missing chunks kept.
+    let (_, after) = check(&store, false);
+    assert_eq!(after["ignored_files"], 2);
+    assert_eq!(after["bad_files"], 3);
+}
+
+#[test]
+fn corrupt_index_stops_the_gc_before_the_sweep() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny"]);
+    let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
+    let victim = order.expected[order.expected.len() / 2].clone();
+    let mut b = std::fs::read(&victim).unwrap();
+    let at = 5000.min(b.len() - 1);
+    b[at] ^= 0xff;
+    std::fs::write(&victim, b).unwrap();
+    let (code, _, out) = gc(&store, &["--strategy", "batched"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(&victim.display().to_string()) && out.contains("index checksum mismatch"),
+        "{out}"
+    );
+    assert!(
+        out.contains("TASK ERROR") && !out.contains("Start GC phase2"),
+        "{out}"
+    );
+    let (_, after) = check(&store, false);
+    assert_eq!(
+        after["chunk_files"], truth["chunk_files"],
+        "nothing removed"
+    );
+}
+
+#[test]
+fn the_lock_is_exclusive() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny"]);
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(store.join(".lock"))
+        .unwrap();
+    // Another process's shared lock (as a running backup holds): an OFD lock conflicts too.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_RDLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    assert_eq!(
+        unsafe {
+            libc::fcntl(
+                std::os::unix::io::AsRawFd::as_raw_fd(&lock),
+                libc::F_OFD_SETLK,
+                &fl,
+            )
+        },
+        0
+    );
+    let (code, _, out) = gc(&store, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        out.contains("another process holds a lock") && out.contains("--no-lock"),
+        "{out}"
+    );
+    let (code, _, out) = gc(&store, &["--no-lock", "--phase", "mark"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn gc_status_is_written_only_when_asked() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny"]);
+    gc(&store, &[]);
+    assert!(!store.join(".gc-status").exists());
+    // A second run finds the garbage gone and writes the status file.
+    let (code, _, out) = gc(&store, &["--write-gc-status"]);
+    assert_eq!(code, 0, "{out}");
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(store.join(".gc-status")).unwrap()).unwrap();
+    assert_eq!(s["removed-chunks"], 0);
+    assert_eq!(s["disk-chunks"], truth["referenced_chunks"]);
+    assert_eq!(s["index-file-count"], truth["index_files"]);
+    assert!(s["upid"].as_str().unwrap().starts_with("UPID:") && s["cache-stats"]["hits"].is_u64());
+}
+
+/// Through a chunkscope mount: markers bracket the phases in the trace; prefetch lists every
+/// directory before its first touch; inode-order touches in ascending inode numbers.
+#[test]
+fn on_the_mount_markers_and_orders_are_visible_in_the_trace() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "8"]);
+    for strategy in ["prefetch", "inode-order"] {
+        let sub = dir.path().join(strategy);
+        std::fs::create_dir(&sub).unwrap();
+        let mut m = Mount::start(&store, &sub, true, &["--threads", "2"]);
+        let (code, r, out) = gc(&m.mnt, &["--strategy", strategy, "--phase", "mark"]);
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(n(&r["counters"]["touched"]), n(&truth["referenced_chunks"]));
+        m.stop();
+        let mut t = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
+        let (mut markers, mut setattr_inos, mut first_touch, mut last_list) =
+            (Vec::new(), Vec::new(), None, 0u64);
+        while let Some(rec) = t.next_record().unwrap() {
+            match rec.op() {
+                Some(Op::Marker) => markers.push(format!("{:?}", rec.name)),
+                Some(Op::Setattr) => {
+                    first_touch.get_or_insert(rec.seq);
+                    setattr_inos.push(rec.ino);
+                }
+                Some(Op::Readdir) | Some(Op::Opendir) if first_touch.is_none() => {
+                    last_list = rec.seq
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(markers.len(), 2, "{markers:?}");
+        assert!(
+            markers[0].contains(&format!("phase1 start strategy={strategy}")),
+            "{markers:?}"
+        );
+        assert!(markers[1].contains("phase1 end"), "{markers:?}");
+        assert_eq!(setattr_inos.len() as u64, n(&truth["referenced_chunks"]));
+        if strategy == "prefetch" {
+            assert!(
+                last_list < first_touch.unwrap(),
+                "all listings before the first touch"
+            );
+        } else {
+            // One batch (default size) holds every digest: touches ascend in inode number.
+            assert!(
+                setattr_inos.windows(2).all(|w| w[0] < w[1]),
+                "ascending inode order"
+            );
+            let backing: Vec<u64> = {
+                let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
+                let d = chunkscope::datastore::IndexFile::open(&order.expected[0])
+                    .unwrap()
+                    .digest(0);
+                vec![std::fs::metadata(store.join(chunk_rel_path(&d)))
+                    .unwrap()
+                    .ino()]
+            };
+            assert!(
+                setattr_inos.contains(&backing[0]),
+                "backing inode numbers in the trace"
+            );
+        }
+    }
+}
