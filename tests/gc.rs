@@ -16,7 +16,17 @@ const STRATEGIES: [&str; 5] = ["naive", "lru", "prefetch", "batched", "inode-ord
 fn gc(store: &Path, args: &[&str]) -> (i32, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("gc.json");
+    // The atime check sleeps a second and adds the zero chunk; one test below runs it.
     let mut a = vec!["gc", "--json", json.to_str().unwrap()];
+    if !args.contains(&"--with-atime-check") {
+        a.push("--no-atime-check");
+    }
+    let args: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|&x| x != "--with-atime-check")
+        .collect();
+    let args = &args[..];
     a.extend_from_slice(args);
     a.push(store.to_str().unwrap());
     let o = run(&a);
@@ -353,4 +363,30 @@ fn on_the_mount_markers_and_orders_are_visible_in_the_trace() {
             );
         }
     }
+}
+
+#[test]
+fn the_atime_safety_check_inserts_the_zero_chunk_and_passes() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny"]);
+    let (code, r, out) = gc(&store, &["--with-atime-check"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Access time update check successful, proceeding with GC."),
+        "{out}"
+    );
+    let zero =
+        store.join(".chunks/bb9f/bb9f8df61474d25e71fa00722318cd387396ca1736605e1248821cc0de3d3af8");
+    let raw = std::fs::read(&zero).unwrap();
+    assert_eq!(
+        chunkscope::datastore::blob::decode(&raw).unwrap().len(),
+        4 << 20
+    );
+    // Touched by the check, so counted on disk next to the referenced chunks.
+    assert_eq!(
+        n(&r["counters"]["disk_chunks"]),
+        n(&truth["referenced_chunks"]) + 1
+    );
+    let (_, out2) = (0, gc(&store, &[]).2);
+    assert!(out2.contains("Access time update check disabled"), "{out2}");
 }

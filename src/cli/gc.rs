@@ -54,6 +54,10 @@ pub struct GcArgs {
     /// Do not take the exclusive lock on .lock (only when nothing else can write the store).
     #[arg(long)]
     no_lock: bool,
+    /// Skip PBS's access-time safety check (it inserts the 4 MiB zero chunk, sleeps 1 s and
+    /// verifies that an explicit atime update shows up).
+    #[arg(long)]
+    no_atime_check: bool,
     /// Write .gc-status into the store after a successful run, as PBS does.
     #[arg(long)]
     write_gc_status: bool,
@@ -138,6 +142,7 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         cutoff_minutes: args.cutoff,
         phases: args.phase,
         dry_run: args.dry_run,
+        atime_check: !args.no_atime_check,
     };
     if opts.cache_capacity > gc::MAX_CACHE_CAPACITY {
         bail!(

@@ -72,6 +72,8 @@ pub struct GcOptions {
     pub cutoff_minutes: u64,
     pub phases: Phases,
     pub dry_run: bool,
+    /// PBS's `gc-atime-safety-check` (format document 3.2).
+    pub atime_check: bool,
 }
 
 impl Default for GcOptions {
@@ -84,6 +86,7 @@ impl Default for GcOptions {
             cutoff_minutes: DEFAULT_CUTOFF_MINUTES,
             phases: Phases::All,
             dry_run: false,
+            atime_check: true,
         }
     }
 }
@@ -175,6 +178,12 @@ pub fn run<S: ChunkStore>(
         "starting garbage collection on store {}",
         store.root().display()
     ));
+    if opts.atime_check {
+        atime_safety_check(store)?;
+        log.info("Access time update check successful, proceeding with GC.");
+    } else {
+        log.info("Access time update check disabled by datastore tuning options.");
+    }
     log.info(&format!(
         "Using access time cutoff {}, minimum access time is {}",
         time_span(cutoff as f64),
@@ -218,6 +227,55 @@ pub fn run<S: ChunkStore>(
         counters,
         warnings: log.warnings,
     })
+}
+
+/// The 4 MiB all-zero chunk PBS uses for the check: its digest and compressed blob.
+pub fn zero_chunk() -> (crate::datastore::Digest, Vec<u8>) {
+    let zeros = vec![0u8; 4 << 20];
+    (
+        crate::datastore::Digest::of(&zeros),
+        crate::datastore::blob::encode(&zeros, true),
+    )
+}
+
+/// Format document 3.2: does an explicit atime update show up on this filesystem? Inserts
+/// (or touches) the zero chunk, waits a second, touches it, and compares the atimes.
+fn atime_safety_check<S: ChunkStore>(store: &S) -> Result<()> {
+    use anyhow::{bail, Context};
+    let (digest, blob) = zero_chunk();
+    for attempt in 0..2 {
+        let existed = store
+            .insert_chunk(&digest, &blob)
+            .context("inserting the zero chunk for the atime check")?;
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let before = store
+            .stat_chunk(&digest)?
+            .context("the zero chunk vanished during the atime check")?;
+        if !store.touch(&digest)? {
+            bail!("the zero chunk vanished during the atime check");
+        }
+        let after = store
+            .stat_chunk(&digest)?
+            .context("the zero chunk vanished during the atime check")?;
+        if before.ino != after.ino {
+            if attempt == 0 {
+                continue;
+            }
+            bail!("chunk {digest} changed twice during access time safety check");
+        }
+        if before.atime_ns >= after.atime_ns {
+            bail!(
+                "access time safety check using {} chunk failed, aborting GC!",
+                if existed {
+                    "pre-existing"
+                } else {
+                    "newly inserted"
+                }
+            );
+        }
+        return Ok(());
+    }
+    unreachable!("the loop returns or bails on its second attempt")
 }
 
 /// The summary lines of format document 3.5, in order.

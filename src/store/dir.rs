@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::{ChunkDir, ChunkStore, EntryStat, IndexOrigin, Phase1Visitor};
+use super::{ChunkDir, ChunkStat, ChunkStore, EntryStat, IndexOrigin, Phase1Visitor};
 use crate::datastore::paths::CHUNK_DIR;
 use crate::datastore::snapshots;
 use crate::datastore::{Digest, IndexFile};
@@ -217,6 +217,37 @@ impl ChunkStore for DirStore {
         let mut buf = [0u8; PATH_MAX];
         let suffix = [b'.', b'0' + n, b'.', b'b', b'a', b'd'];
         Self::touch_path(self.chunk_path(&mut buf, digest, &suffix)?)
+    }
+
+    fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {
+        let mut buf = [0u8; PATH_MAX];
+        let path = self.chunk_path(&mut buf, digest, b"")?;
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid path and out pointer.
+        if unsafe { libc::lstat(path.as_ptr(), &mut st) } != 0 {
+            let e = last_err();
+            return if e.raw_os_error() == Some(libc::ENOENT) {
+                Ok(None)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(Some(ChunkStat {
+            ino: st.st_ino,
+            atime_ns: st.st_atime as i128 * 1_000_000_000 + st.st_atime_nsec as i128,
+        }))
+    }
+
+    fn insert_chunk(&self, digest: &Digest, blob: &[u8]) -> io::Result<bool> {
+        if self.touch(digest)? {
+            return Ok(true);
+        }
+        let rel = crate::datastore::paths::chunk_rel_path(digest);
+        let path = self.root.join(&rel);
+        let tmp = path.with_file_name(format!("{digest}.tmp_csgc{:02}", std::process::id() % 100));
+        std::fs::write(&tmp, blob)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(false)
     }
 
     fn open_dir(&self, prefix: u16) -> io::Result<Option<DirHandle>> {

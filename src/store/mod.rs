@@ -47,6 +47,14 @@ pub struct EntryStat {
     pub is_file: bool,
 }
 
+/// What the atime safety check needs to know of a chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkStat {
+    pub ino: u64,
+    /// Nanoseconds since the epoch.
+    pub atime_ns: i128,
+}
+
 /// An open chunk directory.
 pub trait ChunkDir {
     /// Calls `f(name, d_ino)` for every entry in readdir order ("." and ".." excluded).
@@ -68,6 +76,11 @@ pub trait ChunkStore: Sync {
     fn touch(&self, digest: &Digest) -> io::Result<bool>;
     /// The same for `<digest>.<n>.bad`.
     fn touch_bad(&self, digest: &Digest, n: u8) -> io::Result<bool>;
+    /// Inode and atime of a chunk; `None` if it does not exist.
+    fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>>;
+    /// Inserts a chunk as PBS does (temp file, then rename); an existing one is touched
+    /// instead. Returns true if it existed.
+    fn insert_chunk(&self, digest: &Digest, blob: &[u8]) -> io::Result<bool>;
     /// Opens chunk directory `prefix`; `None` if it does not exist.
     fn open_dir(&self, prefix: u16) -> io::Result<Option<Self::Dir<'_>>>;
     /// Visits every index file in PBS phase-1 order (format document 3.3): the scan, then
