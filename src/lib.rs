@@ -4,6 +4,7 @@
 //! * [`datastore`]: the PBS on-disk format: digests, chunk paths, blobs, indexes, walk order.
 //! * [`gen`]: a backup-history model and the writer that turns it into a real datastore.
 //! * [`check`]: verifies a datastore (indexes, referenced chunks, optionally every chunk).
+//! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
 //! * [`cli`]: argument parsing and wiring, nothing else.
 //! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
@@ -14,6 +15,7 @@ pub mod datastore;
 pub mod fsutil;
 pub mod gc;
 pub mod gen;
+pub mod model;
 pub mod overlay;
 pub mod store;
 pub mod time;

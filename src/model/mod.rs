@@ -1,0 +1,557 @@
+//! The metadata cost model: a pure, clock-free function from a sequence of operations to
+//! modelled costs, so that a store on a fast disk can be charged like a cold ZFS pool on HDDs,
+//! live in the overlay and offline on a recorded trace, with the same results.
+//!
+//! * **Layout** ([`Layout`]): which metadata block holds an inode. ZFS keeps 32 dnodes of 512
+//!   bytes in a 16 KiB block and numbers objects in creation order, so block = `ino >> 5`.
+//!   ext4 keeps 16 inodes of 256 bytes per 4 KiB block in per-group tables, block =
+//!   (`(ino-1) / inodes_per_group`, `((ino-1) % inodes_per_group) / 16`).
+//! * **Cache** ([`cache::BlockLru`]): metadata blocks, LRU (ZFS's ARC is not an LRU; see there).
+//!   A demand miss costs `miss_ns` and is serialised (a GC touches one chunk at a time).
+//! * **Directories**: each directory's entries live in its own block (its ZAP leaf / htree
+//!   block), read by a lookup or listing and dirtied by an unlink or create.
+//! * **Readdir prefetch**: a listing brings the blocks of the entries it returned into the
+//!   cache, as `zfs_readdir` prefetches dnodes; these reads go `queue_depth` at a time.
+//! * **Write-back**: setattr, unlink and create dirty blocks; every `txg_ns` of modelled time
+//!   (or at the dirty limit) the dirty blocks are written, `queue_depth` at a time, off the
+//!   request path. Above `throttle_start` of the limit each dirtying operation is delayed as
+//!   ZFS's write throttle does: `delay_scale_ns * (dirty - start) / (limit - dirty)`. At the
+//!   limit the operation waits for a sync.
+//!
+//! Same operations, same order, same parameters: same costs. Modelled time is a number;
+//! sleeping is the overlay's business.
+
+pub mod cache;
+
+use hashbrown::HashSet;
+use serde::{Deserialize, Serialize};
+
+use crate::trace::Op;
+use cache::BlockLru;
+
+/// Where an inode's metadata lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Layout {
+    /// Blocks of `per_block` dnodes in object-number (creation) order.
+    Zfs { per_block: u64 },
+    /// Inode tables per block group.
+    Ext4 {
+        inodes_per_group: u64,
+        per_block: u64,
+    },
+}
+
+impl Layout {
+    /// The inode-table block of `ino` (directory blocks use the high bit, see [`dir_block`]).
+    pub fn block(&self, ino: u64) -> u64 {
+        match *self {
+            Layout::Zfs { per_block } => ino / per_block.max(1),
+            Layout::Ext4 {
+                inodes_per_group,
+                per_block,
+            } => {
+                let i = ino.saturating_sub(1);
+                let group = i / inodes_per_group.max(1);
+                let within = (i % inodes_per_group.max(1)) / per_block.max(1);
+                (group << 24) | within
+            }
+        }
+    }
+}
+
+/// The block holding directory `dir`'s entries.
+pub fn dir_block(dir: u64) -> u64 {
+    (1 << 63) | dir
+}
+
+/// Model parameters; see [`ModelParams::preset`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelParams {
+    pub name: String,
+    pub layout: Layout,
+    pub block_bytes: u64,
+    /// Metadata cache size.
+    pub cache_bytes: u64,
+    /// Cost of one demand read of a metadata block.
+    pub miss_ns: u64,
+    /// Reads (or writes) the device serves in parallel.
+    pub queue_depth: u64,
+    /// Cost of writing one dirty block at a transaction-group sync.
+    pub write_ns: u64,
+    /// Transaction-group interval.
+    pub txg_ns: u64,
+    /// Dirty blocks at which a sync is forced (ZFS's dirty data max, in blocks).
+    pub dirty_limit_blocks: u64,
+    /// Fraction of the dirty limit above which operations are throttled.
+    pub throttle_start: f64,
+    pub delay_scale_ns: u64,
+    /// CPU and syscall cost of any metadata operation.
+    pub op_ns: u64,
+}
+
+/// Names of the presets.
+pub const PRESETS: [&str; 4] = ["none", "zfs-hdd", "zfs-ssd", "ext4-hdd"];
+
+impl ModelParams {
+    pub fn preset(name: &str) -> anyhow::Result<ModelParams> {
+        let zfs = ModelParams {
+            name: name.to_string(),
+            layout: Layout::Zfs { per_block: 32 },
+            block_bytes: 16 << 10,
+            cache_bytes: 256 << 20,
+            miss_ns: 8_000_000,
+            queue_depth: 8,
+            write_ns: 8_000_000,
+            txg_ns: 5_000_000_000,
+            dirty_limit_blocks: (4u64 << 30) / (16 << 10),
+            throttle_start: 0.6,
+            delay_scale_ns: 500_000,
+            op_ns: 2_000,
+        };
+        Ok(match name {
+            "none" => ModelParams {
+                cache_bytes: u64::MAX / 2,
+                miss_ns: 0,
+                write_ns: 0,
+                op_ns: 0,
+                delay_scale_ns: 0,
+                ..zfs
+            },
+            "zfs-hdd" => zfs,
+            "zfs-ssd" => ModelParams {
+                miss_ns: 150_000,
+                queue_depth: 32,
+                write_ns: 50_000,
+                ..zfs
+            },
+            "ext4-hdd" => ModelParams {
+                layout: Layout::Ext4 {
+                    inodes_per_group: 8192,
+                    per_block: 16,
+                },
+                block_bytes: 4 << 10,
+                queue_depth: 4,
+                dirty_limit_blocks: (1u64 << 30) / (4 << 10),
+                ..zfs
+            },
+            other => anyhow::bail!(
+                "unknown model '{other}': choose one of {}",
+                PRESETS.join(", ")
+            ),
+        })
+    }
+
+    fn cache_blocks(&self) -> usize {
+        (self.cache_bytes / self.block_bytes.max(1)).min(usize::MAX as u64 / 2) as usize
+    }
+}
+
+/// What the model needs of an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelOp {
+    pub op: Op,
+    /// Backing inode (0: none, e.g. a failed lookup).
+    pub ino: u64,
+    /// Backing inode of the parent directory (0: none).
+    pub parent: u64,
+    pub errno: i32,
+}
+
+/// The modelled cost of one operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cost {
+    /// Modelled time the operation took (reads, throttle, forced sync, CPU).
+    pub ns: u64,
+    pub misses: u64,
+    pub prefetched: u64,
+    pub dirtied: u64,
+    pub throttle_ns: u64,
+}
+
+/// Running totals of a model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Totals {
+    pub ops: u64,
+    pub ns: u64,
+    pub misses: u64,
+    pub hits: u64,
+    pub prefetched: u64,
+    pub dirtied: u64,
+    pub throttle_ns: u64,
+    pub txg_syncs: u64,
+    /// Blocks written at syncs (each dirty block once per transaction group).
+    pub blocks_written: u64,
+    pub writeback_ns: u64,
+    /// Dirty blocks of each transaction group, in order.
+    pub dirty_per_txg: Vec<u64>,
+}
+
+pub struct Model {
+    params: ModelParams,
+    cache: BlockLru,
+    dirty: HashSet<u64>,
+    clock_ns: u64,
+    txg_start_ns: u64,
+    totals: Totals,
+}
+
+impl Model {
+    pub fn new(params: ModelParams) -> Model {
+        Model {
+            cache: BlockLru::new(params.cache_blocks()),
+            params,
+            dirty: HashSet::new(),
+            clock_ns: 0,
+            txg_start_ns: 0,
+            totals: Totals::default(),
+        }
+    }
+
+    pub fn params(&self) -> &ModelParams {
+        &self.params
+    }
+
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    /// Modelled time since the start.
+    pub fn clock_ns(&self) -> u64 {
+        self.clock_ns
+    }
+
+    /// Empties the cache (a cold pool), as `chunkscope ctl MNT drop-caches` asks.
+    pub fn drop_caches(&mut self) {
+        self.cache.clear();
+    }
+
+    fn read(&mut self, block: u64, c: &mut Cost) {
+        if self.cache.access(block) {
+            self.totals.hits += 1;
+        } else {
+            c.misses += 1;
+            c.ns += self.params.miss_ns;
+        }
+    }
+
+    fn dirty(&mut self, block: u64, c: &mut Cost) {
+        if self.dirty.insert(block) {
+            c.dirtied += 1;
+        }
+    }
+
+    /// Writes the dirty blocks (a transaction-group sync); returns its duration.
+    fn sync(&mut self) -> u64 {
+        let n = self.dirty.len() as u64;
+        let ns = n.div_ceil(self.params.queue_depth.max(1)) * self.params.write_ns;
+        self.totals.txg_syncs += 1;
+        self.totals.blocks_written += n;
+        self.totals.writeback_ns += ns;
+        self.totals.dirty_per_txg.push(n);
+        self.dirty.clear();
+        ns
+    }
+
+    /// Syncs every transaction group that ended before now.
+    fn advance_txgs(&mut self) {
+        let txg = self.params.txg_ns.max(1);
+        while self.clock_ns >= self.txg_start_ns + txg {
+            self.sync();
+            self.txg_start_ns += txg;
+        }
+    }
+
+    fn throttle(&mut self, c: &mut Cost) {
+        let limit = self.params.dirty_limit_blocks.max(1) as f64;
+        let dirty = self.dirty.len() as f64;
+        let start = self.params.throttle_start * limit;
+        if dirty >= limit {
+            // At the limit the operation waits for a sync of everything dirty.
+            let ns = self.sync();
+            c.throttle_ns += ns;
+        } else if dirty > start {
+            c.throttle_ns +=
+                (self.params.delay_scale_ns as f64 * (dirty - start) / (limit - dirty)) as u64;
+        }
+    }
+
+    fn finish(&mut self, mut c: Cost) -> Cost {
+        c.ns += c.throttle_ns;
+        self.clock_ns += c.ns;
+        self.totals.ops += 1;
+        self.totals.ns += c.ns;
+        self.totals.misses += c.misses;
+        self.totals.prefetched += c.prefetched;
+        self.totals.dirtied += c.dirtied;
+        self.totals.throttle_ns += c.throttle_ns;
+        c
+    }
+
+    /// Charges one operation and advances the modelled clock.
+    pub fn charge(&mut self, op: &ModelOp) -> Cost {
+        self.advance_txgs();
+        let mut c = Cost::default();
+        let layout = self.params.layout;
+        let ok = op.errno == 0;
+        let metadata = !matches!(
+            op.op,
+            Op::Forget | Op::Marker | Op::Statfs | Op::Release | Op::Releasedir | Op::Flush
+        );
+        if metadata {
+            c.ns += self.params.op_ns;
+        }
+        match op.op {
+            Op::Lookup => {
+                self.read(dir_block(op.parent), &mut c);
+                if ok && op.ino != 0 {
+                    self.read(layout.block(op.ino), &mut c);
+                }
+            }
+            Op::Getattr
+            | Op::Access
+            | Op::Readlink
+            | Op::Open
+            | Op::Opendir
+            | Op::Getxattr
+            | Op::Listxattr
+                if op.ino != 0 =>
+            {
+                self.read(layout.block(op.ino), &mut c);
+            }
+            Op::Readdir | Op::Readdirplus => self.read(dir_block(op.ino), &mut c),
+            Op::Setattr if op.ino != 0 => {
+                self.read(layout.block(op.ino), &mut c);
+                if ok {
+                    self.throttle(&mut c);
+                    self.dirty(layout.block(op.ino), &mut c);
+                }
+            }
+            Op::Unlink
+            | Op::Rmdir
+            | Op::Create
+            | Op::Mkdir
+            | Op::Symlink
+            | Op::Link
+            | Op::Mknod
+            | Op::Rename => {
+                self.read(dir_block(op.parent), &mut c);
+                if ok {
+                    self.throttle(&mut c);
+                    self.dirty(dir_block(op.parent), &mut c);
+                    if op.ino != 0 {
+                        self.dirty(layout.block(op.ino), &mut c);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.finish(c)
+    }
+
+    /// Charges the prefetch of a listing's entries: their blocks not yet cached are read
+    /// `queue_depth` at a time and then cached.
+    pub fn charge_listing(&mut self, entries: &[u64]) -> Cost {
+        self.advance_txgs();
+        let mut c = Cost::default();
+        let layout = self.params.layout;
+        let mut blocks: Vec<u64> = entries.iter().map(|&i| layout.block(i)).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        for b in blocks {
+            if !self.cache.contains(b) {
+                c.prefetched += 1;
+            }
+            self.cache.access(b);
+        }
+        c.ns = c.prefetched.div_ceil(self.params.queue_depth.max(1)) * self.params.miss_ns;
+        let c = self.finish(c);
+        self.totals.ops -= 1; // part of the listing, not an operation of its own
+        c
+    }
+
+    /// Ends the run: the last transaction group is synced.
+    pub fn flush(&mut self) {
+        if !self.dirty.is_empty() {
+            self.sync();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> ModelParams {
+        ModelParams {
+            name: "test".into(),
+            layout: Layout::Zfs { per_block: 32 },
+            block_bytes: 16 << 10,
+            cache_bytes: 4 * (16 << 10), // 4 blocks
+            miss_ns: 1000,
+            queue_depth: 2,
+            write_ns: 100,
+            txg_ns: 1_000_000,
+            dirty_limit_blocks: 10,
+            throttle_start: 0.6,
+            delay_scale_ns: 500,
+            op_ns: 0,
+        }
+    }
+
+    fn op(op: Op, ino: u64, parent: u64) -> ModelOp {
+        ModelOp {
+            op,
+            ino,
+            parent,
+            errno: 0,
+        }
+    }
+
+    #[test]
+    fn layouts() {
+        assert_eq!(Layout::Zfs { per_block: 32 }.block(31), 0);
+        assert_eq!(Layout::Zfs { per_block: 32 }.block(32), 1);
+        let e = Layout::Ext4 {
+            inodes_per_group: 8192,
+            per_block: 16,
+        };
+        assert_eq!(e.block(1), 0);
+        assert_eq!(e.block(17), 1);
+        assert_eq!(e.block(8193), 1 << 24);
+        assert_eq!(e.block(8192 + 33), (1 << 24) | 2);
+    }
+
+    #[test]
+    fn sequential_scan_misses_once_per_block() {
+        let mut m = Model::new(params());
+        let total: u64 = (32..96)
+            .map(|i| m.charge(&op(Op::Getattr, i, 0)).misses)
+            .sum();
+        assert_eq!(total, 2);
+        assert_eq!(m.totals().hits, 62);
+        assert_eq!(m.clock_ns(), 2000);
+    }
+
+    #[test]
+    fn round_robin_over_more_blocks_than_the_cache_always_misses() {
+        let mut m = Model::new(params());
+        // 5 blocks, cache of 4: LRU thrashes on a cyclic pattern.
+        for _ in 0..3 {
+            for b in 0..5u64 {
+                assert_eq!(m.charge(&op(Op::Getattr, (b + 1) * 32, 0)).misses, 1);
+            }
+        }
+        assert_eq!(m.totals().misses, 15);
+    }
+
+    #[test]
+    fn lookup_reads_the_directory_block_then_the_inode_block() {
+        let mut m = Model::new(params());
+        assert_eq!(m.charge(&op(Op::Lookup, 100, 7)).misses, 2);
+        assert_eq!(
+            m.charge(&op(Op::Lookup, 101, 7)).misses,
+            0,
+            "same dir block, same dnode block"
+        );
+        let failed = ModelOp {
+            op: Op::Lookup,
+            ino: 0,
+            parent: 9,
+            errno: libc::ENOENT,
+        };
+        assert_eq!(
+            m.charge(&failed).misses,
+            1,
+            "a failed lookup reads only the directory"
+        );
+    }
+
+    #[test]
+    fn listing_prefetches_entry_blocks_queue_depth_at_a_time() {
+        let mut m = Model::new(params());
+        let c = m.charge(&op(Op::Readdir, 5, 0));
+        assert_eq!(c.misses, 1);
+        // Entries in 3 distinct blocks: ceil(3 / 2) = 2 reads of 1000 ns.
+        let c = m.charge_listing(&[64, 65, 96, 128, 130]);
+        assert_eq!((c.prefetched, c.ns), (3, 2000));
+        // Now a stat of any of them hits.
+        assert_eq!(m.charge(&op(Op::Getattr, 130, 0)).misses, 0);
+        assert_eq!(m.charge_listing(&[64, 96]).prefetched, 0, "already cached");
+    }
+
+    #[test]
+    fn dirty_blocks_are_written_once_per_txg() {
+        let mut p = params();
+        p.miss_ns = 100_000; // each touch advances the clock by 0.1 ms of reads at most
+        let mut m = Model::new(p);
+        for i in 0..10u64 {
+            m.charge(&op(Op::Setattr, (i % 2 + 1) * 32, 0)); // 2 blocks, touched 5 times each
+        }
+        assert_eq!(m.totals().dirtied, 2);
+        // Jump past the txg boundary: the next operation first syncs the group.
+        let mut far = op(Op::Getattr, 1 << 20, 0);
+        far.ino = 1 << 20;
+        while m.clock_ns() < 1_000_000 {
+            m.charge(&far);
+            far.ino += 32;
+        }
+        m.charge(&op(Op::Setattr, 32, 0));
+        assert_eq!(m.totals().txg_syncs, 1);
+        assert_eq!(m.totals().dirty_per_txg, vec![2]);
+        assert_eq!(m.totals().blocks_written, 2);
+        assert_eq!(
+            m.totals().writeback_ns,
+            100,
+            "2 blocks, queue depth 2: one write time"
+        );
+        m.flush();
+        assert_eq!(m.totals().dirty_per_txg, vec![2, 1]);
+    }
+
+    #[test]
+    fn throttle_above_sixty_percent_and_sync_at_the_limit() {
+        let mut m = Model::new(params());
+        let mut delays = Vec::new();
+        for b in 0..11u64 {
+            delays.push(m.charge(&op(Op::Setattr, (b + 1) * 32, 0)).throttle_ns);
+        }
+        // Dirty before each op: 0..=10, start = 6, limit = 10:
+        // 7 -> 500*1/3 = 166, 8 -> 500*2/2 = 500, 9 -> 500*3/1 = 1500, 10 -> forced sync.
+        assert_eq!(&delays[..7], &[0; 7]);
+        assert_eq!(delays[7], 166);
+        assert_eq!(delays[8], 500);
+        assert_eq!(delays[9], 1500);
+        assert_eq!(
+            delays[10], 500,
+            "sync of 10 blocks at queue depth 2, 100 ns each"
+        );
+        assert_eq!(m.totals().dirty_per_txg, vec![10]);
+    }
+
+    #[test]
+    fn deterministic_and_presets() {
+        let run = || {
+            let mut m = Model::new(ModelParams::preset("zfs-hdd").unwrap());
+            for i in 0..10_000u64 {
+                m.charge(&op(
+                    if i % 3 == 0 { Op::Setattr } else { Op::Lookup },
+                    (i * 7919) % 50_000 + 1,
+                    i % 97,
+                ));
+            }
+            m.flush();
+            m.totals().clone()
+        };
+        assert_eq!(run(), run());
+        for p in PRESETS {
+            ModelParams::preset(p).unwrap();
+        }
+        assert!(ModelParams::preset("btrfs")
+            .unwrap_err()
+            .to_string()
+            .contains("zfs-hdd"));
+        let mut none = Model::new(ModelParams::preset("none").unwrap());
+        assert_eq!(none.charge(&op(Op::Lookup, 5, 1)).ns, 0);
+    }
+}
