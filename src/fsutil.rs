@@ -67,6 +67,22 @@ pub fn set_file_times(file: &File, atime: Timestamp, mtime: Timestamp) -> io::Re
     }
 }
 
+/// Current time as epoch seconds from the coarse clock the kernel stamps files with.
+///
+/// File timestamps come from the coarse clock, which can lag the precise one by a tick: a
+/// chunk touched just after a GC took its start time from the precise clock could get an
+/// atime one second *earlier* than that start, and be counted as pending instead of in use.
+/// Taking the start from the coarse clock rules that out.
+pub fn now_epoch_coarse() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    ts.tv_sec
+}
+
 /// Current time as epoch seconds.
 pub fn now_epoch() -> i64 {
     std::time::SystemTime::now()

@@ -137,7 +137,7 @@ proptest! {
                     }
                 })),
             };
-            let start = chunkscope::fsutil::now_epoch();
+            let start = chunkscope::fsutil::now_epoch_coarse();
             let report = gc::run(&store, &opts, &mut log, hooks).unwrap();
 
             let mut referenced: BTreeSet<usize> = s.groups.iter().flatten().flatten().copied().collect();
