@@ -48,8 +48,8 @@ pub struct MountArgs {
     /// Pass extended-attribute requests through instead of answering ENOSYS.
     #[arg(long)]
     xattr: bool,
-    /// Control socket [default: /run/chunkscope/MAJOR:MINOR.sock, from the mount's device
-    /// number, which `chunkscope ctl MNT` finds by itself].
+    /// Control socket [default: /run/chunkscope/mnt-HASH.sock, from the mountpoint's path,
+    /// which `chunkscope ctl MNT` finds by itself].
     #[arg(long, value_name = "SOCKET")]
     control: Option<PathBuf>,
     /// Trace a production store safely: atime/mtime changes and unlinks are kept in memory
@@ -142,6 +142,12 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     };
     let overlay = Overlay::new(opts, sink)?;
     let shared = std::sync::Arc::new(overlay.shared());
+    // Bound before mounting: whoever sees the mount finds its control socket.
+    let socket = match &args.control {
+        Some(p) => p.clone(),
+        None => crate::overlay::control::socket_for(&mnt),
+    };
+    let socket_ino = crate::overlay::control::serve(&socket, shared.clone())?;
     let mut mount_options = vec![
         MountOption::FSName(format!("chunkscope:{}", store.display())),
         MountOption::Subtype("chunkscope".into()),
@@ -157,17 +163,18 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         SessionACL::Owner
     };
     config.n_threads = Some(args.threads as usize);
-    let session = Session::new(overlay, &mnt, &config).with_context(|| {
-        format!(
-            "mounting on {} (is /dev/fuse there, and are you root?)",
-            mnt.display()
-        )
-    })?;
-    let socket = match &args.control {
-        Some(p) => p.clone(),
-        None => crate::overlay::control::default_socket(&mnt)?,
+    let session = match Session::new(overlay, &mnt, &config) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::overlay::control::remove_if_ours(&socket, socket_ino);
+            return Err(e).with_context(|| {
+                format!(
+                    "mounting on {} (is /dev/fuse there, and are you root?)",
+                    mnt.display()
+                )
+            });
+        }
     };
-    crate::overlay::control::serve(&socket, shared.clone())?;
     eprintln!(
         "chunkscope: mounted {} on {} (pid {}, control {})",
         store.display(),
@@ -193,7 +200,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     let ran = session.run().context("FUSE session");
     // The control thread's handle on the trace must go before the writer can finish.
     shared.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let _ = std::fs::remove_file(&socket);
+    crate::overlay::control::remove_if_ours(&socket, socket_ino);
     ran?;
     if let Some(w) = writer {
         let s = w.finish().context("finishing the trace")?;

@@ -1,8 +1,7 @@
 //! The mount's control channel: a Unix socket outside the store's namespace.
 //!
-//! Its default path is derived from the mount itself, `/run/chunkscope/<major>:<minor>.sock`
-//! with the device number that `stat` shows for the mountpoint, so a client that knows only
-//! the mountpoint finds it. One request per line, one reply per line; a reply is sent only
+//! Its default path is derived from the mountpoint's path ([`socket_for`]), so a client that
+//! knows only the mountpoint finds it, and it exists before the mount does. One request per line, one reply per line; a reply is sent only
 //! after the request took effect (a marker is in the trace queue, ahead of anything the client
 //! does next):
 //!
@@ -24,26 +23,25 @@ use super::inode::InodeTable;
 use super::shadow::Shadow;
 use crate::trace::{Op, RawRecord, TraceSink};
 
-/// Where the control socket of the mount at `mnt` lives by default.
-///
-/// The device number comes from `/proc/self/mountinfo`, not from `stat`: the mounting process
-/// asks before it serves requests, and a `stat` of its own mount would wait for itself.
+/// The control socket of a mount on `mountpoint` (an absolute, canonical path):
+/// `/run/chunkscope/mnt-<first 16 hex of SHA-256 of the path>.sock`. Derived from the path,
+/// so the mounting process can bind it *before* mounting (a client that sees the mount finds
+/// the socket) and a client that knows only the mountpoint finds it.
+pub fn socket_for(mountpoint: &Path) -> PathBuf {
+    use sha2::Digest as _;
+    let h = sha2::Sha256::digest(mountpoint.as_os_str().as_encoded_bytes());
+    PathBuf::from(format!(
+        "/run/chunkscope/mnt-{}.sock",
+        &hex::encode(h)[..16]
+    ))
+}
+
+/// The default control socket of the mount at `mnt`.
 pub fn default_socket(mnt: &Path) -> Result<PathBuf> {
     let mnt = mnt
         .canonicalize()
         .with_context(|| format!("{}", mnt.display()))?;
-    let info =
-        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let want = mnt.display().to_string();
-    // Fields: id parent major:minor root mountpoint ...; the last mount on a path wins.
-    let dev = info.lines().rev().find_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        (f.len() > 4 && f[4] == want).then(|| f[2].to_string())
-    });
-    match dev {
-        Some(dev) => Ok(PathBuf::from(format!("/run/chunkscope/{dev}.sock"))),
-        None => bail!("{} is not a mountpoint", mnt.display()),
-    }
+    Ok(socket_for(&mnt))
 }
 
 /// What the control thread can see of the running overlay.
@@ -123,8 +121,18 @@ fn serve_client(shared: &Shared, conn: UnixStream) {
     }
 }
 
-/// Binds the socket and serves it on a thread until the process ends.
-pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<()> {
+/// Removes the socket at `path` if it is still the one bound with inode `ino` (a later mount
+/// on the same mountpoint may have replaced it).
+pub fn remove_if_ours(path: &Path, ino: u64) {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.ino() == ino) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Binds the socket and serves it on a thread until the process ends; returns the socket's
+/// inode number (for [`remove_if_ours`]).
+pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<u64> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -139,6 +147,10 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<()> {
     }
     let listener =
         UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    let ino = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path)?.ino()
+    };
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
@@ -152,7 +164,7 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<()> {
                     .spawn(move || serve_client(&shared, conn));
             }
         })?;
-    Ok(())
+    Ok(ino)
 }
 
 /// A client of a mount's control channel.
