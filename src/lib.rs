@@ -4,7 +4,9 @@
 //! * [`datastore`]: the PBS on-disk format: digests, chunk paths, blobs, indexes, walk order.
 //! * [`gen`]: a backup-history model and the writer that turns it into a real datastore.
 //! * [`check`]: verifies a datastore (indexes, referenced chunks, optionally every chunk).
+//! * [`faults`]: fault rules (errors, delays, stalls) and their seeded decisions.
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
+//! * [`replay`]: a recorded trace through any cost model, offline.
 //! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
 //! * [`cli`]: argument parsing and wiring, nothing else.
 //! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
@@ -12,11 +14,14 @@
 pub mod check;
 pub mod cli;
 pub mod datastore;
+pub mod faults;
 pub mod fsutil;
 pub mod gc;
 pub mod gen;
 pub mod model;
 pub mod overlay;
+pub mod replay;
+pub mod rng;
 pub mod store;
 pub mod time;
 pub mod trace;

@@ -46,6 +46,18 @@ pub fn time_span(secs: f64) -> String {
     out.join(" ")
 }
 
+/// A duration for people: `850 us`, `8.0 ms`, `2.35 s`, and [`time_span`] from a minute up.
+pub fn duration_ns(ns: u64) -> String {
+    let x = ns as f64;
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.0} us", x / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} ms", x / 1e6),
+        1_000_000_000..60_000_000_000 => format!("{:.2} s", x / 1e9),
+        _ => time_span(x / 1e9),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +74,9 @@ mod tests {
         assert_eq!(time_span(60.0), "1m");
         assert_eq!(time_span(90.5), "1m 30.5s");
         assert_eq!(time_span(0.0), "0s");
+        assert_eq!(duration_ns(850_000), "850 us");
+        assert_eq!(duration_ns(8_002_000), "8.0 ms");
+        assert_eq!(duration_ns(2_345_000_000), "2.35 s");
+        assert_eq!(duration_ns(566_744_336_000), "9m 26.7s");
     }
 }

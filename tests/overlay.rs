@@ -424,13 +424,30 @@ fn load_four_clients_hundred_thousand_ops_every_request_recorded() {
     let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
     let mut seqs = Vec::new();
     let (mut setattr, mut opendir) = (0u64, 0u64);
+    let mut dirents = 0u64;
+    let mut per_listing = std::collections::HashMap::new();
     while let Some(rec) = r.next_record().unwrap() {
+        if rec.op() == Some(Op::Dirent) {
+            // Not requests: entries of the listing whose seq they carry.
+            dirents += 1;
+            *per_listing.entry(rec.seq).or_insert(0u64) += 1;
+            continue;
+        }
+        if rec.op() == Some(Op::Readdir) {
+            // arg counts "." and ".." too, which get no dirent record.
+            assert!(rec.arg >= per_listing.get(&rec.seq).copied().unwrap_or(0));
+        }
         seqs.push(rec.seq);
         setattr += (rec.op() == Some(Op::Setattr)) as u64;
         opendir += (rec.op() == Some(Op::Opendir)) as u64;
     }
     assert_eq!(r.truncated_bytes(), None);
-    assert_eq!(seqs.len() as u64, written, "trace reads back whole");
+    assert_eq!(
+        seqs.len() as u64 + dirents,
+        written,
+        "trace reads back whole"
+    );
+    assert!(dirents > 0, "listings recorded their entries");
     seqs.sort_unstable();
     assert!(
         seqs.iter().enumerate().all(|(i, &s)| s == i as u64),

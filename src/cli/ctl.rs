@@ -12,7 +12,9 @@ use crate::overlay::control::{default_socket, Client};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope ctl /mnt/cs mark \"phase1 start strategy=lru\"\n  \
-    chunkscope ctl /mnt/cs stats\n\n\
+    chunkscope ctl /mnt/cs stats\n  \
+    chunkscope ctl /mnt/cs drop-caches\n  \
+    chunkscope ctl /mnt/cs rules\n\n\
     Each command returns after the mount acknowledged it: a marker is in the trace before\n\
     anything the caller does next.")]
 pub struct CtlArgs {
@@ -32,8 +34,12 @@ enum CtlCommand {
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
-    /// Print the mount's counters as JSON.
+    /// Print the mount's counters as JSON (trace, model totals, fault rules).
     Stats,
+    /// Empty the model's block cache: the pool is cold from the next request on.
+    DropCaches,
+    /// Print each fault rule with how often it matched and fired, as JSON.
+    Rules,
 }
 
 pub fn run(args: CtlArgs) -> Result<Outcome> {
@@ -48,6 +54,11 @@ pub fn run(args: CtlArgs) -> Result<Outcome> {
             println!("{reply}");
         }
         CtlCommand::Stats => println!("{}", client.request("stats")?),
+        CtlCommand::DropCaches => {
+            client.request("drop-caches")?;
+            println!("ok: the model's cache is empty");
+        }
+        CtlCommand::Rules => println!("{}", client.request("rules")?),
     }
     Ok(Outcome::Ok)
 }

@@ -8,7 +8,9 @@ mod ctl;
 mod gc;
 mod gen;
 mod inspect;
+mod model_args;
 mod mount;
+mod replay;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +38,7 @@ enum Command {
     Mount(mount::MountArgs),
     Ctl(ctl::CtlArgs),
     Gc(gc::GcArgs),
+    Replay(replay::ReplayArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -55,6 +58,7 @@ pub fn run() -> i32 {
         Command::Mount(args) => mount::run(args),
         Command::Ctl(args) => ctl::run(args),
         Command::Gc(args) => gc::run(args),
+        Command::Replay(args) => replay::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

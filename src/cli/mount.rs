@@ -8,8 +8,11 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use fuser::{Config, MountOption, Session, SessionACL};
 
+use super::model_args::ModelArgs;
 use super::Outcome;
-use crate::overlay::{Overlay, OverlayOptions};
+use crate::faults::Faults;
+use crate::model::Model;
+use crate::overlay::{Instruments, Overlay, OverlayOptions};
 use crate::trace::{TraceMeta, TraceWriter};
 
 /// Mount a tracing FUSE passthrough over a chunk store (foreground).
@@ -57,6 +60,24 @@ pub struct MountArgs {
     /// left byte for byte and timestamp for timestamp as it was.
     #[arg(long)]
     shadow: bool,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Hold each reply F times its modelled cost: 1 is real time, 0.001 suits tests, 0 only
+    /// accounts (costs are recorded, nothing waits).
+    #[arg(long, default_value_t = 1.0, value_name = "F", requires = "model")]
+    time_scale: f64,
+    /// A fault rule, e.g. 'setattr-atime errno=EIO nth=100' or 'getattr prob=0.05
+    /// delay=exp:8ms' (repeatable; rules are tried in order, the first that fires decides).
+    /// Syntax: OPS [path=GLOB] [after=DUR] [prob=P|nth=N|every=K] [delay=D|stall=D]
+    /// [errno=NAME|any]; D is 5ms, uniform:1ms..5ms, exp:MEAN or lognormal:MEDIAN,SIGMA.
+    #[arg(long = "fault", value_name = "RULE")]
+    faults: Vec<String>,
+    /// Read fault rules from FILE, one per line (# comments), after the --fault ones.
+    #[arg(long = "faults", value_name = "FILE")]
+    fault_files: Vec<PathBuf>,
+    /// Seed of the fault decisions: same seed, same store, same requests, same faults.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 fn seconds(v: f64, flag: &str) -> Result<Duration> {
@@ -117,6 +138,16 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         shadow: args.shadow,
     };
 
+    if !(0.0..=1000.0).contains(&args.time_scale) {
+        bail!(
+            "--time-scale {}: expected a factor from 0 to 1000",
+            args.time_scale
+        );
+    }
+    let params = args.model.params()?;
+    let faults = Faults::load(&args.faults, &args.fault_files, args.seed)?;
+    let rule_texts: Vec<String> = faults.stats().into_iter().map(|r| r.rule).collect();
+
     let set = block_signals();
     let (writer, sink) = match &args.trace {
         Some(path) => {
@@ -134,13 +165,26 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             o.insert("allow_other".into(), args.allow_other.into());
             o.insert("page_cache_reads".into(), true.into());
             o.insert("shadow".into(), args.shadow.into());
+            if let Some(p) = &params {
+                o.insert("model".into(), serde_json::to_value(p)?);
+                o.insert("time_scale".into(), args.time_scale.into());
+            }
+            if !rule_texts.is_empty() {
+                o.insert("faults".into(), rule_texts.clone().into());
+                o.insert("seed".into(), args.seed.into());
+            }
             let (w, s) = TraceWriter::start(path, meta)
                 .with_context(|| format!("--trace {}", path.display()))?;
             (Some(w), Some(s))
         }
         None => (None, None),
     };
-    let overlay = Overlay::new(opts, sink)?;
+    let inst = std::sync::Arc::new(Instruments::new(
+        Some(faults),
+        params.map(Model::new),
+        args.time_scale,
+    )?);
+    let overlay = Overlay::new(opts, sink, inst.clone())?;
     let shared = std::sync::Arc::new(overlay.shared());
     // Bound before mounting: whoever sees the mount finds its control socket.
     let socket = match &args.control {
@@ -202,6 +246,22 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     shared.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
     crate::overlay::control::remove_if_ours(&socket, socket_ino);
     ran?;
+    if let Some(mut m) = inst.model() {
+        m.flush();
+        eprintln!(
+            "chunkscope: model {}: {}",
+            m.params().name,
+            serde_json::to_string(&m.totals())?
+        );
+    }
+    if let Some(f) = &inst.faults {
+        for r in f.stats() {
+            eprintln!(
+                "chunkscope: fault rule '{}': {} matched, {} fired",
+                r.rule, r.matches, r.hits
+            );
+        }
+    }
     if let Some(w) = writer {
         let s = w.finish().context("finishing the trace")?;
         eprintln!(

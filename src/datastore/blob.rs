@@ -227,7 +227,7 @@ mod tests {
 
         // Incompressible data falls back to the uncompressed kind.
         let mut noise = vec![0u8; 4096];
-        crate::gen::rng::SplitMix(42).fill(&mut noise);
+        crate::rng::SplitMix(42).fill(&mut noise);
         let raw = encode(&noise, true);
         assert_eq!(&raw[..8], &UNCOMPRESSED_BLOB_MAGIC_1_0);
         assert_eq!(raw.len(), noise.len() + 12);

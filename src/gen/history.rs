@@ -24,7 +24,7 @@
 //! * A chunk's atime is `max(creation, prev_gc if referenced then)`; its mtime is its creation
 //!   time plus a sequence number in nanoseconds, strictly increasing in creation order.
 
-use super::rng::{hash, unit};
+use crate::rng::{hash, unit};
 
 /// A chunk content, identified by a 64-bit hash; the low bit says "dynamic chunk size".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

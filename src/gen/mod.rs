@@ -7,17 +7,16 @@
 
 pub mod history;
 pub mod payload;
-pub mod rng;
 pub mod truth;
 pub mod writer;
 
 use anyhow::{bail, Result};
 
+use crate::rng::{hash, unit};
 use history::{
     ArchiveKind, ArchiveSpec, BackupType, ContentModel, FailedBackup, GroupSpec, History,
     NamespaceSpec, Retention,
 };
-use rng::{hash, unit};
 
 /// Damage to inject, for tests of checks and GC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! in `[chunk_size/4, 4·chunk_size]`, the bounds of PBS's chunker around its average.
 
 use super::history::ContentId;
-use super::rng::{hash, unit, SplitMix};
+use crate::rng::{hash, unit, SplitMix};
 
 #[derive(Clone, Copy, Debug)]
 pub struct PayloadModel {
@@ -47,7 +47,7 @@ impl PayloadModel {
 }
 
 fn mix_bits(h: u64) -> u64 {
-    super::rng::mix(h ^ 0x5555_5555_5555_5555)
+    crate::rng::mix(h ^ 0x5555_5555_5555_5555)
 }
 
 #[cfg(test)]

@@ -21,7 +21,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::history::{BackupType, ContentId, Event, History};
 use super::payload::PayloadModel;
-use super::rng::hash;
 use super::truth::{GarbageCounts, GroundTruth};
 use super::GenConfig;
 use crate::datastore::create::create_datastore;
@@ -32,6 +31,7 @@ use crate::datastore::manifest::{Manifest, ManifestFile};
 use crate::datastore::paths::{chunk_rel_path, GROUP_OWNER_FILE, MANIFEST_BLOB_NAME};
 use crate::datastore::{blob, Digest};
 use crate::fsutil::{set_file_times, Timestamp};
+use crate::rng::hash;
 
 /// The default GC cutoff (`gc-atime-cutoff`), minutes.
 pub const DEFAULT_CUTOFF_MINUTES: u64 = 1445;

@@ -142,9 +142,82 @@ impl ModelParams {
         })
     }
 
+    /// A preset name, or a JSON file of [`ModelParams`] (as `chunkscope replay --print-model`
+    /// writes one).
+    pub fn load(spec: &str) -> anyhow::Result<ModelParams> {
+        use anyhow::Context;
+        if PRESETS.contains(&spec) || !std::path::Path::new(spec).exists() {
+            return ModelParams::preset(spec);
+        }
+        let text =
+            std::fs::read_to_string(spec).with_context(|| format!("reading model file {spec}"))?;
+        let p: ModelParams = serde_json::from_str(&text)
+            .with_context(|| format!("model file {spec}: not a valid model (JSON)"))?;
+        p.validate().with_context(|| format!("model file {spec}"))?;
+        Ok(p)
+    }
+
+    /// Rejects parameters the model cannot use.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let per_block = match self.layout {
+            Layout::Zfs { per_block } => per_block,
+            Layout::Ext4 {
+                per_block,
+                inodes_per_group,
+            } => {
+                anyhow::ensure!(inodes_per_group > 0, "inodes_per_group must be above 0");
+                per_block
+            }
+        };
+        anyhow::ensure!(per_block > 0, "layout per_block must be above 0");
+        anyhow::ensure!(self.block_bytes > 0, "block_bytes must be above 0");
+        anyhow::ensure!(self.queue_depth > 0, "queue_depth must be above 0");
+        anyhow::ensure!(self.txg_ns > 0, "txg_ns must be above 0");
+        anyhow::ensure!(
+            self.dirty_limit_blocks > 0,
+            "dirty_limit_blocks must be above 0"
+        );
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.throttle_start),
+            "throttle_start must be in [0, 1)"
+        );
+        Ok(())
+    }
+
     fn cache_blocks(&self) -> usize {
         (self.cache_bytes / self.block_bytes.max(1)).min(usize::MAX as u64 / 2) as usize
     }
+}
+
+/// True for the metadata operations the model charges. The others (data reads and writes,
+/// releases, forgets, markers, ...) cost nothing and leave the model untouched: several of
+/// them reach a FUSE server asynchronously, and they must not make the totals depend on
+/// timing.
+pub fn charges(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Lookup
+            | Op::Getattr
+            | Op::Setattr
+            | Op::Readlink
+            | Op::Mknod
+            | Op::Mkdir
+            | Op::Unlink
+            | Op::Rmdir
+            | Op::Symlink
+            | Op::Rename
+            | Op::Link
+            | Op::Open
+            | Op::Opendir
+            | Op::Readdir
+            | Op::Readdirplus
+            | Op::Access
+            | Op::Create
+            | Op::Getxattr
+            | Op::Listxattr
+            | Op::Setxattr
+            | Op::Removexattr
+    )
 }
 
 /// What the model needs of an operation.
@@ -194,6 +267,8 @@ pub struct Model {
     clock_ns: u64,
     txg_start_ns: u64,
     totals: Totals,
+    /// Reused by [`Model::charge_listing`].
+    scratch: Vec<u64>,
 }
 
 impl Model {
@@ -205,6 +280,7 @@ impl Model {
             clock_ns: 0,
             txg_start_ns: 0,
             totals: Totals::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -290,17 +366,16 @@ impl Model {
 
     /// Charges one operation and advances the modelled clock.
     pub fn charge(&mut self, op: &ModelOp) -> Cost {
+        if !charges(op.op) {
+            return Cost::default();
+        }
         self.advance_txgs();
-        let mut c = Cost::default();
+        let mut c = Cost {
+            ns: self.params.op_ns,
+            ..Cost::default()
+        };
         let layout = self.params.layout;
         let ok = op.errno == 0;
-        let metadata = !matches!(
-            op.op,
-            Op::Forget | Op::Marker | Op::Statfs | Op::Release | Op::Releasedir | Op::Flush
-        );
-        if metadata {
-            c.ns += self.params.op_ns;
-        }
         match op.op {
             Op::Lookup => {
                 self.read(dir_block(op.parent), &mut c);
@@ -355,15 +430,18 @@ impl Model {
         self.advance_txgs();
         let mut c = Cost::default();
         let layout = self.params.layout;
-        let mut blocks: Vec<u64> = entries.iter().map(|&i| layout.block(i)).collect();
+        let mut blocks = std::mem::take(&mut self.scratch);
+        blocks.clear();
+        blocks.extend(entries.iter().map(|&i| layout.block(i)));
         blocks.sort_unstable();
         blocks.dedup();
-        for b in blocks {
+        for &b in &blocks {
             if !self.cache.contains(b) {
                 c.prefetched += 1;
             }
             self.cache.access(b);
         }
+        self.scratch = blocks;
         c.ns = c.prefetched.div_ceil(self.params.queue_depth.max(1)) * self.params.miss_ns;
         let c = self.finish(c);
         self.totals.ops -= 1; // part of the listing, not an operation of its own

@@ -8,7 +8,9 @@
 //! | request | reply |
 //! |---|---|
 //! | `mark TEXT` | `ok seq=N`: a `marker` record named TEXT (cut at 255 bytes) was recorded |
-//! | `stats` | `ok {json}`: known inodes, trace records sent/stalls/lost, shadowed unlinks |
+//! | `stats` | `ok {json}`: known inodes, trace records sent/stalls/lost, shadowed unlinks, the model's totals, held replies, fault rule counters |
+//! | `drop-caches` | `ok`: the model's block cache is empty (a cold pool) from the next request on |
+//! | `rules` | `ok [json]`: each fault rule with the requests it matched and the times it fired |
 //! | anything else | `error ...` |
 
 use std::io::{BufRead, BufReader, Write};
@@ -50,6 +52,7 @@ pub struct Shared {
     pub shadow: Option<Arc<Shadow>>,
     /// Taken (set to None) when the session ends, so the trace writer can finish.
     pub sink: Mutex<Option<TraceSink>>,
+    pub inst: Arc<super::Instruments>,
 }
 
 fn peer_pid(s: &UnixStream) -> u32 {
@@ -96,15 +99,42 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
                 .unwrap_or_else(|p| p.into_inner())
                 .as_ref()
                 .map_or((0, 0, 0), TraceSink::counts);
+            let inst = &shared.inst;
+            let model = inst.model().map(|m| {
+                serde_json::json!({
+                    "name": m.params().name, "clock_ns": m.clock_ns(), "totals": m.totals(),
+                })
+            });
             let v = serde_json::json!({
                 "inodes": shared.inodes.len(),
                 "records": sent, "stalls": stalls, "lost": lost,
                 "shadow_unlinks": shared.shadow.as_ref().map(|s| s.removed_count()),
+                "model": model,
+                "held_replies": inst.timer.as_ref().map(|t| t.counts().0),
+                "faults": inst.faults.as_ref().map(|f| f.stats()),
             });
             format!("ok {v}")
         }
+        "drop-caches" => match shared.inst.model() {
+            Some(mut m) => {
+                m.drop_caches();
+                "ok".into()
+            }
+            None => "error the mount has no model (start it with --model)".into(),
+        },
+        "rules" => {
+            let rules = shared
+                .inst
+                .faults
+                .as_ref()
+                .map(|f| f.stats())
+                .unwrap_or_default();
+            format!("ok {}", serde_json::to_string(&rules).unwrap_or_default())
+        }
         "" => "error empty request".into(),
-        other => format!("error unknown request '{other}' (try: mark TEXT, stats)"),
+        other => {
+            format!("error unknown request '{other}' (try: mark TEXT, stats, drop-caches, rules)")
+        }
     }
 }
 

@@ -10,7 +10,13 @@
 //! and handed to the trace writer thread ([`crate::trace::TraceSink`]); nothing is formatted or
 //! allocated on the request path.
 //!
-//! Not (yet) here: shadow mode, the control channel, fault injection and the cost model.
+//! Fault rules ([`crate::faults`]) are consulted before a request is performed (an injected
+//! error replaces it); the cost model ([`crate::model`]) charges it after, under one lock that
+//! also hands out the trace's request numbers, so the trace's order is the model's order and
+//! `chunkscope replay` recomputes the same costs. A request whose reply must wait (an
+//! injected delay, or `--time-scale` times its modelled cost) hands the reply to the timer
+//! thread ([`timer`]) and the worker goes on serving.
+//!
 //! POSIX record locks are forwarded as open-file-description locks on the backing file, which
 //! conflict with `fcntl` locks taken on the store directly.
 
@@ -18,6 +24,7 @@ pub mod control;
 pub mod inode;
 pub mod shadow;
 mod sys;
+pub mod timer;
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -34,6 +41,8 @@ use fuser::{
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
+use crate::faults::{Decision, Faults, Request as FaultRequest};
+use crate::model::{charges, Model, ModelOp};
 use crate::trace::format::flags;
 use crate::trace::{Op, RawRecord, TraceSink};
 use inode::{handle_at, open_handle, Fd, InodeTable};
@@ -55,6 +64,66 @@ pub struct OverlayOptions {
     pub shadow: bool,
 }
 
+/// Fault rules, the cost model and the timer that holds delayed replies.
+#[derive(Default)]
+pub struct Instruments {
+    pub faults: Option<Faults>,
+    pub model: Option<std::sync::Mutex<Model>>,
+    /// Replies wait `time_scale` times their modelled cost (0: account only).
+    pub time_scale: f64,
+    pub timer: Option<timer::Timer>,
+}
+
+impl Instruments {
+    /// Starts the timer thread if anything can delay a reply.
+    pub fn new(faults: Option<Faults>, model: Option<Model>, time_scale: f64) -> Result<Self> {
+        let faults = faults.filter(|f| !f.is_empty());
+        let delays = faults.is_some() || (model.is_some() && time_scale > 0.0);
+        Ok(Instruments {
+            faults,
+            model: model.map(std::sync::Mutex::new),
+            time_scale,
+            timer: if delays {
+                Some(timer::Timer::start().context("starting the timer thread")?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// The model, locked.
+    pub fn model(&self) -> Option<std::sync::MutexGuard<'_, Model>> {
+        self.model
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// The entries of the listing a worker is answering (thread local, reused).
+#[derive(Default)]
+struct Listing {
+    inos: Vec<u64>,
+    names: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl Listing {
+    fn clear(&mut self) {
+        self.inos.clear();
+        self.names.clear();
+        self.ends.clear();
+    }
+
+    fn push(&mut self, ino: u64, name: &[u8]) {
+        if name == b"." || name == b".." {
+            return;
+        }
+        self.inos.push(ino);
+        self.names.extend_from_slice(name);
+        self.ends.push(self.names.len() as u32);
+    }
+}
+
 /// The FUSE filesystem.
 pub struct Overlay {
     root: OwnedFd,
@@ -63,11 +132,13 @@ pub struct Overlay {
     inodes: std::sync::Arc<InodeTable>,
     sink: Option<TraceSink>,
     shadow: Option<std::sync::Arc<shadow::Shadow>>,
+    inst: std::sync::Arc<Instruments>,
     opts: OverlayOptions,
 }
 
 thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static LISTING: RefCell<Listing> = RefCell::new(Listing::default());
 }
 
 fn to_time(sec: i64, nsec: i64) -> SystemTime {
@@ -134,6 +205,17 @@ fn err(e: i32) -> Errno {
     Errno::from_i32(e)
 }
 
+/// The injected error of `dec`, or what `run` returns (the operation is performed only if no
+/// error was injected).
+#[inline]
+fn unless<T>(dec: Decision, run: impl FnOnce() -> Result<T, i32>) -> Result<T, i32> {
+    if dec.errno != 0 {
+        Err(dec.errno)
+    } else {
+        run()
+    }
+}
+
 /// What a request did, for its trace record.
 #[derive(Default)]
 struct Done<'a> {
@@ -143,11 +225,17 @@ struct Done<'a> {
     arg: u64,
     flags: u8,
     name: &'a [u8],
+    /// A listing: its entries are in [`LISTING`].
+    listing: bool,
 }
 
 impl Overlay {
     /// Opens the store; refuses anything that is not a directory.
-    pub fn new(opts: OverlayOptions, sink: Option<TraceSink>) -> Result<Overlay> {
+    pub fn new(
+        opts: OverlayOptions,
+        sink: Option<TraceSink>,
+        inst: std::sync::Arc<Instruments>,
+    ) -> Result<Overlay> {
         let store = &opts.store;
         let c = std::ffi::CString::new(store.as_os_str().as_bytes()).context("store path")?;
         // SAFETY: valid C string.
@@ -188,6 +276,7 @@ impl Overlay {
             inodes: std::sync::Arc::new(InodeTable::default()),
             sink,
             shadow,
+            inst,
             opts,
         })
     }
@@ -198,6 +287,7 @@ impl Overlay {
             inodes: self.inodes.clone(),
             shadow: self.shadow.clone(),
             sink: std::sync::Mutex::new(self.sink.clone()),
+            inst: self.inst.clone(),
         }
     }
 
@@ -233,21 +323,130 @@ impl Overlay {
         self.sink.as_ref().map_or(0, TraceSink::now_ns)
     }
 
+    /// Whether listings must collect their entries (for Dirent records or the model).
     #[inline]
-    fn emit(&self, req: &Request, op: Op, t0: u64, d: Done<'_>) {
-        let Some(sink) = &self.sink else { return };
-        let mut r = RawRecord::new(op);
-        r.seq = sink.next_seq();
-        r.start_ns = t0;
-        r.duration_ns = sink.now_ns().saturating_sub(t0);
-        r.pid = req.pid();
-        r.errno = d.errno;
-        r.ino = d.ino;
-        r.parent = d.parent;
-        r.arg = d.arg;
-        r.flags = d.flags;
-        r.set_name(d.name);
-        sink.record(r);
+    fn tracks_listings(&self) -> bool {
+        self.sink.is_some() || self.inst.model.is_some()
+    }
+
+    /// Asks the fault rules about a request before it is performed. `node` is the inode the
+    /// request is about, or the parent directory for a request with a name.
+    #[inline]
+    fn admit(&self, op: Op, node: INodeNo, name: &[u8], atime: bool, mtime: bool) -> Decision {
+        let Some(f) = &self.inst.faults else {
+            return Decision::default();
+        };
+        if !f.selects(op) {
+            return Decision::default();
+        }
+        let (ino, parent) = if name.is_empty() {
+            (self.backing(node), 0)
+        } else {
+            (0, self.backing(node))
+        };
+        let r = FaultRequest {
+            op,
+            ino,
+            parent,
+            name,
+            set_atime: atime,
+            set_mtime: mtime,
+        };
+        f.decide(&r, &mut || self.path_of(node, name))
+    }
+
+    /// The store-relative path of `node`, joined with `name` (for path globs of fault rules).
+    fn path_of(&self, node: INodeNo, name: &[u8]) -> Option<String> {
+        let fd = self.fd(node, libc::O_PATH).ok()?;
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+        let mut p = link
+            .strip_prefix(&self.opts.store)
+            .ok()?
+            .to_str()?
+            .to_string();
+        if !name.is_empty() {
+            if !p.is_empty() {
+                p.push('/');
+            }
+            p.push_str(std::str::from_utf8(name).ok()?);
+        }
+        Some(p)
+    }
+
+    /// Records a request (charging the model first) and returns how long its reply must be
+    /// held: the injected delay plus `time_scale` times the modelled cost.
+    #[inline]
+    fn emit(&self, req: &Request, op: Op, t0: u64, d: Done<'_>, dec: Decision) -> u64 {
+        let sink = self.sink.as_ref();
+        let seq;
+        let mut modeled = 0;
+        match &self.inst.model {
+            Some(m) if charges(op) => {
+                let mut m = m.lock().unwrap_or_else(|p| p.into_inner());
+                // The request number is taken under the model's lock: the trace's order is
+                // the order the model saw.
+                seq = sink.map_or(0, TraceSink::next_seq);
+                modeled = m
+                    .charge(&ModelOp {
+                        op,
+                        ino: d.ino,
+                        parent: d.parent,
+                        errno: d.errno,
+                    })
+                    .ns;
+                if d.listing {
+                    LISTING.with(|l| modeled += m.charge_listing(&l.borrow().inos).ns);
+                }
+            }
+            _ => seq = sink.map_or(0, TraceSink::next_seq),
+        }
+        if let Some(sink) = sink {
+            if d.listing {
+                LISTING.with(|l| {
+                    let l = l.borrow();
+                    let mut start = 0;
+                    for (i, (&ino, &end)) in l.inos.iter().zip(&l.ends).enumerate() {
+                        let mut r = RawRecord::new(Op::Dirent);
+                        r.seq = seq;
+                        r.start_ns = t0;
+                        r.ino = ino;
+                        r.parent = d.ino;
+                        r.arg = i as u64;
+                        r.pid = req.pid();
+                        r.set_name(&l.names[start..end as usize]);
+                        start = end as usize;
+                        sink.record(r);
+                    }
+                });
+            }
+            let mut r = RawRecord::new(op);
+            r.seq = seq;
+            r.start_ns = t0;
+            r.duration_ns = sink.now_ns().saturating_sub(t0);
+            r.pid = req.pid();
+            r.errno = d.errno;
+            r.ino = d.ino;
+            r.parent = d.parent;
+            r.arg = d.arg;
+            r.flags = d.flags;
+            if dec.errno != 0 {
+                r.flags |= flags::INJECTED_ERROR;
+            }
+            r.injected_ns = dec.delay_ns;
+            r.modeled_ns = modeled;
+            r.set_name(d.name);
+            sink.record(r);
+        }
+        dec.delay_ns + (modeled as f64 * self.inst.time_scale) as u64
+    }
+
+    /// Sends a reply now, or after `hold_ns` from the timer thread.
+    #[inline]
+    fn answer(&self, hold_ns: u64, send: impl FnOnce() + Send + 'static) {
+        match &self.inst.timer {
+            Some(t) if hold_ns > 0 => t.after(Duration::from_nanos(hold_ns), send),
+            _ => send(),
+        }
     }
 
     /// Registers `name` in `dir` (already stat'ed as `st`) as looked up; returns the entry.
@@ -322,11 +521,29 @@ impl Overlay {
         }
     }
 
-    fn reply_entry(&self, reply: ReplyEntry, r: &Result<(FileAttr, Generation), i32>) {
-        match r {
-            Ok((a, g)) => reply.entry_with_ttls(&self.opts.attr_ttl, &self.opts.entry_ttl, a, *g),
-            Err(e) => reply.error(err(*e)),
-        }
+    fn reply_entry(&self, hold: u64, reply: ReplyEntry, r: Result<(FileAttr, Generation), i32>) {
+        let (attr_ttl, entry_ttl) = (self.opts.attr_ttl, self.opts.entry_ttl);
+        self.answer(hold, move || match r {
+            Ok((a, g)) => reply.entry_with_ttls(&attr_ttl, &entry_ttl, &a, g),
+            Err(e) => reply.error(err(e)),
+        })
+    }
+
+    /// Sends an attribute reply (after `hold`).
+    fn reply_attr(&self, hold: u64, reply: ReplyAttr, r: Result<libc::stat, i32>) {
+        let ttl = self.opts.attr_ttl;
+        self.answer(hold, move || match r {
+            Ok(st) => reply.attr(&ttl, &attr(&st)),
+            Err(e) => reply.error(err(e)),
+        })
+    }
+
+    /// Sends an empty reply (after `hold`).
+    fn reply_empty(&self, hold: u64, reply: ReplyEmpty, r: Result<(), i32>) {
+        self.answer(hold, move || match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(err(e)),
+        })
     }
 
     fn done_entry<'a>(
@@ -487,6 +704,7 @@ macro_rules! name_or_reply {
                         parent: $self.backing($parent),
                         ..Default::default()
                     },
+                    Decision::default(),
                 );
                 $reply.error(err(e));
                 return;
@@ -516,9 +734,11 @@ impl Filesystem for Overlay {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Lookup, t0, parent, name, reply);
-        let r = self.lookup_in(parent, &n);
-        self.emit(req, Op::Lookup, t0, self.done_entry(parent, n.bytes(), &r));
-        self.reply_entry(reply, &r);
+        let dec = self.admit(Op::Lookup, parent, n.bytes(), false, false);
+        let r = unless(dec, || self.lookup_in(parent, &n));
+        let d = self.done_entry(parent, n.bytes(), &r);
+        let hold = self.emit(req, Op::Lookup, t0, d, dec);
+        self.reply_entry(hold, reply, r);
     }
 
     fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
@@ -533,14 +753,16 @@ impl Filesystem for Overlay {
                 arg: nlookup,
                 ..Default::default()
             },
+            Decision::default(),
         );
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let t0 = self.t0();
-        let r = self.getattr_of(ino, fh);
+        let dec = self.admit(Op::Getattr, ino, b"", false, false);
+        let r = unless(dec, || self.getattr_of(ino, fh));
         let errno = r.as_ref().err().copied().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Getattr,
             t0,
@@ -549,11 +771,9 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            dec,
         );
-        match r {
-            Ok(st) => reply.attr(&self.opts.attr_ttl, &attr(&st)),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_attr(hold, reply, r);
     }
 
     fn setattr(
@@ -575,7 +795,10 @@ impl Filesystem for Overlay {
         reply: ReplyAttr,
     ) {
         let t0 = self.t0();
-        let r = self.setattr_of(ino, mode, uid, gid, size, atime, mtime, fh);
+        let dec = self.admit(Op::Setattr, ino, b"", atime.is_some(), mtime.is_some());
+        let r = unless(dec, || {
+            self.setattr_of(ino, mode, uid, gid, size, atime, mtime, fh)
+        });
         let mut f = self.shadow_flag();
         if atime.is_some() {
             f |= flags::SET_ATIME;
@@ -591,7 +814,7 @@ impl Filesystem for Overlay {
             _ => 0,
         };
         let errno = r.as_ref().err().copied().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Setattr,
             t0,
@@ -602,17 +825,16 @@ impl Filesystem for Overlay {
                 flags: f,
                 ..Default::default()
             },
+            dec,
         );
-        match r {
-            Ok(st) => reply.attr(&self.opts.attr_ttl, &attr(&st)),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_attr(hold, reply, r);
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let t0 = self.t0();
         let mut target = [0u8; 4096];
-        let r = self.fd(ino, libc::O_PATH).and_then(|fd| {
+        let dec = self.admit(Op::Readlink, ino, b"", false, false);
+        let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
             // SAFETY: valid fd and buffer.
             sys::rc_size(unsafe {
                 libc::readlinkat(
@@ -624,7 +846,7 @@ impl Filesystem for Overlay {
             })
         });
         let errno = r.as_ref().err().copied().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Readlink,
             t0,
@@ -633,11 +855,12 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            dec,
         );
-        match r {
+        self.answer(hold, move || match r {
             Ok(n) => reply.data(&target[..n]),
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn mkdir(
@@ -651,8 +874,8 @@ impl Filesystem for Overlay {
     ) {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Mkdir, t0, parent, name, reply);
-        let r = self
-            .writable()
+        let dec = self.admit(Op::Mkdir, parent, n.bytes(), false, false);
+        let r = unless(dec, || self.writable())
             .and_then(|()| self.fd(parent, libc::O_PATH))
             .and_then(|dir| {
                 // SAFETY: valid fd and name.
@@ -660,8 +883,9 @@ impl Filesystem for Overlay {
                 let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
                 self.enter(dir.as_raw_fd(), &n, &st)
             });
-        self.emit(req, Op::Mkdir, t0, self.done_entry(parent, n.bytes(), &r));
-        self.reply_entry(reply, &r);
+        let d = self.done_entry(parent, n.bytes(), &r);
+        let hold = self.emit(req, Op::Mkdir, t0, d, dec);
+        self.reply_entry(hold, reply, r);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -682,8 +906,11 @@ impl Filesystem for Overlay {
     ) {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Symlink, t0, parent, link_name, reply);
-        let r = std::ffi::CString::new(target.as_os_str().as_bytes())
-            .map_err(|_| libc::EINVAL)
+        let dec = self.admit(Op::Symlink, parent, n.bytes(), false, false);
+        let r = unless(dec, || Ok(()))
+            .and_then(|()| {
+                std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)
+            })
             .and_then(|t| {
                 self.writable()?;
                 let dir = self.fd(parent, libc::O_PATH)?;
@@ -694,8 +921,9 @@ impl Filesystem for Overlay {
                 let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
                 self.enter(dir.as_raw_fd(), &n, &st)
             });
-        self.emit(req, Op::Symlink, t0, self.done_entry(parent, n.bytes(), &r));
-        self.reply_entry(reply, &r);
+        let d = self.done_entry(parent, n.bytes(), &r);
+        let hold = self.emit(req, Op::Symlink, t0, d, dec);
+        self.reply_entry(hold, reply, r);
     }
 
     fn rename(
@@ -712,7 +940,9 @@ impl Filesystem for Overlay {
         let n = name_or_reply!(self, req, Op::Rename, t0, parent, name, reply);
         let nn = name_or_reply!(self, req, Op::Rename, t0, newparent, newname, reply);
         let mut ino = 0;
+        let dec = self.admit(Op::Rename, parent, n.bytes(), false, false);
         let r = (|| {
+            unless(dec, || Ok(()))?;
             self.writable()?;
             let from = self.fd(parent, libc::O_PATH)?;
             let to = self.fd(newparent, libc::O_PATH)?;
@@ -737,11 +967,8 @@ impl Filesystem for Overlay {
             name: n.bytes(),
             ..Default::default()
         };
-        self.emit(req, Op::Rename, t0, d);
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
-        }
+        let hold = self.emit(req, Op::Rename, t0, d, dec);
+        self.reply_empty(hold, reply, r);
     }
 
     fn link(
@@ -754,7 +981,9 @@ impl Filesystem for Overlay {
     ) {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Link, t0, newparent, newname, reply);
+        let dec = self.admit(Op::Link, newparent, n.bytes(), false, false);
         let r = (|| {
+            unless(dec, || Ok(()))?;
             self.writable()?;
             let src = self.fd(ino, libc::O_PATH)?;
             let dir = self.fd(newparent, libc::O_PATH)?;
@@ -771,15 +1000,17 @@ impl Filesystem for Overlay {
             let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
             self.enter(dir.as_raw_fd(), &n, &st)
         })();
-        self.emit(req, Op::Link, t0, self.done_entry(newparent, n.bytes(), &r));
-        self.reply_entry(reply, &r);
+        let d = self.done_entry(newparent, n.bytes(), &r);
+        let hold = self.emit(req, Op::Link, t0, d, dec);
+        self.reply_entry(hold, reply, r);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, oflags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
         let fl = oflags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
         let writes = fl & libc::O_ACCMODE != libc::O_RDONLY || fl & libc::O_TRUNC != 0;
-        let r = if writes { self.writable() } else { Ok(()) };
+        let dec = self.admit(Op::Open, ino, b"", false, false);
+        let r = unless(dec, || if writes { self.writable() } else { Ok(()) });
         let r = r
             .and_then(|()| self.fd(ino, self.read_flags(fl)))
             .map(|fd| match fd {
@@ -787,7 +1018,7 @@ impl Filesystem for Overlay {
                 Fd::Root(_) => unreachable!("root is opened with openat"),
             });
         let errno = r.as_ref().err().copied().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Open,
             t0,
@@ -797,11 +1028,12 @@ impl Filesystem for Overlay {
                 arg: oflags.0 as u64,
                 ..Default::default()
             },
+            dec,
         );
-        match r {
+        self.answer(hold, move || match r {
             Ok(fd) => reply.opened(FileHandle(fd as u64), FopenFlags::empty()),
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn read(
@@ -816,21 +1048,24 @@ impl Filesystem for Overlay {
         reply: ReplyData,
     ) {
         let t0 = self.t0();
+        let dec = self.admit(Op::Read, ino, b"", false, false);
         BUF.with(|b| {
             let mut buf = b.borrow_mut();
             buf.resize(size as usize, 0);
-            // SAFETY: buf is writable for `size` bytes.
-            let r = sys::rc_size(unsafe {
-                libc::pread(
-                    fh.0 as RawFd,
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    size as usize,
-                    offset as libc::off_t,
-                )
+            let r = unless(dec, || {
+                // SAFETY: buf is writable for `size` bytes.
+                sys::rc_size(unsafe {
+                    libc::pread(
+                        fh.0 as RawFd,
+                        buf.as_mut_ptr() as *mut libc::c_void,
+                        size as usize,
+                        offset as libc::off_t,
+                    )
+                })
             });
             let errno = r.as_ref().err().copied().unwrap_or(0);
             let arg = *r.as_ref().unwrap_or(&0) as u64;
-            self.emit(
+            let hold = self.emit(
                 req,
                 Op::Read,
                 t0,
@@ -840,10 +1075,15 @@ impl Filesystem for Overlay {
                     arg,
                     ..Default::default()
                 },
+                dec,
             );
             match r {
+                Ok(n) if hold > 0 => {
+                    let data = buf[..n].to_vec(); // held: the reply outlives this buffer
+                    self.answer(hold, move || reply.data(&data));
+                }
                 Ok(n) => reply.data(&buf[..n]),
-                Err(e) => reply.error(err(e)),
+                Err(e) => self.answer(hold, move || reply.error(err(e))),
             }
         });
     }
@@ -861,18 +1101,21 @@ impl Filesystem for Overlay {
         reply: ReplyWrite,
     ) {
         let t0 = self.t0();
-        // SAFETY: data is readable for its length.
-        let r = sys::rc_size(unsafe {
-            libc::pwrite(
-                fh.0 as RawFd,
-                data.as_ptr() as *const libc::c_void,
-                data.len(),
-                offset as libc::off_t,
-            )
+        let dec = self.admit(Op::Write, ino, b"", false, false);
+        let r = unless(dec, || {
+            // SAFETY: data is readable for its length.
+            sys::rc_size(unsafe {
+                libc::pwrite(
+                    fh.0 as RawFd,
+                    data.as_ptr() as *const libc::c_void,
+                    data.len(),
+                    offset as libc::off_t,
+                )
+            })
         });
         let errno = r.as_ref().err().copied().unwrap_or(0);
         let arg = *r.as_ref().unwrap_or(&0) as u64;
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Write,
             t0,
@@ -882,11 +1125,12 @@ impl Filesystem for Overlay {
                 arg,
                 ..Default::default()
             },
+            dec,
         );
-        match r {
+        self.answer(hold, move || match r {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn flush(
@@ -912,6 +1156,7 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            Decision::default(),
         );
         match r {
             Ok(()) => reply.ok(),
@@ -939,6 +1184,7 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            Decision::default(),
         );
         reply.ok();
     }
@@ -952,16 +1198,19 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
-        // SAFETY: fh is an fd we opened.
-        let r = sys::rc(unsafe {
-            if datasync {
-                libc::fdatasync(fh.0 as RawFd)
-            } else {
-                libc::fsync(fh.0 as RawFd)
-            }
+        let dec = self.admit(Op::Fsync, ino, b"", false, false);
+        let r = unless(dec, || {
+            // SAFETY: fh is an fd we opened.
+            sys::rc(unsafe {
+                if datasync {
+                    libc::fdatasync(fh.0 as RawFd)
+                } else {
+                    libc::fsync(fh.0 as RawFd)
+                }
+            })
         });
         let errno = r.err().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Fsync,
             t0,
@@ -970,23 +1219,23 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            dec,
         );
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_empty(hold, reply, r);
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
-        let r = self
-            .fd(ino, self.read_flags(libc::O_RDONLY | libc::O_DIRECTORY))
-            .map(|fd| match fd {
-                Fd::Owned(o) => o.into_raw_fd_keep(),
-                Fd::Root(_) => unreachable!("only O_PATH borrows the root"),
-            });
+        let dec = self.admit(Op::Opendir, ino, b"", false, false);
+        let r = unless(dec, || {
+            self.fd(ino, self.read_flags(libc::O_RDONLY | libc::O_DIRECTORY))
+        })
+        .map(|fd| match fd {
+            Fd::Owned(o) => o.into_raw_fd_keep(),
+            Fd::Root(_) => unreachable!("only O_PATH borrows the root"),
+        });
         let errno = r.as_ref().err().copied().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Opendir,
             t0,
@@ -995,11 +1244,12 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            dec,
         );
-        match r {
+        self.answer(hold, move || match r {
             Ok(fd) => reply.opened(FileHandle(fd as u64), FopenFlags::empty()),
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn readdir(
@@ -1012,15 +1262,24 @@ impl Filesystem for Overlay {
     ) {
         let t0 = self.t0();
         let parent = self.backing(ino);
-        let r = read_dir(fh.0 as RawFd, offset, |d_ino, next, t, name| {
-            if self.hidden(parent, name) {
-                return None;
-            }
-            Some(reply.add(INodeNo(d_ino), next, dtype_kind(t), OsStr::from_bytes(name)))
+        let dec = self.admit(Op::Readdir, ino, b"", false, false);
+        let track = self.tracks_listings();
+        LISTING.with(|l| l.borrow_mut().clear());
+        let r = unless(dec, || {
+            read_dir(fh.0 as RawFd, offset, |d_ino, next, t, name| {
+                if self.hidden(parent, name) {
+                    return None;
+                }
+                let full = reply.add(INodeNo(d_ino), next, dtype_kind(t), OsStr::from_bytes(name));
+                if !full && track {
+                    LISTING.with(|l| l.borrow_mut().push(d_ino, name));
+                }
+                Some(full)
+            })
         });
         let errno = r.as_ref().err().copied().unwrap_or(0);
         let arg = *r.as_ref().unwrap_or(&0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Readdir,
             t0,
@@ -1028,13 +1287,15 @@ impl Filesystem for Overlay {
                 errno,
                 ino: self.backing(ino),
                 arg,
+                listing: track,
                 ..Default::default()
             },
+            dec,
         );
-        match r {
+        self.answer(hold, move || match r {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn readdirplus(
@@ -1049,50 +1310,63 @@ impl Filesystem for Overlay {
         let dir = fh.0 as RawFd;
         let zero = attr(&unsafe { std::mem::zeroed() });
         let parent = self.backing(ino);
-        let r = read_dir(dir, offset, |d_ino, next, _t, name| {
-            if self.hidden(parent, name) {
-                return None;
-            }
-            // The kernel links every entry but "." and "..": those count as lookups.
-            let dot = name == b"." || name == b"..";
-            let entry = if dot {
-                None
-            } else {
-                CName::new(OsStr::from_bytes(name)).ok().and_then(|n| {
-                    let st = fstatat(dir, n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW).ok()?;
-                    self.enter(dir, &n, &st).ok()
-                })
-            };
-            match entry {
-                Some((a, g)) => {
-                    let full = reply.add(
-                        a.ino,
-                        next,
-                        OsStr::from_bytes(name),
-                        &self.opts.entry_ttl,
-                        &a,
-                        g,
-                    );
-                    if full {
-                        self.inodes.forget(a.ino.0, 1); // not sent: the kernel holds no lookup
-                    }
-                    Some(full)
+        let dec = self.admit(Op::Readdirplus, ino, b"", false, false);
+        let track = self.tracks_listings();
+        LISTING.with(|l| l.borrow_mut().clear());
+        let r = unless(dec, || Ok(())).and_then(|()| {
+            read_dir(dir, offset, |d_ino, next, _t, name| {
+                if self.hidden(parent, name) {
+                    return None;
                 }
-                // Dots, and entries that vanished between listing and stat: no attributes, no
-                // lookup; the kernel learns the inode number only.
-                None => Some(reply.add(
-                    INodeNo(d_ino),
-                    next,
-                    OsStr::from_bytes(name),
-                    &Duration::ZERO,
-                    &zero,
-                    Generation(0),
-                )),
-            }
+                // The kernel links every entry but "." and "..": those count as lookups.
+                let dot = name == b"." || name == b"..";
+                let entry = if dot {
+                    None
+                } else {
+                    CName::new(OsStr::from_bytes(name)).ok().and_then(|n| {
+                        let st = fstatat(dir, n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW).ok()?;
+                        self.enter(dir, &n, &st).ok()
+                    })
+                };
+                match entry {
+                    Some((a, g)) => {
+                        let full = reply.add(
+                            a.ino,
+                            next,
+                            OsStr::from_bytes(name),
+                            &self.opts.entry_ttl,
+                            &a,
+                            g,
+                        );
+                        if full {
+                            self.inodes.forget(a.ino.0, 1); // not sent: the kernel holds no lookup
+                        } else if track {
+                            LISTING.with(|l| l.borrow_mut().push(a.ino.0, name));
+                        }
+                        Some(full)
+                    }
+                    // Dots, and entries that vanished between listing and stat: no attributes, no
+                    // lookup; the kernel learns the inode number only.
+                    None => {
+                        let full = reply.add(
+                            INodeNo(d_ino),
+                            next,
+                            OsStr::from_bytes(name),
+                            &Duration::ZERO,
+                            &zero,
+                            Generation(0),
+                        );
+                        if !full && track {
+                            LISTING.with(|l| l.borrow_mut().push(d_ino, name));
+                        }
+                        Some(full)
+                    }
+                }
+            })
         });
         let errno = r.as_ref().err().copied().unwrap_or(0);
         let arg = *r.as_ref().unwrap_or(&0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Readdirplus,
             t0,
@@ -1100,13 +1374,15 @@ impl Filesystem for Overlay {
                 errno,
                 ino: self.backing(ino),
                 arg,
+                listing: track,
                 ..Default::default()
             },
+            dec,
         );
-        match r {
+        self.answer(hold, move || match r {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn releasedir(
@@ -1127,6 +1403,7 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            Decision::default(),
         );
         reply.ok();
     }
@@ -1158,6 +1435,7 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            Decision::default(),
         );
         match r {
             Ok(()) => reply.ok(),
@@ -1168,10 +1446,13 @@ impl Filesystem for Overlay {
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let t0 = self.t0();
         let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        let dec = self.admit(Op::Statfs, ino, b"", false, false);
         // SAFETY: valid fd and out pointer.
-        let r = sys::rc(unsafe { libc::fstatvfs(self.root.as_raw_fd(), &mut s) });
+        let r = unless(dec, || {
+            sys::rc(unsafe { libc::fstatvfs(self.root.as_raw_fd(), &mut s) })
+        });
         let errno = r.err().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Statfs,
             t0,
@@ -1180,8 +1461,9 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            dec,
         );
-        match r {
+        self.answer(hold, move || match r {
             Ok(()) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
@@ -1193,12 +1475,13 @@ impl Filesystem for Overlay {
                 s.f_frsize as u32,
             ),
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let t0 = self.t0();
-        let r = self.fd(ino, libc::O_PATH).and_then(|fd| {
+        let dec = self.admit(Op::Access, ino, b"", false, false);
+        let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
             let p = ProcPath::new(fd.as_raw_fd());
             // SAFETY: valid path.
             sys::rc(unsafe {
@@ -1206,7 +1489,7 @@ impl Filesystem for Overlay {
             })
         });
         let errno = r.err().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             Op::Access,
             t0,
@@ -1216,11 +1499,9 @@ impl Filesystem for Overlay {
                 arg: mask.bits() as u64,
                 ..Default::default()
             },
+            dec,
         );
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_empty(hold, reply, r);
     }
 
     fn create(
@@ -1236,8 +1517,8 @@ impl Filesystem for Overlay {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, Op::Create, t0, parent, name, reply);
         let mut fd_out = -1;
-        let r = self
-            .writable()
+        let dec = self.admit(Op::Create, parent, n.bytes(), false, false);
+        let r = unless(dec, || self.writable())
             .and_then(|()| self.fd(parent, libc::O_PATH))
             .and_then(|dir| {
                 let fd = sys::openat(
@@ -1253,17 +1534,15 @@ impl Filesystem for Overlay {
         if r.is_err() && fd_out >= 0 {
             sys::close(fd_out);
         }
-        self.emit(req, Op::Create, t0, self.done_entry(parent, n.bytes(), &r));
-        match r {
-            Ok((a, g)) => reply.created(
-                &self.opts.entry_ttl,
-                &a,
-                g,
-                FileHandle(fd_out as u64),
-                FopenFlags::empty(),
-            ),
+        let d = self.done_entry(parent, n.bytes(), &r);
+        let hold = self.emit(req, Op::Create, t0, d, dec);
+        let ttl = self.opts.entry_ttl;
+        self.answer(hold, move || match r {
+            Ok((a, g)) => {
+                reply.created(&ttl, &a, g, FileHandle(fd_out as u64), FopenFlags::empty())
+            }
             Err(e) => reply.error(err(e)),
-        }
+        });
     }
 
     fn getlk(
@@ -1293,6 +1572,7 @@ impl Filesystem for Overlay {
                 arg: typ as u64,
                 ..Default::default()
             },
+            Decision::default(),
         );
         match r {
             Ok(()) => {
@@ -1350,6 +1630,7 @@ impl Filesystem for Overlay {
                 arg: typ as u64,
                 ..Default::default()
             },
+            Decision::default(),
         );
         match r {
             Ok(()) => reply.ok(),
@@ -1369,6 +1650,7 @@ impl Filesystem for Overlay {
                     ino: self.backing(ino),
                     ..Default::default()
                 },
+                Decision::default(),
             );
             return reply.error(Errno::ENOSYS);
         }
@@ -1398,6 +1680,7 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            Decision::default(),
         );
         match r {
             Ok(buf) if size == 0 => reply.size(buf.len() as u32),
@@ -1418,6 +1701,7 @@ impl Filesystem for Overlay {
                     ino: self.backing(ino),
                     ..Default::default()
                 },
+                Decision::default(),
             );
             return reply.error(Errno::ENOSYS);
         }
@@ -1445,6 +1729,7 @@ impl Filesystem for Overlay {
                 ino: self.backing(ino),
                 ..Default::default()
             },
+            Decision::default(),
         );
         match r {
             Ok(buf) if size == 0 => reply.size(buf.len() as u32),
@@ -1482,7 +1767,8 @@ impl Overlay {
         let t0 = self.t0();
         let n = name_or_reply!(self, req, op, t0, parent, name, reply);
         let mut ino = 0;
-        let r = self.fd(parent, libc::O_PATH).and_then(|dir| {
+        let dec = self.admit(op, parent, n.bytes(), false, false);
+        let r = unless(dec, || self.fd(parent, libc::O_PATH)).and_then(|dir| {
             if let Some(sh) = &self.shadow {
                 // Kept in memory: the name disappears from the mount, not from the store.
                 if at_flags != 0 {
@@ -1500,7 +1786,7 @@ impl Overlay {
                 return Ok(());
             }
             // The inode number is what the trace is about; one stat more than the kernel asked.
-            if self.sink.is_some() {
+            if self.sink.is_some() || self.inst.model.is_some() {
                 ino = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)
                     .map_or(0, |s| s.st_ino);
             }
@@ -1508,7 +1794,7 @@ impl Overlay {
             sys::rc(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_cstr().as_ptr(), at_flags) })
         });
         let errno = r.err().unwrap_or(0);
-        self.emit(
+        let hold = self.emit(
             req,
             op,
             t0,
@@ -1520,11 +1806,9 @@ impl Overlay {
                 flags: self.shadow_flag(),
                 ..Default::default()
             },
+            dec,
         );
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_empty(hold, reply, r);
     }
 }
 

@@ -38,7 +38,14 @@
 //! ```
 //!
 //! A string is defined before the first record that uses it. Markers are records of op
-//! `Marker` whose name is a string. A reader stops at a torn last slot with a warning.
+//! `Marker` whose name is a string.
+//!
+//! Every entry a listing returned (but `.` and `..`) gets a `Dirent` record: `seq` is the
+//! listing's own seq (they are not requests), `ino` the entry's inode (`d_ino`), `parent` the
+//! directory, `arg` the entry's position in that reply, the name the entry's name. They are
+//! written before the listing's record, so a reader has them all when it meets the listing.
+//! `modeled_ns` of a request is what the cost model charged for it, including the prefetch of
+//! a listing's entries; `injected_ns` the delay a fault rule added. A reader stops at a torn last slot with a warning.
 
 use serde::{Deserialize, Serialize};
 
@@ -124,6 +131,7 @@ ops! {
     Fallocate = 33, "fallocate";
     Lseek = 34, "lseek";
     Marker = 100, "marker";
+    Dirent = 101, "dirent";
 }
 
 /// The name a record carries.

@@ -1,4 +1,4 @@
-//! Deterministic randomness for the generator: SplitMix64 as a stream and as a keyed hash.
+//! Deterministic randomness for the generator and the fault rules: SplitMix64 as a stream and as a keyed hash.
 //!
 //! The generator must give the same store for the same seed forever, on any platform and with
 //! any crate versions; decisions are therefore derived from `hash(seed, what, ids...)` rather

@@ -1,0 +1,37 @@
+//! The model options shared by `mount` and `replay`.
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::model::{ModelParams, PRESETS};
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ModelArgs {
+    /// Cost model: a preset (none, zfs-hdd, zfs-ssd, ext4-hdd) or a JSON model file.
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub model: Option<String>,
+    /// Override the model's metadata cache size (e.g. 4GiB, 512MiB).
+    #[arg(long, value_name = "SIZE", requires = "model")]
+    pub cache: Option<String>,
+}
+
+impl ModelArgs {
+    /// The parameters chosen, if any.
+    pub fn params(&self) -> Result<Option<ModelParams>> {
+        let Some(spec) = &self.model else {
+            return Ok(None);
+        };
+        let mut p = ModelParams::load(spec).with_context(|| {
+            format!(
+                "--model {spec} (presets: {}, or a JSON file)",
+                PRESETS.join(", ")
+            )
+        })?;
+        if let Some(c) = &self.cache {
+            p.cache_bytes = parse_size::parse_size(c)
+                .with_context(|| format!("--cache {c}: expected a size such as 4GiB"))?;
+            p.name = format!("{} cache={c}", p.name);
+        }
+        Ok(Some(p))
+    }
+}

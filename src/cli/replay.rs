@@ -1,0 +1,130 @@
+//! `chunkscope replay`
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::model_args::ModelArgs;
+use super::Outcome;
+use crate::model::ModelParams;
+use crate::trace::TraceReader;
+use crate::units::duration_ns;
+
+/// Run a recorded trace through a cost model and print the modelled totals.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    chunkscope replay gc.trace                     (the model it was recorded with)\n  \
+    chunkscope replay gc.trace --model zfs-hdd --cache 4GiB\n  \
+    chunkscope replay gc.trace --model my-pool.json --json\n  \
+    chunkscope replay gc.trace --model zfs-hdd --print-model > my-pool.json\n\n\
+    Asks \"what if\" without re-running the GC: a bigger cache, SSDs, another layout. Replaying\n\
+    with the model the trace was recorded with recomputes every request's recorded cost and\n\
+    reports any difference (exit 1). Markers (chunkscope ctl MNT mark, gc --mount) split the\n\
+    modelled time into phases.")]
+pub struct ReplayArgs {
+    /// A trace written by `chunkscope mount --trace`.
+    trace: PathBuf,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print the model's parameters as JSON (a model file to edit) and exit.
+    #[arg(long)]
+    print_model: bool,
+}
+
+pub fn run(args: ReplayArgs) -> Result<Outcome> {
+    let params = match args.model.params()? {
+        Some(p) => p,
+        None => {
+            let r = TraceReader::open(&args.trace)?;
+            let Some(v) = r.meta().options.get("model") else {
+                bail!(
+                    "{} was recorded without a model: choose one with --model (none, zfs-hdd, \
+                     zfs-ssd, ext4-hdd, or a JSON file)",
+                    args.trace.display()
+                );
+            };
+            serde_json::from_value::<ModelParams>(v.clone()).with_context(|| {
+                format!(
+                    "{}: the recorded model is not readable",
+                    args.trace.display()
+                )
+            })?
+        }
+    };
+    if args.print_model {
+        println!("{}", serde_json::to_string_pretty(&params)?);
+        return Ok(Outcome::Ok);
+    }
+    let (rep, truncated) = crate::replay::replay(&args.trace, params)?;
+    if let Some(bytes) = truncated {
+        eprintln!(
+            "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored)",
+            args.trace.display()
+        );
+    }
+    if rep.missing > 0 {
+        eprintln!(
+            "chunkscope: warning: {}: {} request numbers are missing (a cut trace); totals cover the rest",
+            args.trace.display(),
+            rep.missing
+        );
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        let t = &rep.totals;
+        let s = duration_ns;
+        println!("model            {}", rep.model.name);
+        println!("requests         {} ({} charged)", rep.requests, t.ops);
+        println!("modelled time    {} ({} ns)", s(t.ns), t.ns);
+        println!(
+            "block reads      {} misses, {} hits ({:.1}% hit), {} prefetched by {} listings",
+            t.misses,
+            t.hits,
+            100.0 * t.hits as f64 / (t.hits + t.misses).max(1) as f64,
+            t.prefetched,
+            rep.listings
+        );
+        println!(
+            "write-back       {} blocks dirtied, {} written in {} transaction groups ({}), throttled {}",
+            t.dirtied,
+            t.blocks_written,
+            t.txg_syncs,
+            s(t.writeback_ns),
+            s(t.throttle_ns)
+        );
+        let mut prev = (0u64, 0u64);
+        for m in &rep.markers {
+            println!(
+                "marker @{:<10} {:>12}  +{:<14} {}",
+                m.seq,
+                s(m.modeled_ns),
+                s(m.modeled_ns - prev.0),
+                m.text
+            );
+            prev = (m.modeled_ns, m.misses);
+        }
+        if rep.same_model {
+            println!(
+                "recorded costs   {}",
+                if rep.mismatches == 0 {
+                    "every request's recorded cost recomputed exactly".to_string()
+                } else {
+                    format!(
+                        "{} requests differ (first at seq {})",
+                        rep.mismatches,
+                        rep.first_mismatch_seq.unwrap_or(0)
+                    )
+                }
+            );
+        }
+    }
+    if rep.same_model && rep.mismatches > 0 {
+        return Ok(Outcome::ProblemsFound);
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,692 @@
+//! Fault rules: injected errors, delays and stalls, decided reproducibly.
+//!
+//! A rule is one line: the operations it selects, then `key=value` words.
+//!
+//! ```text
+//! setattr-atime errno=EIO nth=1000          the 1000th atime update fails with EIO
+//! lookup path=.chunks/*/00ff* errno=ENOENT  lookups of chunks whose name starts 00ff vanish
+//! getattr,lookup prob=0.05 delay=exp:8ms    5% of stats and lookups wait, 8 ms on average
+//! readdir every=100 delay=uniform:1ms..20ms every 100th listing waits 1 to 20 ms
+//! unlink errno=any prob=0.01                1% of unlinks fail with an errno unlink can return
+//! getattr path=.chunks/0000 stall=2s nth=1  the first stat of that directory stalls for 2 s
+//! all after=30s delay=1ms                   every request waits 1 ms, from 30 s after mounting
+//! ```
+//!
+//! **Operations** are FUSE request names (`lookup`, `getattr`, `setattr`, `readdir`, `unlink`,
+//! `open`, ... see [`crate::trace::Op`]) or aliases: `setattr-atime` (a setattr that sets the
+//! atime: a GC touch), `setattr-mtime`, `stat` (= getattr), `readdir` and `list` (both
+//! readdir and readdirplus), `rm` (= unlink), `all`. `forget` has no reply and cannot be
+//! selected.
+//!
+//! **Selection**: `path=GLOB` matches the path relative to the store (`.chunks/0a1b/0a1b...`;
+//! `*` stays within a component, `**` crosses them). For a request with a name (lookup,
+//! unlink, create, ...) it is the parent's path joined with the name. The glob is compiled
+//! once; the path is resolved only for requests whose operation the rule selects.
+//! `after=DURATION` selects only requests arriving that long after the mount started (wall
+//! time: the one trigger that is not reproducible).
+//!
+//! **Triggers** (at most one; without one the rule fires on every selected request):
+//! `prob=P` (0 never, 1 always), `nth=N` (the N-th selected request only), `every=K` (the
+//! K-th, 2K-th, ...). `prob` is decided by a hash of (seed, rule number, request) where the
+//! request is its operation, inode, parent inode and name: the same request on the same store
+//! gets the same decision in every run, whatever the thread interleaving. `nth` and `every`
+//! count selected requests in arrival order, reproducible when the client issues its
+//! requests one at a time (a GC does).
+//!
+//! **Actions** (at least one): `delay=D` with D a duration (`5ms`), `uniform:A..B`,
+//! `exp:MEAN` or `lognormal:MEDIAN,SIGMA`, sampled from the same hash; `stall=D` (a long fixed
+//! delay, reported as a stall); `errno=NAME|NUMBER|any`, where `any` picks one of the errnos
+//! that operation can really return. An injected error replaces the operation: it is not
+//! performed on the backing store. A delay holds the reply (the overlay hands it to a timer;
+//! no worker thread waits).
+//!
+//! **Order**: rules are tried in order and the first one that fires decides; later rules are
+//! not consulted for that request.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use globset::{GlobBuilder, GlobMatcher};
+
+use crate::rng::{hash, unit};
+use crate::trace::Op;
+
+/// A distribution of delays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Delay {
+    Fixed(u64),
+    Uniform { lo: u64, hi: u64 },
+    Exp { mean: u64 },
+    LogNormal { median: u64, sigma: f64 },
+}
+
+impl Delay {
+    /// A sample from two uniform numbers in `[0, 1)`.
+    fn sample(&self, u: f64, v: f64) -> u64 {
+        match *self {
+            Delay::Fixed(ns) => ns,
+            Delay::Uniform { lo, hi } => lo + ((hi - lo) as f64 * u) as u64,
+            Delay::Exp { mean } => (-(1.0 - u).ln() * mean as f64) as u64,
+            Delay::LogNormal { median, sigma } => {
+                // Box-Muller: a standard normal from two uniforms.
+                let z = (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+                (median as f64 * (sigma * z).exp()).min(u64::MAX as f64 / 2.0) as u64
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Trigger {
+    Always,
+    Prob(f64),
+    Nth(u64),
+    Every(u64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Errno {
+    Fixed(i32),
+    /// One of the errnos the operation can return.
+    Any,
+}
+
+/// What a request looks like to the rules.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub op: Op,
+    pub ino: u64,
+    pub parent: u64,
+    pub name: &'a [u8],
+    pub set_atime: bool,
+    pub set_mtime: bool,
+}
+
+/// What the rules decided for a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// Injected errno (0: perform the operation).
+    pub errno: i32,
+    /// Injected delay before the reply.
+    pub delay_ns: u64,
+    /// 1-based number of the rule that fired (0: none).
+    pub rule: u16,
+}
+
+pub struct Rule {
+    text: String,
+    ops: u128,
+    atime_only: bool,
+    mtime_only: bool,
+    glob: Option<GlobMatcher>,
+    after: Option<Duration>,
+    trigger: Trigger,
+    delay: Option<Delay>,
+    stall: bool,
+    errno: Option<Errno>,
+    matches: AtomicU64,
+    hits: AtomicU64,
+}
+
+fn op_bit(op: Op) -> u128 {
+    1u128 << (op as u16 as u32).min(127)
+}
+
+/// Operations a name selects, and whether it requires an atime / mtime update.
+fn select(name: &str) -> Option<(u128, bool, bool)> {
+    let all: u128 = Op::ALL
+        .iter()
+        .filter(|o| !matches!(o, Op::Forget | Op::Marker | Op::Dirent))
+        .fold(0, |m, &o| m | op_bit(o));
+    Some(match name {
+        "all" | "*" => (all, false, false),
+        "setattr-atime" | "touch" => (op_bit(Op::Setattr), true, false),
+        "setattr-mtime" => (op_bit(Op::Setattr), false, true),
+        "stat" => (op_bit(Op::Getattr), false, false),
+        "readdir" | "list" => (op_bit(Op::Readdir) | op_bit(Op::Readdirplus), false, false),
+        "rm" => (op_bit(Op::Unlink), false, false),
+        other => {
+            let op = Op::ALL.iter().find(|o| o.name() == other)?;
+            if matches!(op, Op::Forget | Op::Marker | Op::Dirent) {
+                return None;
+            }
+            (op_bit(*op), false, false)
+        }
+    })
+}
+
+const ERRNOS: &[(&str, i32)] = &[
+    ("EPERM", libc::EPERM),
+    ("ENOENT", libc::ENOENT),
+    ("EINTR", libc::EINTR),
+    ("EIO", libc::EIO),
+    ("EBADF", libc::EBADF),
+    ("EAGAIN", libc::EAGAIN),
+    ("ENOMEM", libc::ENOMEM),
+    ("EACCES", libc::EACCES),
+    ("EBUSY", libc::EBUSY),
+    ("EEXIST", libc::EEXIST),
+    ("EXDEV", libc::EXDEV),
+    ("ENOTDIR", libc::ENOTDIR),
+    ("EISDIR", libc::EISDIR),
+    ("EINVAL", libc::EINVAL),
+    ("ENFILE", libc::ENFILE),
+    ("EMFILE", libc::EMFILE),
+    ("EFBIG", libc::EFBIG),
+    ("ENOSPC", libc::ENOSPC),
+    ("EROFS", libc::EROFS),
+    ("ENAMETOOLONG", libc::ENAMETOOLONG),
+    ("ENOSYS", libc::ENOSYS),
+    ("ENOTEMPTY", libc::ENOTEMPTY),
+    ("ESTALE", libc::ESTALE),
+    ("ETIMEDOUT", libc::ETIMEDOUT),
+    ("EDQUOT", libc::EDQUOT),
+];
+
+/// The name of an errno (`EIO`), or its number.
+pub fn errno_name(e: i32) -> String {
+    ERRNOS
+        .iter()
+        .find(|(_, n)| *n == e)
+        .map_or_else(|| e.to_string(), |(s, _)| s.to_string())
+}
+
+/// Errnos an operation can really return from a local filesystem (for `errno=any`).
+pub fn errnos_of(op: Op) -> &'static [i32] {
+    use libc::*;
+    match op {
+        Op::Lookup => &[ENOENT, EACCES, EIO, ENOMEM, ENAMETOOLONG],
+        Op::Getattr | Op::Access | Op::Readlink => &[EIO, EACCES, ENOMEM],
+        Op::Setattr => &[EIO, EPERM, EACCES, EROFS, ENOSPC, EDQUOT],
+        Op::Opendir | Op::Open => &[ENOENT, EACCES, EIO, EMFILE, ENFILE, ENOMEM],
+        Op::Readdir | Op::Readdirplus | Op::Read => &[EIO, ENOMEM],
+        Op::Unlink | Op::Rmdir => &[ENOENT, EIO, EBUSY, EACCES, EPERM, EROFS],
+        Op::Create | Op::Mkdir | Op::Mknod | Op::Symlink | Op::Link => {
+            &[EEXIST, ENOSPC, EDQUOT, EIO, EACCES, EROFS]
+        }
+        Op::Rename => &[ENOENT, EXDEV, EBUSY, ENOSPC, EIO, EROFS],
+        Op::Write | Op::Fallocate => &[EIO, ENOSPC, EDQUOT, EFBIG],
+        Op::Fsync | Op::Fsyncdir | Op::Flush => &[EIO, ENOSPC, EDQUOT],
+        _ => &[EIO],
+    }
+}
+
+fn parse_errno(v: &str) -> Result<Errno> {
+    if v == "any" {
+        return Ok(Errno::Any);
+    }
+    if let Ok(n) = v.parse::<i32>() {
+        if !(1..4096).contains(&n) {
+            bail!("errno {n} is out of range 1..4095");
+        }
+        return Ok(Errno::Fixed(n));
+    }
+    let up = v.to_ascii_uppercase();
+    ERRNOS
+        .iter()
+        .find(|(s, _)| *s == up)
+        .map(|&(_, n)| Errno::Fixed(n))
+        .ok_or_else(|| {
+            anyhow!(
+                "unknown errno '{v}' (a number, 'any', or one of {})",
+                ERRNOS.iter().map(|e| e.0).collect::<Vec<_>>().join(" ")
+            )
+        })
+}
+
+/// A duration such as `5ms`, `2s`, `1.5s` or `250us`.
+pub fn parse_duration(v: &str) -> Result<u64> {
+    let v = v.trim();
+    // humantime takes integers only; accept one decimal number with a unit too.
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    if num.contains('.') {
+        let x: f64 = num
+            .parse()
+            .map_err(|_| anyhow!("'{v}' is not a duration"))?;
+        let per = humantime::parse_duration(&format!("1{unit}"))
+            .map_err(|e| anyhow!("'{v}' is not a duration ({e})"))?;
+        return Ok((x * per.as_nanos() as f64) as u64);
+    }
+    humantime::parse_duration(v)
+        .map(|d| d.as_nanos().min(u64::MAX as u128) as u64)
+        .map_err(|e| anyhow!("'{v}' is not a duration such as 5ms or 2s ({e})"))
+}
+
+fn parse_delay(v: &str) -> Result<Delay> {
+    if let Some(r) = v.strip_prefix("uniform:") {
+        let (a, b) = r
+            .split_once("..")
+            .ok_or_else(|| anyhow!("uniform:{r}: expected uniform:LOW..HIGH"))?;
+        let (lo, hi) = (parse_duration(a)?, parse_duration(b)?);
+        if lo > hi {
+            bail!("uniform:{r}: the low end is above the high end");
+        }
+        Ok(Delay::Uniform { lo, hi })
+    } else if let Some(r) = v.strip_prefix("exp:") {
+        Ok(Delay::Exp {
+            mean: parse_duration(r)?,
+        })
+    } else if let Some(r) = v.strip_prefix("lognormal:") {
+        let (m, s) = r
+            .split_once(',')
+            .ok_or_else(|| anyhow!("lognormal:{r}: expected lognormal:MEDIAN,SIGMA"))?;
+        let sigma: f64 = s
+            .parse()
+            .ok()
+            .filter(|s: &f64| (0.0..=5.0).contains(s))
+            .ok_or_else(|| anyhow!("lognormal sigma '{s}': expected a number from 0 to 5"))?;
+        Ok(Delay::LogNormal {
+            median: parse_duration(m)?,
+            sigma,
+        })
+    } else {
+        Ok(Delay::Fixed(parse_duration(v)?))
+    }
+}
+
+impl Rule {
+    /// Parses one rule (see the module documentation for the syntax).
+    pub fn parse(text: &str) -> Result<Rule> {
+        let mut words = text.split_whitespace();
+        let ops_word = words
+            .next()
+            .ok_or_else(|| anyhow!("empty rule: expected operations, then key=value words"))?;
+        let (mut ops, mut atime_only, mut mtime_only) = (0u128, false, false);
+        for name in ops_word.split(',') {
+            let (o, a, m) = select(name).ok_or_else(|| {
+                anyhow!(
+                    "unknown operation '{name}' (use FUSE request names such as lookup, \
+                     getattr, setattr, readdir, unlink, or setattr-atime, stat, list, all)"
+                )
+            })?;
+            ops |= o;
+            atime_only |= a;
+            mtime_only |= m;
+        }
+        let mut rule = Rule {
+            text: text.split_whitespace().collect::<Vec<_>>().join(" "),
+            ops,
+            atime_only,
+            mtime_only,
+            glob: None,
+            after: None,
+            trigger: Trigger::Always,
+            delay: None,
+            stall: false,
+            errno: None,
+            matches: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+        };
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| anyhow!("'{w}': expected key=value"))?;
+            let mut trigger = |t: Trigger| {
+                if rule.trigger != Trigger::Always {
+                    bail!("'{w}': a rule has at most one of prob, nth, every");
+                }
+                rule.trigger = t;
+                Ok(())
+            };
+            match k {
+                "path" => {
+                    let g = GlobBuilder::new(v)
+                        .literal_separator(true)
+                        .build()
+                        .with_context(|| format!("path={v}"))?;
+                    rule.glob = Some(g.compile_matcher());
+                }
+                "after" => rule.after = Some(Duration::from_nanos(parse_duration(v)?)),
+                "prob" => {
+                    let p: f64 = v
+                        .parse()
+                        .ok()
+                        .filter(|p: &f64| (0.0..=1.0).contains(p))
+                        .ok_or_else(|| anyhow!("prob={v}: expected a number from 0 to 1"))?;
+                    trigger(Trigger::Prob(p))?
+                }
+                "nth" | "every" => {
+                    let n: u64 = v
+                        .parse()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| anyhow!("{k}={v}: expected a count of 1 or more"))?;
+                    trigger(if k == "nth" {
+                        Trigger::Nth(n)
+                    } else {
+                        Trigger::Every(n)
+                    })?
+                }
+                "delay" => rule.delay = Some(parse_delay(v).with_context(|| w.to_string())?),
+                "stall" => {
+                    rule.delay = Some(Delay::Fixed(parse_duration(v)?));
+                    rule.stall = true;
+                }
+                "errno" => rule.errno = Some(parse_errno(v)?),
+                other => bail!(
+                    "unknown key '{other}' (path, after, prob, nth, every, delay, stall, errno)"
+                ),
+            }
+        }
+        if rule.delay.is_none() && rule.errno.is_none() {
+            bail!("no action: add delay=, stall= or errno=");
+        }
+        Ok(rule)
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn selects_op(&self, r: &Request) -> bool {
+        self.ops & op_bit(r.op) != 0
+            && (!self.atime_only || r.set_atime)
+            && (!self.mtime_only || r.set_mtime)
+    }
+}
+
+/// The key of a request: what makes two requests "the same" for a seeded decision.
+fn request_key(r: &Request) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64; // FNV-1a of the name
+    for &b in r.name {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    hash(&[r.op as u64, r.ino, r.parent, h])
+}
+
+/// An ordered list of rules with their seed.
+pub struct Faults {
+    rules: Vec<Rule>,
+    seed: u64,
+    start: Instant,
+}
+
+/// A rule and its counters, for `chunkscope ctl MNT rules`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RuleStats {
+    pub rule: String,
+    pub matches: u64,
+    pub hits: u64,
+}
+
+impl Faults {
+    pub fn new(rules: Vec<Rule>, seed: u64) -> Faults {
+        Faults {
+            rules,
+            seed,
+            start: Instant::now(),
+        }
+    }
+
+    /// Rules from command-line texts and rule files (one rule per line, `#` comments).
+    pub fn load(texts: &[String], files: &[impl AsRef<Path>], seed: u64) -> Result<Faults> {
+        let mut rules = Vec::new();
+        for t in texts {
+            rules.push(Rule::parse(t).with_context(|| format!("--fault '{t}'"))?);
+        }
+        for f in files {
+            let f = f.as_ref();
+            let s = std::fs::read_to_string(f)
+                .with_context(|| format!("reading fault rules {}", f.display()))?;
+            for (i, line) in s.lines().enumerate() {
+                let line = line.split('#').next().unwrap_or("").trim();
+                if line.is_empty() {
+                    continue;
+                }
+                rules
+                    .push(Rule::parse(line).with_context(|| format!("{}:{}", f.display(), i + 1))?);
+            }
+        }
+        if rules.len() > u16::MAX as usize {
+            bail!("too many fault rules ({})", rules.len());
+        }
+        Ok(Faults::new(rules, seed))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// True if some rule could select `op` (lets the request path skip everything else).
+    #[inline]
+    pub fn selects(&self, op: Op) -> bool {
+        self.rules.iter().any(|r| r.ops & op_bit(op) != 0)
+    }
+
+    /// Decides for one request. `path` resolves the request's store-relative path; it is
+    /// called at most once, and only if a rule with a glob selects the operation.
+    pub fn decide(&self, r: &Request, path: &mut dyn FnMut() -> Option<String>) -> Decision {
+        let mut resolved: Option<Option<String>> = None;
+        let mut key = None;
+        for (i, rule) in self.rules.iter().enumerate() {
+            if !rule.selects_op(r) {
+                continue;
+            }
+            if let Some(after) = rule.after {
+                if self.start.elapsed() < after {
+                    continue;
+                }
+            }
+            if let Some(g) = &rule.glob {
+                let p = resolved.get_or_insert_with(&mut *path);
+                if !p.as_deref().is_some_and(|p| g.is_match(p)) {
+                    continue;
+                }
+            }
+            let n = rule.matches.fetch_add(1, Ordering::Relaxed) + 1;
+            let k = *key.get_or_insert_with(|| request_key(r));
+            let h = |salt: u64| hash(&[self.seed, i as u64, k, salt]);
+            let fires = match rule.trigger {
+                Trigger::Always => true,
+                Trigger::Prob(p) => unit(h(0)) < p,
+                Trigger::Nth(m) => n == m,
+                Trigger::Every(m) => n % m == 0,
+            };
+            if !fires {
+                continue;
+            }
+            rule.hits.fetch_add(1, Ordering::Relaxed);
+            let delay_ns = rule.delay.map_or(0, |d| d.sample(unit(h(1)), unit(h(2))));
+            let errno = match rule.errno {
+                None => 0,
+                Some(Errno::Fixed(e)) => e,
+                Some(Errno::Any) => {
+                    let list = errnos_of(r.op);
+                    list[(h(3) % list.len() as u64) as usize]
+                }
+            };
+            return Decision {
+                errno,
+                delay_ns,
+                rule: i as u16 + 1,
+            };
+        }
+        Decision::default()
+    }
+
+    /// Each rule with its counters.
+    pub fn stats(&self) -> Vec<RuleStats> {
+        self.rules
+            .iter()
+            .map(|r| RuleStats {
+                rule: if r.stall {
+                    format!("{} (stall)", r.text)
+                } else {
+                    r.text.clone()
+                },
+                matches: r.matches.load(Ordering::Relaxed),
+                hits: r.hits.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(op: Op, ino: u64, name: &[u8]) -> Request<'_> {
+        Request {
+            op,
+            ino,
+            parent: 7,
+            name,
+            set_atime: false,
+            set_mtime: false,
+        }
+    }
+
+    fn none() -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn parse_errors_name_the_problem() {
+        for (text, needle) in [
+            ("", "empty rule"),
+            ("lookupp errno=EIO", "unknown operation 'lookupp'"),
+            ("lookup", "no action"),
+            ("lookup errno=EWHAT", "unknown errno 'EWHAT'"),
+            ("lookup errno=EIO prob=2", "prob=2"),
+            ("lookup errno=EIO nth=0", "nth=0"),
+            ("lookup errno=EIO nth=1 every=2", "at most one"),
+            ("lookup errno=EIO parsecs", "'parsecs': expected key=value"),
+            ("lookup delay=5", "'5' is not a duration"),
+            ("lookup delay=fast", "'fast' is not a duration"),
+            ("lookup delay=uniform:5ms..1ms", "low end"),
+            ("lookup path=[ errno=EIO", "path=["),
+            ("forget errno=EIO", "unknown operation 'forget'"),
+            ("lookup colour=red errno=EIO", "unknown key 'colour'"),
+        ] {
+            let e = format!("{:#}", Rule::parse(text).err().expect(text));
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5ms").unwrap(), 5_000_000);
+        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("250us").unwrap(), 250_000);
+    }
+
+    #[test]
+    fn aliases_select_what_they_say() {
+        let f = Faults::new(vec![Rule::parse("setattr-atime errno=EIO").unwrap()], 1);
+        let mut r = req(Op::Setattr, 5, b"");
+        assert_eq!(f.decide(&r, &mut none).errno, 0, "mtime-only setattr");
+        r.set_atime = true;
+        assert_eq!(f.decide(&r, &mut none).errno, libc::EIO);
+        let f = Faults::new(vec![Rule::parse("list delay=1ms").unwrap()], 1);
+        assert_eq!(
+            f.decide(&req(Op::Readdirplus, 5, b""), &mut none).delay_ns,
+            1_000_000
+        );
+        assert!(f.selects(Op::Readdir) && !f.selects(Op::Lookup));
+    }
+
+    #[test]
+    fn nth_and_every_count_matches() {
+        let f = Faults::new(
+            vec![
+                Rule::parse("getattr nth=3 errno=EIO").unwrap(),
+                Rule::parse("getattr every=2 delay=1ms").unwrap(),
+            ],
+            0,
+        );
+        let d: Vec<Decision> = (0..6)
+            .map(|i| f.decide(&req(Op::Getattr, i, b""), &mut none))
+            .collect();
+        assert_eq!(d[2].errno, libc::EIO);
+        assert_eq!(d.iter().filter(|d| d.errno != 0).count(), 1);
+        // Rule 2 sees the requests rule 1 did not take: 1,2,4,5,6 -> its 2nd and 4th fire.
+        let delayed: Vec<usize> = (0..6).filter(|&i| d[i].rule == 2).collect();
+        assert_eq!(delayed, vec![1, 4]);
+        let s = f.stats();
+        assert_eq!((s[0].matches, s[0].hits), (6, 1));
+        assert_eq!((s[1].matches, s[1].hits), (5, 2));
+    }
+
+    #[test]
+    fn probability_is_a_function_of_seed_and_request() {
+        let run = |seed| {
+            let f = Faults::new(
+                vec![Rule::parse("lookup prob=0.3 errno=any").unwrap()],
+                seed,
+            );
+            (0..10_000u64)
+                .map(|i| f.decide(&req(Op::Lookup, i, b"x"), &mut none).errno)
+                .collect::<Vec<_>>()
+        };
+        let a = run(1);
+        assert_eq!(a, run(1));
+        assert_ne!(a, run(2));
+        let fired = a.iter().filter(|&&e| e != 0).count();
+        assert!((2700..3300).contains(&fired), "{fired}");
+        assert!(a
+            .iter()
+            .all(|e| *e == 0 || errnos_of(Op::Lookup).contains(e)));
+        // The same request in reverse order gets the same decision.
+        let f = Faults::new(vec![Rule::parse("lookup prob=0.3 errno=any").unwrap()], 1);
+        for i in (0..10_000u64).rev() {
+            assert_eq!(
+                f.decide(&req(Op::Lookup, i, b"x"), &mut none).errno,
+                a[i as usize]
+            );
+        }
+        let never = Faults::new(vec![Rule::parse("lookup prob=0 errno=EIO").unwrap()], 1);
+        assert!((0..1000).all(|i| never.decide(&req(Op::Lookup, i, b""), &mut none).errno == 0));
+    }
+
+    #[test]
+    fn delay_distributions_have_their_means() {
+        let mean = |spec: &str| {
+            let f = Faults::new(
+                vec![Rule::parse(&format!("getattr delay={spec}")).unwrap()],
+                3,
+            );
+            let n = 20_000u64;
+            (0..n)
+                .map(|i| f.decide(&req(Op::Getattr, i, b""), &mut none).delay_ns as f64)
+                .sum::<f64>()
+                / n as f64
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < b * 0.05;
+        assert!(close(mean("uniform:1ms..3ms"), 2e6));
+        assert!(close(mean("exp:4ms"), 4e6));
+        // lognormal mean = median * exp(sigma^2 / 2)
+        assert!(close(mean("lognormal:2ms,0.5"), 2e6 * (0.125f64).exp()));
+    }
+
+    #[test]
+    fn globs_match_store_paths_and_resolve_lazily() {
+        let f = Faults::new(
+            vec![Rule::parse("lookup path=.chunks/*/00ff* errno=ENOENT").unwrap()],
+            0,
+        );
+        let mut calls = 0;
+        let p = |s: &'static str| move || -> Option<String> { Some(s.to_string()) };
+        assert_eq!(
+            f.decide(&req(Op::Lookup, 1, b""), &mut p(".chunks/00ff/00ffab"))
+                .errno,
+            libc::ENOENT
+        );
+        assert_eq!(
+            f.decide(&req(Op::Lookup, 1, b""), &mut p(".chunks/0100/00ffab/x"))
+                .errno,
+            0,
+            "* does not cross /"
+        );
+        let mut counting = || {
+            calls += 1;
+            None
+        };
+        f.decide(&req(Op::Getattr, 1, b""), &mut counting);
+        assert_eq!(calls, 0, "not resolved for an operation no rule selects");
+    }
+}

@@ -1,0 +1,161 @@
+//! Replay: a recorded trace through any cost model, offline.
+//!
+//! The overlay charges the model in request-number order (it takes the number under the
+//! model's lock), and the writer may store records a little out of that order (several worker
+//! threads feed it); replay restores the order with a small reorder buffer, gives each listing
+//! the entries its `dirent` records name, and charges exactly what the overlay charged. With
+//! the model the trace was recorded with, every request's cost must equal its recorded
+//! `modeled_ns`; [`ReplayReport::mismatches`] counts those that do not.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::model::{charges, Model, ModelOp, ModelParams, Totals};
+use crate::trace::{Name, Op, Record, TraceReader};
+
+/// The model's clock and counters at a marker.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MarkerPoint {
+    pub seq: u64,
+    pub text: String,
+    pub modeled_ns: u64,
+    pub misses: u64,
+    pub ops: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayReport {
+    pub model: ModelParams,
+    /// Totals after the last transaction group is written.
+    pub totals: Totals,
+    pub requests: u64,
+    pub listings: u64,
+    pub dirents: u64,
+    /// Sum of the costs the trace recorded (0 if recorded without a model).
+    pub recorded_ns: u64,
+    /// True if the trace was recorded with exactly this model.
+    pub same_model: bool,
+    /// Requests whose recomputed cost differs from the recorded one (same model only).
+    pub mismatches: u64,
+    pub first_mismatch_seq: Option<u64>,
+    /// Request numbers that never appeared (a torn or cut trace).
+    pub missing: u64,
+    pub markers: Vec<MarkerPoint>,
+}
+
+#[derive(Default)]
+struct Slot {
+    rec: Option<Record>,
+    dirents: Vec<u64>,
+}
+
+struct Replayer {
+    model: Model,
+    report: ReplayReport,
+}
+
+impl Replayer {
+    fn process(&mut self, rec: Record, dirents: &[u64]) {
+        let Some(op) = rec.op() else { return };
+        if op == Op::Marker {
+            let t = self.model.totals();
+            let text = match &rec.name {
+                Name::Text(t) => t.to_string(),
+                _ => String::new(),
+            };
+            self.report.markers.push(MarkerPoint {
+                seq: rec.seq,
+                text,
+                modeled_ns: self.model.clock_ns(),
+                misses: t.misses,
+                ops: t.ops,
+            });
+            return;
+        }
+        self.report.requests += 1;
+        self.report.recorded_ns += rec.modeled_ns;
+        if !charges(op) {
+            return;
+        }
+        let mut ns = self
+            .model
+            .charge(&ModelOp {
+                op,
+                ino: rec.ino,
+                parent: rec.parent,
+                errno: rec.errno,
+            })
+            .ns;
+        if matches!(op, Op::Readdir | Op::Readdirplus) {
+            self.report.listings += 1;
+            self.report.dirents += dirents.len() as u64;
+            ns += self.model.charge_listing(dirents).ns;
+        }
+        if self.report.same_model && ns != rec.modeled_ns {
+            self.report.mismatches += 1;
+            self.report.first_mismatch_seq.get_or_insert(rec.seq);
+        }
+    }
+}
+
+/// Replays the trace at `path` through a model with `params`.
+pub fn replay(path: &Path, params: ModelParams) -> Result<(ReplayReport, Option<u64>)> {
+    let mut reader = TraceReader::open(path)?;
+    let recorded = reader.meta().options.get("model").cloned();
+    let same_model =
+        recorded.is_some_and(|v| v == serde_json::to_value(&params).unwrap_or_default());
+    let mut r = Replayer {
+        model: Model::new(params.clone()),
+        report: ReplayReport {
+            model: params,
+            totals: Totals::default(),
+            requests: 0,
+            listings: 0,
+            dirents: 0,
+            recorded_ns: 0,
+            same_model,
+            mismatches: 0,
+            first_mismatch_seq: None,
+            missing: 0,
+            markers: Vec::new(),
+        },
+    };
+    // Records by request number until their turn; a listing's dirents arrive before it.
+    let mut pending: BTreeMap<u64, Slot> = BTreeMap::new();
+    let mut next = 0u64;
+    while let Some(rec) = reader.next_record()? {
+        if rec.op() == Some(Op::Dirent) {
+            pending.entry(rec.seq).or_default().dirents.push(rec.ino);
+            continue;
+        }
+        if rec.seq == next && !pending.contains_key(&next) {
+            r.process(rec, &[]);
+            next += 1;
+        } else {
+            let seq = rec.seq;
+            pending.entry(seq).or_default().rec = Some(rec);
+        }
+        while let Some(slot) = pending.get(&next) {
+            if slot.rec.is_none() {
+                break;
+            }
+            let slot = pending.remove(&next).expect("present");
+            r.process(slot.rec.expect("checked"), &slot.dirents);
+            next += 1;
+        }
+    }
+    // What is left: numbers after a gap (a torn trace). Keep their order.
+    for (seq, slot) in std::mem::take(&mut pending) {
+        if let Some(rec) = slot.rec {
+            r.report.missing += seq - next;
+            r.process(rec, &slot.dirents);
+            next = seq + 1;
+        }
+    }
+    r.model.flush();
+    r.report.totals = r.model.totals().clone();
+    Ok((r.report, reader.truncated_bytes()))
+}
