@@ -51,6 +51,11 @@ pub fn run(args: CtlArgs) -> Result<Outcome> {
     match args.command {
         CtlCommand::Mark { text } => {
             let reply = client.request(&format!("mark {}", text.join(" ")))?;
+            if reply == "untraced" {
+                eprintln!(
+                    "chunkscope: warning: the mount has no trace; the marker was not recorded"
+                );
+            }
             println!("{reply}");
         }
         CtlCommand::Stats => println!("{}", client.request("stats")?),

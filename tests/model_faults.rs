@@ -1,0 +1,314 @@
+//! Issue 5: the cost model in the overlay equals its offline replay, runs reproduce with any
+//! number of overlay threads, and fault rules act end to end.
+//!
+//! Stores live on tmpfs when there is one (`store_dir`); nothing here depends on inode
+//! numbering except that two mounts of the *same* store see the same numbers.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chunkscope::datastore::paths::chunk_rel_path;
+use chunkscope::trace::{Op, TraceReader};
+use common::*;
+use serde_json::Value;
+
+fn gc_on(mnt: &Path, extra: &[&str]) -> (i32, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gc.json");
+    let mut a = vec!["gc", "--no-atime-check", "--json", json.to_str().unwrap()];
+    a.extend_from_slice(extra);
+    a.push(mnt.to_str().unwrap());
+    let o = run(&a);
+    let report = std::fs::read(&json)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or(Value::Null);
+    (o.status.code().unwrap(), report, stdout(&o) + &stderr(&o))
+}
+
+/// The totals the mount printed when it unmounted (`chunkscope: model NAME: {json}`).
+fn mount_totals(log: &str) -> Value {
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("chunkscope: model "))
+        .unwrap_or_else(|| panic!("no model line in: {log}"));
+    serde_json::from_str(&line[line.find('{').unwrap()..]).unwrap()
+}
+
+fn replay(trace: &Path, extra: &[&str]) -> Value {
+    let mut a = vec!["replay", "--json", trace.to_str().unwrap()];
+    a.extend_from_slice(extra);
+    let o = run(&a);
+    assert!(o.status.success(), "replay: {}{}", stdout(&o), stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn online_totals_equal_the_offline_replay() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "5"]);
+    let mut m = Mount::start(
+        &store,
+        dir.path(),
+        true,
+        &["--model", "zfs-hdd", "--time-scale", "0", "--threads", "4"],
+    );
+    let (code, _, out) = gc_on(&m.mnt, &["--strategy", "batched"]);
+    assert_eq!(code, 0, "{out}");
+    let log = m.stop();
+    let online = mount_totals(&log);
+    let trace = m.trace.clone().unwrap();
+
+    let offline = replay(&trace, &[]);
+    assert_eq!(offline["same_model"], true);
+    assert_eq!(offline["mismatches"], 0, "every recorded cost recomputed");
+    assert_eq!(offline["totals"], online, "online totals == replay totals");
+    let t = &offline["totals"];
+    assert!(t["misses"].as_u64().unwrap() > 1000, "{t}");
+    assert!(
+        t["prefetched"].as_u64().unwrap() > 0,
+        "the sweep's listings prefetch"
+    );
+    assert!(t["txg_syncs"].as_u64().unwrap() > 1, "{t}");
+
+    // The per-record costs add up to the total, and phases are split by the GC's markers.
+    let mut r = TraceReader::open(&trace).unwrap();
+    let mut sum = 0u64;
+    while let Some(rec) = r.next_record().unwrap() {
+        sum += rec.modeled_ns;
+    }
+    // The last transaction group's write-back happens at unmount, off every request path.
+    assert_eq!(sum, t["ns"].as_u64().unwrap());
+    let markers: Vec<&str> = offline["markers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        markers.iter().any(|m| m.starts_with("phase1 end")),
+        "{markers:?}"
+    );
+
+    // What if: the same trace through another model gives other numbers, and no comparison.
+    let ssd = replay(&trace, &["--model", "zfs-ssd"]);
+    assert_eq!(ssd["same_model"], false);
+    assert!(ssd["totals"]["ns"].as_u64() < t["ns"].as_u64());
+    let big = replay(&trace, &["--model", "zfs-hdd", "--cache", "1KiB"]);
+    assert!(big["totals"]["misses"].as_u64() > t["misses"].as_u64());
+}
+
+/// (op, ino, parent, injected_ns, flags, errno) of every request a fault rule touched, in
+/// request order. Request numbers themselves are not compared: they also count forgets and
+/// releases, which the kernel sends asynchronously (the model does not charge those).
+fn injected(trace: &Path) -> Vec<(u16, u64, u64, u64, u8, i32)> {
+    let mut r = TraceReader::open(trace).unwrap();
+    let mut v = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        if rec.injected_ns > 0 || rec.flags & 16 != 0 {
+            v.push((
+                rec.seq,
+                (
+                    rec.op,
+                    rec.ino,
+                    rec.parent,
+                    rec.injected_ns,
+                    rec.flags,
+                    rec.errno,
+                ),
+            ));
+        }
+    }
+    v.sort_unstable();
+    v.into_iter().map(|(_, x)| x).collect()
+}
+
+#[test]
+fn same_seed_same_totals_and_faults_with_one_and_four_threads() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "9"]);
+    let run_once = |threads: &str, sub: &str| {
+        let d = dir.path().join(sub);
+        std::fs::create_dir(&d).unwrap();
+        // Shadow mode: the backing store is left as it was, so both runs see the same store.
+        let mut m = Mount::start(
+            &store,
+            &d,
+            true,
+            &[
+                "--shadow",
+                "--threads",
+                threads,
+                "--model",
+                "zfs-hdd",
+                "--time-scale",
+                "0",
+                "--seed",
+                "42",
+                "--fault",
+                "lookup,getattr prob=0.02 delay=exp:50us",
+                "--fault",
+                "setattr-atime prob=0.01 delay=uniform:10us..90us",
+            ],
+        );
+        let (code, report, out) = gc_on(&m.mnt, &["--strategy", "lru", "--no-lock"]);
+        assert_eq!(code, 0, "{out}");
+        let log = m.stop();
+        (
+            mount_totals(&log),
+            injected(m.trace.as_ref().unwrap()),
+            report["counters"]["removed_chunks"].clone(),
+        )
+    };
+    let (t1, f1, removed1) = run_once("1", "one");
+    let (t4, f4, removed4) = run_once("4", "four");
+    assert!(f1.len() > 50, "faults fired: {}", f1.len());
+    assert_eq!(removed1, removed4);
+    assert_eq!(t1, t4, "identical modelled totals");
+    assert_eq!(f1.len(), f4.len(), "as many faults");
+    if let Some(i) = (0..f1.len()).find(|&i| f1[i] != f4[i]) {
+        panic!("fault {i} differs: {:?} vs {:?}", f1[i], f4[i]);
+    }
+}
+
+/// A referenced chunk of `store` (the first of the first index in walk order).
+fn referenced_digest(store: &Path) -> chunkscope::datastore::Digest {
+    let order = chunkscope::datastore::snapshots::phase1_order(store).unwrap();
+    chunkscope::datastore::IndexFile::open(&order.expected[0])
+        .unwrap()
+        .digest(0)
+}
+
+#[test]
+fn eio_on_atime_updates_aborts_before_the_sweep_and_loses_nothing() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "6"]);
+    let mut m = Mount::start(
+        &store,
+        dir.path(),
+        true,
+        &["--fault", "setattr-atime errno=EIO nth=100"],
+    );
+    let (code, _, out) = gc_on(&m.mnt, &["--strategy", "lru"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("aborted before anything was removed"), "{out}");
+    assert!(
+        out.contains("Input/output error") || out.contains("EIO"),
+        "{out}"
+    );
+    let rules = {
+        let o = run(&["ctl", m.mnt.to_str().unwrap(), "rules"]);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    assert_eq!(rules[0]["hits"], 1, "{rules}");
+    m.stop();
+    let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
+    let (mut unlinks, mut flagged) = (0, 0);
+    while let Some(rec) = r.next_record().unwrap() {
+        unlinks += (rec.op() == Some(Op::Unlink)) as u32;
+        if rec.flags & 16 != 0 {
+            flagged += 1;
+            assert_eq!((rec.op(), rec.errno), (Some(Op::Setattr), libc::EIO));
+        }
+    }
+    assert_eq!(unlinks, 0, "no sweep");
+    assert_eq!(flagged, 1, "the injected error is flagged in the trace");
+    let (code, after) = check(&store, false);
+    assert_eq!(code, 0, "{after}");
+    assert_eq!(after["chunk_files"], truth["chunk_files"], "nothing lost");
+}
+
+#[test]
+fn enoent_on_a_referenced_chunk_takes_the_missing_chunk_path() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "7"]);
+    let digest = referenced_digest(&store);
+    let rel = chunk_rel_path(&digest);
+    let rule = format!("lookup path={} errno=ENOENT", rel.display());
+    let mut m = Mount::start(&store, dir.path(), false, &["--fault", &rule]);
+    assert!(
+        std::fs::metadata(m.mnt.join(&rel)).is_err(),
+        "the chunk is hidden"
+    );
+    assert!(std::fs::metadata(store.join(&rel)).is_ok());
+    let (code, report, out) = gc_on(&m.mnt, &["--strategy", "lru"]);
+    assert_eq!(code, 0, "the GC finishes: {out}");
+    assert!(
+        out.contains(&format!(
+            "unable to access non-existent chunk {}",
+            digest.to_hex()
+        )),
+        "{out}"
+    );
+    assert_eq!(report["counters"]["missing_chunks"], 1);
+    m.stop();
+    assert!(
+        store.join(&rel).exists(),
+        "a referenced chunk is never removed"
+    );
+    let (code, after) = check(&store, false);
+    assert_eq!(code, 0, "{after}");
+}
+
+#[test]
+fn a_stalled_request_does_not_stop_the_others() {
+    let dir = store_dir();
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(store.join("others")).unwrap();
+    std::fs::write(store.join("stall-me"), b"x").unwrap();
+    for i in 0..50 {
+        std::fs::write(store.join(format!("others/{i}")), b"y").unwrap();
+    }
+    // One worker thread: if the stall held it, nothing else could be answered.
+    let mut m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &[
+            "--threads",
+            "1",
+            "--fault",
+            "getattr,lookup path=stall-me stall=2s",
+        ],
+    );
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stalled = s.spawn(|| {
+            let r = std::fs::metadata(m.path("stall-me"));
+            done.store(true, Ordering::SeqCst);
+            r
+        });
+        // Wait until the stalled request is in (its rule fired).
+        loop {
+            let o = run(&["ctl", m.mnt.to_str().unwrap(), "rules"]);
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            if v[0]["hits"].as_u64().unwrap() > 0 {
+                break;
+            }
+            assert!(
+                !stalled.is_finished(),
+                "the stat ended before its rule fired"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        for i in 0..50 {
+            assert!(std::fs::metadata(m.path(&format!("others/{i}"))).is_ok());
+            let listed = std::fs::read_dir(m.path("others")).unwrap().count();
+            assert_eq!(listed, 50);
+        }
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "100 other requests were served while the stalled one waited"
+        );
+        assert!(
+            stalled.join().unwrap().is_ok(),
+            "the stalled stat completes"
+        );
+    });
+    let stats = run(&["ctl", m.mnt.to_str().unwrap(), "stats"]);
+    let v: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(v["held_replies"], 0, "{v}");
+    m.stop();
+}
