@@ -13,6 +13,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::model::order::InodeOrder;
 use crate::model::{charges, Model, ModelOp, ModelParams, Totals};
 use crate::trace::{Name, Op, Record, TraceReader};
 
@@ -101,14 +102,46 @@ impl Replayer {
     }
 }
 
-/// Replays the trace at `path` through a model with `params`.
-pub fn replay(path: &Path, params: ModelParams) -> Result<(ReplayReport, Option<u64>)> {
+/// Where `mount --layout-order creation` saves the ranking for the trace at `trace`.
+pub fn order_path(trace: &Path) -> std::path::PathBuf {
+    let mut p = trace.as_os_str().to_owned();
+    p.push(".order");
+    p.into()
+}
+
+/// Replays the trace at `path` through a model with `params`. A trace recorded with
+/// `--layout-order creation` is replayed with the ranking saved beside it, unless `order`
+/// names another one.
+pub fn replay(
+    path: &Path,
+    params: ModelParams,
+    order: Option<&Path>,
+) -> Result<(ReplayReport, Option<u64>)> {
     let mut reader = TraceReader::open(path)?;
+    let creation = reader
+        .meta()
+        .options
+        .get("layout_order")
+        .is_some_and(|v| v == "creation");
+    let order = match order {
+        Some(p) => Some(InodeOrder::load(p)?),
+        None if creation => Some(InodeOrder::load(&order_path(path)).map_err(|e| {
+            e.context(format!(
+                "{} was recorded with --layout-order creation; its ranking is missing \
+                 (name one with --order FILE)",
+                path.display()
+            ))
+        })?),
+        None => None,
+    };
     let recorded = reader.meta().options.get("model").cloned();
     let same_model =
         recorded.is_some_and(|v| v == serde_json::to_value(&params).unwrap_or_default());
     let mut r = Replayer {
-        model: Model::new(params.clone()),
+        model: match order {
+            Some(o) => Model::with_order(params.clone(), o),
+            None => Model::new(params.clone()),
+        },
         report: ReplayReport {
             model: params,
             totals: Totals::default(),

@@ -312,3 +312,76 @@ fn a_stalled_request_does_not_stop_the_others() {
     assert_eq!(v["held_replies"], 0, "{v}");
     m.stop();
 }
+
+/// `/tmp` is ext4 here: inode numbers cluster by directory, not by creation. With
+/// `--layout-order creation` the ZFS model ranks inodes by creation instead, so phase 1 in
+/// index (creation) order finds its dnodes together; replay uses the saved ranking.
+#[test]
+fn creation_order_layout_on_a_store_that_numbers_by_directory() {
+    let dir = tempfile::tempdir().unwrap(); // ext4 on this machine kind; see the assertion
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "4"]);
+    let ext4 = {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(store.as_os_str().as_bytes()).unwrap();
+        let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+        unsafe { libc::statfs(c.as_ptr(), &mut s) };
+        s.f_type as i64 == 0xEF53
+    };
+    let mut misses = Vec::new();
+    for (i, order) in ["creation", "native"].into_iter().enumerate() {
+        let d = dir.path().join(format!("run{i}"));
+        std::fs::create_dir(&d).unwrap();
+        let mut m = Mount::start(
+            &store,
+            &d,
+            true,
+            &[
+                "--shadow",
+                "--model",
+                "zfs-hdd",
+                "--time-scale",
+                "0",
+                "--layout-order",
+                order,
+            ],
+        );
+        let (code, _, out) = gc_on(
+            &m.mnt,
+            &["--strategy", "lru", "--phase", "mark", "--no-lock"],
+        );
+        assert_eq!(code, 0, "{out}");
+        let online = mount_totals(&m.stop());
+        let trace = m.trace.clone().unwrap();
+        let offline = replay(&trace, &[]);
+        assert_eq!(offline["mismatches"], 0, "{order}");
+        assert_eq!(offline["totals"], online, "{order}: online == replay");
+        misses.push(online["misses"].as_u64().unwrap());
+        if order == "creation" {
+            let saved = chunkscope::replay::order_path(&trace);
+            assert!(saved.exists());
+            std::fs::remove_file(&saved).unwrap();
+            let o = run(&["replay", trace.to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(2));
+            assert!(
+                stderr(&o).contains("--layout-order creation"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+    if ext4 {
+        assert!(
+            misses[0] < misses[1],
+            "creation {} vs native {}",
+            misses[0],
+            misses[1]
+        );
+    } else {
+        assert!(
+            misses[0] <= misses[1],
+            "creation {} vs native {}",
+            misses[0],
+            misses[1]
+        );
+    }
+}

@@ -78,6 +78,19 @@ pub struct MountArgs {
     /// Seed of the fault decisions: same seed, same store, same requests, same faults.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Which number places an inode in the model's layout: `native` uses the backing inode
+    /// number (right for tmpfs and ZFS, which number in creation order); `creation` ranks
+    /// every inode by creation when mounting (directories first, then files by mtime), so a
+    /// ZFS model is faithful on ext4, which clusters inode numbers by directory. The ranking is
+    /// saved beside the trace as TRACE.order for `replay`.
+    #[arg(long, value_enum, default_value = "native", requires = "model")]
+    layout_order: LayoutOrder,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LayoutOrder {
+    Native,
+    Creation,
 }
 
 fn seconds(v: f64, flag: &str) -> Result<Duration> {
@@ -147,6 +160,22 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     let params = args.model.params()?;
     let faults = Faults::load(&args.faults, &args.fault_files, args.seed)?;
     let rule_texts: Vec<String> = faults.stats().into_iter().map(|r| r.rule).collect();
+    let order = match args.layout_order {
+        LayoutOrder::Native => None,
+        LayoutOrder::Creation => {
+            let inos = crate::model::order::scan_creation_order(&store)
+                .context("ranking the store's inodes by creation (--layout-order creation)")?;
+            eprintln!(
+                "chunkscope: ranked {} inodes by creation for the model's layout",
+                inos.len()
+            );
+            let order = crate::model::order::InodeOrder::from_creation(inos);
+            if let Some(t) = &args.trace {
+                order.save(&crate::replay::order_path(t))?;
+            }
+            Some(order)
+        }
+    };
 
     let set = block_signals();
     let (writer, sink) = match &args.trace {
@@ -168,6 +197,15 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             if let Some(p) = &params {
                 o.insert("model".into(), serde_json::to_value(p)?);
                 o.insert("time_scale".into(), args.time_scale.into());
+                o.insert(
+                    "layout_order".into(),
+                    if order.is_some() {
+                        "creation"
+                    } else {
+                        "native"
+                    }
+                    .into(),
+                );
             }
             if !rule_texts.is_empty() {
                 o.insert("faults".into(), rule_texts.clone().into());
@@ -181,7 +219,10 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     };
     let inst = std::sync::Arc::new(Instruments::new(
         Some(faults),
-        params.map(Model::new),
+        params.map(|p| match order {
+            Some(o) => Model::with_order(p, o),
+            None => Model::new(p),
+        }),
         args.time_scale,
     )?);
     let overlay = Overlay::new(opts, sink, inst.clone())?;

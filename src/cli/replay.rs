@@ -33,6 +33,10 @@ pub struct ReplayArgs {
     /// Print the model's parameters as JSON (a model file to edit) and exit.
     #[arg(long)]
     print_model: bool,
+    /// Place inodes by the creation ranking in FILE (default for a trace recorded with
+    /// --layout-order creation: TRACE.order).
+    #[arg(long, value_name = "FILE")]
+    order: Option<PathBuf>,
 }
 
 pub fn run(args: ReplayArgs) -> Result<Outcome> {
@@ -59,7 +63,7 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
         println!("{}", serde_json::to_string_pretty(&params)?);
         return Ok(Outcome::Ok);
     }
-    let (rep, truncated) = crate::replay::replay(&args.trace, params)?;
+    let (rep, truncated) = crate::replay::replay(&args.trace, params, args.order.as_deref())?;
     if let Some(bytes) = truncated {
         eprintln!(
             "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored)",
