@@ -11,6 +11,7 @@
 //! * [`cli`]: argument parsing and wiring, nothing else.
 //! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
 
+pub mod analysis;
 pub mod check;
 pub mod cli;
 pub mod datastore;

@@ -7,7 +7,6 @@
 //! the model the trace was recorded with, every request's cost must equal its recorded
 //! `modeled_ns`; [`ReplayReport::mismatches`] counts those that do not.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
@@ -15,6 +14,7 @@ use serde::Serialize;
 
 use crate::model::order::InodeOrder;
 use crate::model::{charges, Model, ModelOp, ModelParams, Totals};
+use crate::trace::ordered::Ordered;
 use crate::trace::{Name, Op, Record, TraceReader};
 
 /// The model's clock and counters at a marker.
@@ -45,12 +45,6 @@ pub struct ReplayReport {
     /// Request numbers that never appeared (a torn or cut trace).
     pub missing: u64,
     pub markers: Vec<MarkerPoint>,
-}
-
-#[derive(Default)]
-struct Slot {
-    rec: Option<Record>,
-    dirents: Vec<u64>,
 }
 
 struct Replayer {
@@ -117,7 +111,7 @@ pub fn replay(
     params: ModelParams,
     order: Option<&Path>,
 ) -> Result<(ReplayReport, Option<u64>)> {
-    let mut reader = TraceReader::open(path)?;
+    let reader = TraceReader::open(path)?;
     let creation = reader
         .meta()
         .options
@@ -156,39 +150,12 @@ pub fn replay(
             markers: Vec::new(),
         },
     };
-    // Records by request number until their turn; a listing's dirents arrive before it.
-    let mut pending: BTreeMap<u64, Slot> = BTreeMap::new();
-    let mut next = 0u64;
-    while let Some(rec) = reader.next_record()? {
-        if rec.op() == Some(Op::Dirent) {
-            pending.entry(rec.seq).or_default().dirents.push(rec.ino);
-            continue;
-        }
-        if rec.seq == next && !pending.contains_key(&next) {
-            r.process(rec, &[]);
-            next += 1;
-        } else {
-            let seq = rec.seq;
-            pending.entry(seq).or_default().rec = Some(rec);
-        }
-        while let Some(slot) = pending.get(&next) {
-            if slot.rec.is_none() {
-                break;
-            }
-            let slot = pending.remove(&next).expect("present");
-            r.process(slot.rec.expect("checked"), &slot.dirents);
-            next += 1;
-        }
+    let mut records = Ordered::new(reader);
+    while let Some((rec, dirents)) = records.next_record()? {
+        r.process(rec, &dirents);
     }
-    // What is left: numbers after a gap (a torn trace). Keep their order.
-    for (seq, slot) in std::mem::take(&mut pending) {
-        if let Some(rec) = slot.rec {
-            r.report.missing += seq - next;
-            r.process(rec, &slot.dirents);
-            next = seq + 1;
-        }
-    }
+    r.report.missing = records.missing();
     r.model.flush();
     r.report.totals = r.model.totals().clone();
-    Ok((r.report, reader.truncated_bytes()))
+    Ok((r.report, records.reader().truncated_bytes()))
 }

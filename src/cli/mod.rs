@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 the command ran and found a problem (`check` found missing or
 //! corrupt data, `inspect` a checksum mismatch); 2 an error (bad arguments, unreadable input).
 
+mod analyze;
 mod check;
 mod ctl;
 mod gc;
@@ -39,6 +40,7 @@ enum Command {
     Ctl(ctl::CtlArgs),
     Gc(gc::GcArgs),
     Replay(replay::ReplayArgs),
+    Analyze(analyze::AnalyzeArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -59,6 +61,7 @@ pub fn run() -> i32 {
         Command::Ctl(args) => ctl::run(args),
         Command::Gc(args) => gc::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Analyze(args) => analyze::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -3,12 +3,14 @@
 //! * [`format`]: the on-disk layout (the specification is that module's doc).
 //! * [`writer`]: the writer thread and the request path's [`writer::TraceSink`].
 //! * [`reader`]: a streaming reader that tolerates a torn last record.
+//! * [`ordered`]: records in request order, listings with their entries.
 //! * [`export`]: CSV and JSON Lines, the only place that knows those formats.
 //!
 //! This layer knows nothing about who produced the records (overlay, GC client, simulator).
 
 pub mod export;
 pub mod format;
+pub mod ordered;
 pub mod reader;
 pub mod writer;
 
