@@ -141,13 +141,16 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         for (i, ms) in [(0, 40u64), (1, 10), (2, 25)] {
             let tx = tx.clone();
-            t.after(Duration::from_millis(ms), move || tx.send(i).unwrap());
+            t.after(Duration::from_millis(ms), move || drop(tx.send(i)));
         }
         let order: Vec<i32> = (0..3).map(|_| rx.recv().unwrap()).collect();
         assert_eq!(order, vec![1, 2, 0]);
         let tx2 = tx.clone();
-        t.after(Duration::from_secs(3600), move || tx2.send(9).unwrap());
-        assert_eq!(t.counts(), (1, 4));
+        t.after(Duration::from_secs(3600), move || drop(tx2.send(9)));
+        // The third job's own count may not have dropped yet: it runs, then is counted.
+        let (held, pushed) = t.counts();
+        assert_eq!(pushed, 4);
+        assert!((1..=2).contains(&held), "{held}");
         drop(t);
         assert_eq!(rx.try_recv(), Ok(9), "a held job runs when the timer stops");
     }
