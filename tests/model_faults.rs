@@ -271,7 +271,7 @@ fn a_stalled_request_does_not_stop_the_others() {
             "--threads",
             "1",
             "--fault",
-            "getattr,lookup path=stall-me stall=2s",
+            "getattr,lookup path=stall-me stall=4s",
         ],
     );
     let done = AtomicBool::new(false);
