@@ -4,7 +4,6 @@
 mod common;
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 
 use chunkscope::datastore::paths::chunk_rel_path;
 use chunkscope::trace::{Op, TraceReader};
@@ -12,30 +11,6 @@ use common::*;
 use serde_json::Value;
 
 const STRATEGIES: [&str; 5] = ["naive", "lru", "prefetch", "batched", "inode-order"];
-
-fn gc(store: &Path, args: &[&str]) -> (i32, Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("gc.json");
-    // The atime check sleeps a second and adds the zero chunk; one test below runs it.
-    let mut a = vec!["gc", "--json", json.to_str().unwrap()];
-    if !args.contains(&"--with-atime-check") {
-        a.push("--no-atime-check");
-    }
-    let args: Vec<&str> = args
-        .iter()
-        .copied()
-        .filter(|&x| x != "--with-atime-check")
-        .collect();
-    let args = &args[..];
-    a.extend_from_slice(args);
-    a.push(store.to_str().unwrap());
-    let o = run(&a);
-    let report = std::fs::read(&json)
-        .ok()
-        .map(|b| serde_json::from_slice(&b).unwrap())
-        .unwrap_or(Value::Null);
-    (o.status.code().unwrap(), report, stdout(&o) + &stderr(&o))
-}
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))

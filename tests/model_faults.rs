@@ -14,20 +14,6 @@ use chunkscope::trace::{Op, TraceReader};
 use common::*;
 use serde_json::Value;
 
-fn gc_on(mnt: &Path, extra: &[&str]) -> (i32, Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("gc.json");
-    let mut a = vec!["gc", "--no-atime-check", "--json", json.to_str().unwrap()];
-    a.extend_from_slice(extra);
-    a.push(mnt.to_str().unwrap());
-    let o = run(&a);
-    let report = std::fs::read(&json)
-        .ok()
-        .map(|b| serde_json::from_slice(&b).unwrap())
-        .unwrap_or(Value::Null);
-    (o.status.code().unwrap(), report, stdout(&o) + &stderr(&o))
-}
-
 /// The totals the mount printed when it unmounted (`chunkscope: model NAME: {json}`).
 fn mount_totals(log: &str) -> Value {
     let line = log
@@ -55,7 +41,7 @@ fn online_totals_equal_the_offline_replay() {
         true,
         &["--model", "zfs-hdd", "--time-scale", "0", "--threads", "4"],
     );
-    let (code, _, out) = gc_on(&m.mnt, &["--strategy", "batched"]);
+    let (code, _, out) = gc(&m.mnt, &["--strategy", "batched"]);
     assert_eq!(code, 0, "{out}");
     let log = m.stop();
     let online = mount_totals(&log);
@@ -153,7 +139,7 @@ fn same_seed_same_totals_and_faults_with_one_and_four_threads() {
                 "setattr-atime prob=0.01 delay=uniform:10us..90us",
             ],
         );
-        let (code, report, out) = gc_on(&m.mnt, &["--strategy", "lru", "--no-lock"]);
+        let (code, report, out) = gc(&m.mnt, &["--strategy", "lru", "--no-lock"]);
         assert_eq!(code, 0, "{out}");
         let log = m.stop();
         (
@@ -191,7 +177,7 @@ fn eio_on_atime_updates_aborts_before_the_sweep_and_loses_nothing() {
         true,
         &["--fault", "setattr-atime errno=EIO nth=100"],
     );
-    let (code, _, out) = gc_on(&m.mnt, &["--strategy", "lru"]);
+    let (code, _, out) = gc(&m.mnt, &["--strategy", "lru"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("aborted before anything was removed"), "{out}");
     assert!(
@@ -233,7 +219,7 @@ fn enoent_on_a_referenced_chunk_takes_the_missing_chunk_path() {
         "the chunk is hidden"
     );
     assert!(std::fs::metadata(store.join(&rel)).is_ok());
-    let (code, report, out) = gc_on(&m.mnt, &["--strategy", "lru"]);
+    let (code, report, out) = gc(&m.mnt, &["--strategy", "lru"]);
     assert_eq!(code, 0, "the GC finishes: {out}");
     assert!(
         out.contains(&format!(
@@ -355,7 +341,7 @@ fn creation_order_layout_on_a_store_that_numbers_by_directory() {
                 order,
             ],
         );
-        let (code, _, out) = gc_on(
+        let (code, _, out) = gc(
             &m.mnt,
             &["--strategy", "lru", "--phase", "mark", "--no-lock"],
         );

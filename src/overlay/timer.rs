@@ -141,12 +141,16 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         for (i, ms) in [(0, 40u64), (1, 10), (2, 25)] {
             let tx = tx.clone();
-            t.after(Duration::from_millis(ms), move || drop(tx.send(i)));
+            t.after(Duration::from_millis(ms), move || {
+                let _ = tx.send(i);
+            });
         }
         let order: Vec<i32> = (0..3).map(|_| rx.recv().unwrap()).collect();
         assert_eq!(order, vec![1, 2, 0]);
         let tx2 = tx.clone();
-        t.after(Duration::from_secs(3600), move || drop(tx2.send(9)));
+        t.after(Duration::from_secs(3600), move || {
+            let _ = tx2.send(9);
+        });
         // The third job's own count may not have dropped yet: it runs, then is counted.
         let (held, pushed) = t.counts();
         assert_eq!(pushed, 4);

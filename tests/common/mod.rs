@@ -194,3 +194,29 @@ impl Drop for Mount {
         }
     }
 }
+
+/// Runs `chunkscope gc --json` on `store` (a directory or a mount) and returns (exit code,
+/// report, output). Adds `--no-atime-check` (the check sleeps a second and adds the zero
+/// chunk) unless `args` holds `--with-atime-check`.
+pub fn gc(store: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gc.json");
+    let mut a = vec!["gc", "--json", json.to_str().unwrap()];
+    if !args.contains(&"--with-atime-check") {
+        a.push("--no-atime-check");
+    }
+    let args: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|&x| x != "--with-atime-check")
+        .collect();
+    let args = &args[..];
+    a.extend_from_slice(args);
+    a.push(store.to_str().unwrap());
+    let o = run(&a);
+    let report = std::fs::read(&json)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (o.status.code().unwrap(), report, stdout(&o) + &stderr(&o))
+}
