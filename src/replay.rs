@@ -75,20 +75,18 @@ impl Replayer {
         if !charges(op) {
             return;
         }
-        let mut ns = self
-            .model
-            .charge(&ModelOp {
-                op,
-                ino: rec.ino,
-                parent: rec.parent,
-                errno: rec.errno,
-            })
-            .ns;
-        if matches!(op, Op::Readdir | Op::Readdirplus) {
+        let listing = matches!(op, Op::Readdir | Op::Readdirplus).then_some(dirents);
+        if listing.is_some() {
             self.report.listings += 1;
             self.report.dirents += dirents.len() as u64;
-            ns += self.model.charge_listing(dirents).ns;
         }
+        let mop = ModelOp {
+            op,
+            ino: rec.ino,
+            parent: rec.parent,
+            errno: rec.errno,
+        };
+        let ns = self.model.charge_request(&mop, listing);
         if self.report.same_model && ns != rec.modeled_ns {
             self.report.mismatches += 1;
             self.report.first_mismatch_seq.get_or_insert(rec.seq);

@@ -1,4 +1,5 @@
-//! PBS's human-readable units, reproduced for the GC's task-log lines (format document 6.2).
+//! PBS's human-readable units, reproduced for the GC's task-log lines (format document 6.2),
+//! and the names people type or read: durations (`5ms`), errnos (`EIO`).
 
 /// `HumanByte`: binary units chosen by the value's size, at most 3 decimals, zeros trimmed.
 pub fn human_bytes(v: u64) -> String {
@@ -58,6 +59,64 @@ pub fn duration_ns(ns: u64) -> String {
     }
 }
 
+/// Errno names this project prints and parses.
+pub const ERRNOS: &[(&str, i32)] = &[
+    ("EPERM", libc::EPERM),
+    ("ENOENT", libc::ENOENT),
+    ("EINTR", libc::EINTR),
+    ("EIO", libc::EIO),
+    ("EBADF", libc::EBADF),
+    ("EAGAIN", libc::EAGAIN),
+    ("ENOMEM", libc::ENOMEM),
+    ("EACCES", libc::EACCES),
+    ("EBUSY", libc::EBUSY),
+    ("EEXIST", libc::EEXIST),
+    ("EXDEV", libc::EXDEV),
+    ("ENOTDIR", libc::ENOTDIR),
+    ("EISDIR", libc::EISDIR),
+    ("EINVAL", libc::EINVAL),
+    ("ENFILE", libc::ENFILE),
+    ("EMFILE", libc::EMFILE),
+    ("EFBIG", libc::EFBIG),
+    ("ENOSPC", libc::ENOSPC),
+    ("EROFS", libc::EROFS),
+    ("ENAMETOOLONG", libc::ENAMETOOLONG),
+    ("ENOSYS", libc::ENOSYS),
+    ("ENOTEMPTY", libc::ENOTEMPTY),
+    ("ESTALE", libc::ESTALE),
+    ("ETIMEDOUT", libc::ETIMEDOUT),
+    ("EDQUOT", libc::EDQUOT),
+];
+
+/// The name of an errno (`EIO`), or its number.
+pub fn errno_name(e: i32) -> String {
+    ERRNOS
+        .iter()
+        .find(|(_, n)| *n == e)
+        .map_or_else(|| e.to_string(), |(s, _)| s.to_string())
+}
+
+/// A duration such as `5ms`, `2s`, `1.5s` or `250us`.
+pub fn parse_duration(v: &str) -> anyhow::Result<u64> {
+    let v = v.trim();
+    // humantime takes integers only; accept one decimal number with a unit too.
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    if num.contains('.') {
+        let x: f64 = num
+            .parse()
+            .map_err(|_| anyhow::anyhow!("'{v}' is not a duration"))?;
+        let per = humantime::parse_duration(&format!("1{unit}"))
+            .map_err(|e| anyhow::anyhow!("'{v}' is not a duration ({e})"))?;
+        return Ok((x * per.as_nanos() as f64) as u64);
+    }
+    humantime::parse_duration(v)
+        .map(|d| d.as_nanos().min(u64::MAX as u128) as u64)
+        .map_err(|e| anyhow::anyhow!("'{v}' is not a duration such as 5ms or 2s ({e})"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +137,12 @@ mod tests {
         assert_eq!(duration_ns(8_002_000), "8.0 ms");
         assert_eq!(duration_ns(2_345_000_000), "2.35 s");
         assert_eq!(duration_ns(566_744_336_000), "9m 26.7s");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5ms").unwrap(), 5_000_000);
+        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("250us").unwrap(), 250_000);
     }
 }

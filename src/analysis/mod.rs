@@ -483,7 +483,7 @@ impl Analyzer {
         a.count += 1;
         if rec.errno != 0 {
             *a.errors
-                .entry(crate::faults::errno_name(rec.errno))
+                .entry(crate::units::errno_name(rec.errno))
                 .or_insert(0) += 1;
         }
         a.real.record(rec.duration_ns).expect("auto-resizing");

@@ -163,7 +163,7 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
             args.block_size
         )
     })?;
-    let txg_ns = crate::faults::parse_duration(&args.txg)
+    let txg_ns = crate::units::parse_duration(&args.txg)
         .map_err(|e| anyhow::anyhow!("--txg {}: {e}", args.txg))?;
     if txg_ns == 0 {
         anyhow::bail!("--txg must be longer than 0");

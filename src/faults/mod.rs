@@ -52,6 +52,7 @@ use globset::{GlobBuilder, GlobMatcher};
 
 use crate::rng::{hash, unit};
 use crate::trace::Op;
+use crate::units::{parse_duration, ERRNOS};
 
 /// A distribution of delays.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -157,42 +158,6 @@ fn select(name: &str) -> Option<(u128, bool, bool)> {
     })
 }
 
-const ERRNOS: &[(&str, i32)] = &[
-    ("EPERM", libc::EPERM),
-    ("ENOENT", libc::ENOENT),
-    ("EINTR", libc::EINTR),
-    ("EIO", libc::EIO),
-    ("EBADF", libc::EBADF),
-    ("EAGAIN", libc::EAGAIN),
-    ("ENOMEM", libc::ENOMEM),
-    ("EACCES", libc::EACCES),
-    ("EBUSY", libc::EBUSY),
-    ("EEXIST", libc::EEXIST),
-    ("EXDEV", libc::EXDEV),
-    ("ENOTDIR", libc::ENOTDIR),
-    ("EISDIR", libc::EISDIR),
-    ("EINVAL", libc::EINVAL),
-    ("ENFILE", libc::ENFILE),
-    ("EMFILE", libc::EMFILE),
-    ("EFBIG", libc::EFBIG),
-    ("ENOSPC", libc::ENOSPC),
-    ("EROFS", libc::EROFS),
-    ("ENAMETOOLONG", libc::ENAMETOOLONG),
-    ("ENOSYS", libc::ENOSYS),
-    ("ENOTEMPTY", libc::ENOTEMPTY),
-    ("ESTALE", libc::ESTALE),
-    ("ETIMEDOUT", libc::ETIMEDOUT),
-    ("EDQUOT", libc::EDQUOT),
-];
-
-/// The name of an errno (`EIO`), or its number.
-pub fn errno_name(e: i32) -> String {
-    ERRNOS
-        .iter()
-        .find(|(_, n)| *n == e)
-        .map_or_else(|| e.to_string(), |(s, _)| s.to_string())
-}
-
 /// Errnos an operation can really return from a local filesystem (for `errno=any`).
 pub fn errnos_of(op: Op) -> &'static [i32] {
     use libc::*;
@@ -234,27 +199,6 @@ fn parse_errno(v: &str) -> Result<Errno> {
                 ERRNOS.iter().map(|e| e.0).collect::<Vec<_>>().join(" ")
             )
         })
-}
-
-/// A duration such as `5ms`, `2s`, `1.5s` or `250us`.
-pub fn parse_duration(v: &str) -> Result<u64> {
-    let v = v.trim();
-    // humantime takes integers only; accept one decimal number with a unit too.
-    let split = v
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    if num.contains('.') {
-        let x: f64 = num
-            .parse()
-            .map_err(|_| anyhow!("'{v}' is not a duration"))?;
-        let per = humantime::parse_duration(&format!("1{unit}"))
-            .map_err(|e| anyhow!("'{v}' is not a duration ({e})"))?;
-        return Ok((x * per.as_nanos() as f64) as u64);
-    }
-    humantime::parse_duration(v)
-        .map(|d| d.as_nanos().min(u64::MAX as u128) as u64)
-        .map_err(|e| anyhow!("'{v}' is not a duration such as 5ms or 2s ({e})"))
 }
 
 fn parse_delay(v: &str) -> Result<Delay> {
@@ -566,13 +510,6 @@ mod tests {
             let e = format!("{:#}", Rule::parse(text).err().expect(text));
             assert!(e.contains(needle), "{text}: {e}");
         }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("5ms").unwrap(), 5_000_000);
-        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
-        assert_eq!(parse_duration("250us").unwrap(), 250_000);
     }
 
     #[test]

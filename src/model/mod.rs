@@ -473,6 +473,16 @@ impl Model {
         c
     }
 
+    /// Charges one request as the overlay and `replay` both do: the operation, then for a
+    /// listing the prefetch of the entries it returned. Returns the request's modelled time.
+    pub fn charge_request(&mut self, op: &ModelOp, listing: Option<&[u64]>) -> u64 {
+        let mut ns = self.charge(op).ns;
+        if let Some(entries) = listing {
+            ns += self.charge_listing(entries).ns;
+        }
+        ns
+    }
+
     /// Ends the run: the last transaction group is synced.
     pub fn flush(&mut self) {
         if !self.dirty.is_empty() {

@@ -381,22 +381,22 @@ impl Overlay {
         let seq;
         let mut modeled = 0;
         match &self.inst.model {
-            Some(m) if charges(op) => {
-                let mut m = m.lock().unwrap_or_else(|p| p.into_inner());
+            Some(_) if charges(op) => {
+                let mut m = self.inst.model().expect("checked");
                 // The request number is taken under the model's lock: the trace's order is
                 // the order the model saw.
                 seq = sink.map_or(0, TraceSink::next_seq);
-                modeled = m
-                    .charge(&ModelOp {
-                        op,
-                        ino: d.ino,
-                        parent: d.parent,
-                        errno: d.errno,
-                    })
-                    .ns;
-                if d.listing {
-                    LISTING.with(|l| modeled += m.charge_listing(&l.borrow().inos).ns);
-                }
+                let mop = ModelOp {
+                    op,
+                    ino: d.ino,
+                    parent: d.parent,
+                    errno: d.errno,
+                };
+                modeled = if d.listing {
+                    LISTING.with(|l| m.charge_request(&mop, Some(&l.borrow().inos)))
+                } else {
+                    m.charge_request(&mop, None)
+                };
             }
             _ => seq = sink.map_or(0, TraceSink::next_seq),
         }
