@@ -8,6 +8,8 @@
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`replay`]: a recorded trace through any cost model, offline.
 //! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
+//! * [`analysis`]: access order, locality, miss-ratio curves and write-back of a trace; SVG plots.
+//! * [`table`]: aligned text and Markdown tables, CSV quoting.
 //! * [`cli`]: argument parsing and wiring, nothing else.
 //! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
 
@@ -24,6 +26,7 @@ pub mod overlay;
 pub mod replay;
 pub mod rng;
 pub mod store;
+pub mod table;
 pub mod time;
 pub mod trace;
 pub mod units;

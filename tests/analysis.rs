@@ -5,10 +5,11 @@ mod common;
 
 use common::*;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 /// Phase 1 of `strategy` on a shadow mount of `store` with the zfs-hdd model (accounting
-/// only); returns the analysis of its phase-1 phase.
-fn phase1(store: &std::path::Path, dir: &std::path::Path, strategy: &str) -> Value {
+/// only); returns the trace.
+fn phase1_trace(store: &Path, dir: &Path, strategy: &str) -> PathBuf {
     let d = dir.join(strategy);
     std::fs::create_dir(&d).unwrap();
     let mut m = Mount::start(
@@ -29,13 +30,13 @@ fn phase1(store: &std::path::Path, dir: &std::path::Path, strategy: &str) -> Val
     ]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     m.stop();
-    let o = run(&[
-        "analyze",
-        "--json",
-        m.trace.as_ref().unwrap().to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = dir.join(format!("{strategy}.trace"));
+    std::fs::rename(m.trace.as_ref().unwrap(), &t).unwrap();
+    t
+}
+
+/// The phase-1 phase of a report.
+fn phase1(report: &Value, strategy: &str) -> Value {
     let name = format!("phase1 strategy={strategy}");
     report["phases"]
         .as_array()
@@ -46,20 +47,68 @@ fn phase1(store: &std::path::Path, dir: &std::path::Path, strategy: &str) -> Val
         .clone()
 }
 
+/// A well-formed SVG document with a caption and axis labels and something drawn.
+fn assert_svg(path: &Path, must_say: &[&str]) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let words: String = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "text")
+        .filter_map(|n| n.text())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for w in must_say {
+        assert!(
+            words.contains(w),
+            "{}: no label {w:?} in {words:?}",
+            path.display()
+        );
+    }
+    let drawn = doc
+        .descendants()
+        .filter(|n| matches!(n.tag_name().name(), "polyline" | "circle" | "path"))
+        .count();
+    assert!(drawn > 3, "{}: only {drawn} drawn elements", path.display());
+}
+
+/// Issue 6's acceptance on the `small` preset (tmpfs: inode numbers in creation order): one
+/// trace per strategy, compared in one `analyze` run with JSON, CSV and SVG output.
 #[test]
-fn strategies_differ_as_the_threads_say() {
+fn strategies_differ_as_the_threads_say_on_small() {
     let dir = store_dir();
-    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "8"]);
-    let naive = phase1(&store, dir.path(), "naive");
-    let lru = phase1(&store, dir.path(), "lru");
-    let inode = phase1(&store, dir.path(), "inode-order");
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "small", "--seed", "8"]);
+    let traces: Vec<PathBuf> = ["naive", "lru", "inode-order"]
+        .iter()
+        .map(|s| phase1_trace(&store, dir.path(), s))
+        .collect();
+    let (svg, csv) = (dir.path().join("svg"), dir.path().join("csv"));
+    let mut args = vec![
+        "analyze".to_string(),
+        "--json".into(),
+        "--svg".into(),
+        svg.display().to_string(),
+        "--csv".into(),
+        csv.display().to_string(),
+    ];
+    args.extend(traces.iter().map(|t| t.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let reports: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reports = reports.as_array().expect("an array for several traces");
+    assert_eq!(reports.len(), 3);
+    let naive = phase1(&reports[0], "naive");
+    let lru = phase1(&reports[1], "lru");
+    let inode = phase1(&reports[2], "inode-order");
     let n = |v: &Value| v.as_u64().unwrap();
     let referenced = n(&truth["referenced_chunks"]);
 
     assert_eq!(n(&lru["touches"]["count"]), referenced);
     assert!(n(&naive["touches"]["count"]) > n(&lru["touches"]["count"]));
     assert_eq!(n(&naive["touches"]["distinct_inodes"]), referenced);
-    // Inode order: consecutive touches are neighbours.
+    // Inode order: consecutive touches are neighbours, and dirty fewer blocks per group.
     assert!(n(&inode["touches"]["gap_p50"]) < n(&lru["touches"]["gap_p50"]));
     assert!(inode["touches"]["same_block"].as_f64() > lru["touches"]["same_block"].as_f64());
     assert!(
@@ -69,6 +118,20 @@ fn strategies_differ_as_the_threads_say() {
         lru["writeback"]["block_writes"]
     );
     assert!(inode["writeback"]["amplification"].as_f64().unwrap() < 1.05);
+    // What-if: lru's own touches sorted globally are as good as what inode-order did.
+    let global = &lru["what_if"][2];
+    assert_eq!(global["order"], "global");
+    assert!(n(&global["touches"]["gap_p50"]) <= n(&inode["touches"]["gap_p50"]) + 1);
+    assert_eq!(
+        n(&global["block_writes"]),
+        n(&lru["writeback"]["inode_order_block_writes"])
+    );
+    let per_index = &lru["what_if"][1];
+    assert!(n(&per_index["touches"]["gap_p50"]) < n(&lru["touches"]["gap_p50"]));
+    assert_eq!(
+        n(&lru["indexes"]),
+        n(&truth["fixed_indexes"]) + n(&truth["dynamic_indexes"])
+    );
     // The digest stream: naive sees every reference, lru only the misses of its cache.
     let dm = &naive["digest_mrc"];
     assert_eq!(n(&dm["distinct"]), referenced);
@@ -80,9 +143,76 @@ fn strategies_differ_as_the_threads_say() {
         .unwrap();
     let expect = 1.0 - referenced as f64 / n(&dm["references"]) as f64;
     assert!((at_default["hit_ratio"].as_f64().unwrap() - expect).abs() < 1e-9);
+    assert!(
+        n(&at_default["bytes"]) > 80 << 20,
+        "PBS's table alone is 82 MiB"
+    );
     assert_eq!(
         lru["digest_mrc"]["points"][0]["hit_ratio"].as_f64(),
         Some(0.0)
+    );
+
+    // The plots: well-formed, labelled, not empty.
+    assert_svg(
+        &svg.join("mrc-digests.svg"),
+        &["Digest cache", "miss ratio", "naive"],
+    );
+    assert_svg(
+        &svg.join("mrc-blocks.svg"),
+        &["Metadata blocks", "cache size"],
+    );
+    assert_svg(&svg.join("gaps.svg"), &["Gap", "count", "inode-order"]);
+    assert_svg(&svg.join("txg.svg"), &["Dirty metadata blocks", "lru"]);
+    assert_svg(
+        &svg.join("access-lru-phase1-strategy-lru.svg"),
+        &[
+            "Access pattern",
+            "backing inode number",
+            "setattr",
+            "lookup",
+        ],
+    );
+    assert_svg(
+        &svg.join("latency-naive-phase1-strategy-naive.svg"),
+        &["Latency", "lookup real", "lookup modelled"],
+    );
+    // The CSV tables: a header and one row per phase (each trace also has the few requests
+    // before the first marker).
+    let phases = std::fs::read_to_string(csv.join("phases.csv")).unwrap();
+    let rows: Vec<&str> = phases.lines().collect();
+    assert!(rows[0].starts_with("phase,records,"));
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.contains("phase1 strategy="))
+            .count(),
+        3
+    );
+    let cols = rows[0].split(',').count();
+    assert!(
+        rows.iter().all(|r| r.split(',').count() == cols),
+        "{phases}"
+    );
+    for f in ["ops.csv", "mrc.csv", "gaps.csv", "txg.csv", "what_if.csv"] {
+        let t = std::fs::read_to_string(csv.join(f)).unwrap();
+        assert!(t.lines().count() > 3, "{f}: {t}");
+    }
+
+    // The table: one row per phase of each trace, side by side.
+    let o = run(&[
+        "analyze",
+        "--summary",
+        traces[0].to_str().unwrap(),
+        traces[1].to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("naive: phase1 strategy=naive") && out.contains("lru: phase1 strategy=lru"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("== phase1"),
+        "--summary prints no phase details"
     );
 }
 

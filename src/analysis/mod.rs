@@ -20,6 +20,7 @@
 //! Memory grows with distinct inodes and digests, not with the trace's length.
 
 pub mod mrc;
+pub mod plot;
 
 use hashbrown::{HashMap, HashSet};
 use hdrhistogram::Histogram;
@@ -41,6 +42,10 @@ pub struct Options {
     pub block_bytes: u64,
     /// Transaction-group length for the write-back figures.
     pub txg_ns: u64,
+    /// SHARDS sampling rate for the miss-ratio curves (1: exact).
+    pub sample_rate: f64,
+    /// Points kept per phase for the access-pattern plot (decimated evenly).
+    pub access_points: usize,
 }
 
 impl Default for Options {
@@ -49,6 +54,8 @@ impl Default for Options {
             inodes_per_block: 32,
             block_bytes: 16 << 10,
             txg_ns: 5_000_000_000,
+            sample_rate: 1.0,
+            access_points: 20_000,
         }
     }
 }
@@ -93,6 +100,26 @@ pub struct OpStats {
     pub rate: f64,
     pub real: Latency,
     pub modeled: Latency,
+    /// `real_log2[k]`: operations whose real latency in ns is in [2^(k-1), 2^k) (k = 0: 0 ns).
+    pub real_log2: Vec<u64>,
+    pub modeled_log2: Vec<u64>,
+}
+
+/// The log2 bucket of `v`: 0 for 0, else k with 2^(k-1) <= v < 2^k.
+#[inline]
+pub fn log2_bucket(v: u64) -> usize {
+    64 - v.leading_zeros() as usize
+}
+
+#[inline]
+fn count_log2(h: &mut [u64; 65], v: u64) {
+    h[log2_bucket(v)] += 1;
+}
+
+/// A log2 histogram without its empty tail.
+fn trimmed(h: &[u64]) -> Vec<u64> {
+    let n = h.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+    h[..n].to_vec()
 }
 
 /// Locality of one stream of inode operations.
@@ -115,16 +142,30 @@ pub struct Locality {
     pub dir_switches_per_1000: f64,
 }
 
-#[derive(Default)]
 struct LocalityAcc {
     count: u64,
     prev: Option<(u64, u64)>,
     gaps: Option<Histogram<u64>>,
-    log2: Vec<u64>,
+    log2: [u64; 65],
     same_block: u64,
     switches: u64,
     inodes: HashSet<u64>,
     blocks: HashSet<u64>,
+}
+
+impl Default for LocalityAcc {
+    fn default() -> LocalityAcc {
+        LocalityAcc {
+            count: 0,
+            prev: None,
+            gaps: None,
+            log2: [0; 65],
+            same_block: 0,
+            switches: 0,
+            inodes: HashSet::new(),
+            blocks: HashSet::new(),
+        }
+    }
 }
 
 impl LocalityAcc {
@@ -138,15 +179,7 @@ impl LocalityAcc {
                 .get_or_insert_with(histogram)
                 .record(gap)
                 .expect("auto-resizing histogram");
-            let k = if gap == 0 {
-                0
-            } else {
-                64 - gap.leading_zeros() as usize
-            };
-            if self.log2.len() <= k {
-                self.log2.resize(k + 1, 0);
-            }
-            self.log2[k] += 1;
+            count_log2(&mut self.log2, gap);
             self.same_block += (p / per_block == ino / per_block) as u64;
             self.switches += (dir != pdir) as u64;
         }
@@ -164,7 +197,7 @@ impl LocalityAcc {
             gap_p10: q(0.1),
             gap_p50: q(0.5),
             gap_p90: q(0.9),
-            gap_log2: self.log2.clone(),
+            gap_log2: trimmed(&self.log2),
             same_block: self.same_block as f64 / pairs,
             dir_switches_per_1000: 1000.0 * self.switches as f64 / pairs,
         }
@@ -184,6 +217,29 @@ pub struct Writeback {
     /// `block_writes / inode_order_block_writes`.
     pub amplification: f64,
     pub dirty_per_txg: Vec<u64>,
+    /// Start of each transaction group in `dirty_per_txg` on the clock, ns (groups without
+    /// operations are left out).
+    pub txg_start_ns: Vec<u64>,
+}
+
+/// The phase's touches in another order: as recorded, sorted by inode within each index
+/// (between the lookups of two index files), or sorted by inode over the whole phase.
+#[derive(Clone, Debug, Serialize)]
+pub struct WhatIf {
+    pub order: &'static str,
+    pub touches: Locality,
+    /// The touched blocks, by LRU capacity in blocks.
+    pub block_mrc: Mrc,
+    /// Block writes with as many touches per transaction group as recorded.
+    pub block_writes: u64,
+}
+
+/// A point of the access-pattern plot: the operation's position in its phase and its inode.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct AccessPoint {
+    pub at: u64,
+    pub ino: u64,
+    pub op: &'static str,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -218,6 +274,13 @@ pub struct Phase {
     pub block_mrc: Mrc,
     pub writeback: Writeback,
     pub listings: Listings,
+    /// The touches as recorded, per index in inode order, and globally in inode order.
+    pub what_if: Vec<WhatIf>,
+    /// Index files opened in the phase (lookups of `*.fidx` / `*.didx`).
+    pub indexes: u64,
+    /// A decimated sample of the metadata operations, for the access-pattern plot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<AccessPoint>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -236,6 +299,36 @@ struct OpAcc {
     errors: std::collections::BTreeMap<String, u64>,
     real: Histogram<u64>,
     modeled: Histogram<u64>,
+    real_log2: [u64; 65],
+    modeled_log2: [u64; 65],
+}
+
+/// Evenly spaced samples of a stream of unknown length: every `stride`-th item, the stride
+/// doubling (and every other kept item dropped) when `2 * max` are kept.
+struct Decimated {
+    max: usize,
+    stride: u64,
+    seen: u64,
+    kept: Vec<AccessPoint>,
+}
+
+impl Decimated {
+    fn push(&mut self, p: impl FnOnce(u64) -> AccessPoint) {
+        let at = self.seen;
+        self.seen += 1;
+        if self.max == 0 || at % self.stride != 0 {
+            return;
+        }
+        self.kept.push(p(at));
+        if self.kept.len() >= 2 * self.max {
+            let mut i = 0;
+            self.kept.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride *= 2;
+        }
+    }
 }
 
 struct PhaseAcc {
@@ -254,9 +347,13 @@ struct PhaseAcc {
     txg: Option<u64>,
     dirty: HashSet<u64>,
     per_txg: Vec<u64>,
+    txg_starts: Vec<u64>,
     touches_per_txg: Vec<u64>,
     touches_in_txg: u64,
-    touch_inos: Vec<u64>,
+    /// Every touch (inode, directory) and where each index's touches start.
+    touch_log: Vec<(u64, u64)>,
+    index_starts: Vec<usize>,
+    access: Decimated,
     // listings
     listings: u64,
     entries: u64,
@@ -266,7 +363,10 @@ struct PhaseAcc {
 }
 
 impl PhaseAcc {
-    fn new(name: String) -> PhaseAcc {
+    fn new(name: String, o: &Options) -> PhaseAcc {
+        let mrc = |extra: &[u64]| {
+            ReuseDistances::sampled(ReuseDistances::powers_of_two(1 << 26, extra), o.sample_rate)
+        };
         PhaseAcc {
             name,
             records: 0,
@@ -276,17 +376,22 @@ impl PhaseAcc {
             ops: Default::default(),
             touches: Default::default(),
             lookups: Default::default(),
-            digests: ReuseDistances::new(ReuseDistances::powers_of_two(
-                1 << 26,
-                &[PBS_CACHE_DEFAULT, PBS_CACHE_MAX],
-            )),
-            blocks: ReuseDistances::new(ReuseDistances::powers_of_two(1 << 26, &[])),
+            digests: mrc(&[PBS_CACHE_DEFAULT, PBS_CACHE_MAX]),
+            blocks: mrc(&[]),
             txg: None,
             dirty: HashSet::new(),
             per_txg: Vec::new(),
+            txg_starts: Vec::new(),
             touches_per_txg: Vec::new(),
             touches_in_txg: 0,
-            touch_inos: Vec::new(),
+            touch_log: Vec::new(),
+            index_starts: Vec::new(),
+            access: Decimated {
+                max: o.access_points,
+                stride: 1,
+                seen: 0,
+                kept: Vec::new(),
+            },
             listings: 0,
             entries: 0,
             ascending: 0,
@@ -295,9 +400,10 @@ impl PhaseAcc {
         }
     }
 
-    fn close_txg(&mut self) {
-        if self.txg.is_some() {
+    fn close_txg(&mut self, txg_ns: u64) {
+        if let Some(t) = self.txg {
             self.per_txg.push(self.dirty.len() as u64);
+            self.txg_starts.push(t * txg_ns);
             self.touches_per_txg.push(self.touches_in_txg);
             self.dirty.clear();
             self.touches_in_txg = 0;
@@ -311,23 +417,10 @@ impl PhaseAcc {
     }
 
     fn finish(mut self, o: &Options) -> Phase {
-        self.close_txg();
+        self.close_txg(o.txg_ns.max(1));
         self.end_run();
-        // The same touches in inode order, cut into transaction groups of the same sizes.
-        let mut sorted = std::mem::take(&mut self.touch_inos);
-        sorted.sort_unstable();
-        let mut at = 0;
-        let mut ideal = 0u64;
-        for &n in &self.touches_per_txg {
-            let end = (at + n as usize).min(sorted.len());
-            let mut blocks: Vec<u64> = sorted[at..end]
-                .iter()
-                .map(|i| i / o.inodes_per_block)
-                .collect();
-            blocks.dedup();
-            ideal += blocks.len() as u64;
-            at = end;
-        }
+        let what_if = self.what_if(o);
+        let ideal = what_if.last().map_or(0, |w| w.block_writes);
         let writes: u64 = self.per_txg.iter().sum();
         let mut dir_stats = (0u64, 0u64, 0u64, 0u64, Vec::new());
         for inos in self.dirs.values_mut() {
@@ -358,12 +451,16 @@ impl PhaseAcc {
                     rate: a.count as f64 / (self.real_ns as f64 / 1e9).max(1e-9),
                     real: latency(&a.real),
                     modeled: latency(&a.modeled),
+                    real_log2: trimmed(&a.real_log2),
+                    modeled_log2: trimmed(&a.modeled_log2),
                 })
                 .collect(),
             touches: self.touches.report(o.inodes_per_block),
             lookups: self.lookups.report(o.inodes_per_block),
-            digest_mrc: self.digests.curve(),
-            block_mrc: self.blocks.curve(),
+            digest_mrc: with_bytes(self.digests.curve(), |c, distinct| {
+                pbs_digest_cache_bytes(c, distinct)
+            }),
+            block_mrc: with_bytes(self.blocks.curve(), |c, _| c * o.block_bytes),
             writeback: Writeback {
                 clock: if self.modeled_ns > 0 {
                     "modeled"
@@ -376,6 +473,7 @@ impl PhaseAcc {
                 inode_order_block_writes: ideal,
                 amplification: writes as f64 / ideal.max(1) as f64,
                 dirty_per_txg: self.per_txg,
+                txg_start_ns: self.txg_starts,
             },
             listings: Listings {
                 count: self.listings,
@@ -387,9 +485,104 @@ impl PhaseAcc {
                 mean_blocks_per_dir: dir_stats.1 as f64 / ndirs,
                 median_in_dir_gap: dir_stats.4.get(dir_stats.4.len() / 2).copied().unwrap_or(0),
             },
+            what_if,
+            indexes: self.index_starts.len() as u64,
+            access: self.access.kept,
             name: self.name,
         }
     }
+
+    /// The touches as recorded, sorted within each index, and sorted globally.
+    fn what_if(&mut self, o: &Options) -> Vec<WhatIf> {
+        let log = std::mem::take(&mut self.touch_log);
+        let mut per_index = log.clone();
+        let mut bounds = self.index_starts.clone();
+        bounds.push(per_index.len());
+        let mut from = 0;
+        for &to in &bounds {
+            let to = to.min(per_index.len());
+            if to > from {
+                per_index[from..to].sort_unstable();
+            }
+            from = from.max(to);
+        }
+        if from < per_index.len() {
+            per_index[from..].sort_unstable();
+        }
+        let mut global = log.clone();
+        global.sort_unstable();
+        [
+            ("recorded", log),
+            ("per-index", per_index),
+            ("global", global),
+        ]
+        .into_iter()
+        .map(|(order, touches)| self.order_figures(order, &touches, o))
+        .collect()
+    }
+
+    fn order_figures(&self, order: &'static str, touches: &[(u64, u64)], o: &Options) -> WhatIf {
+        let per_block = o.inodes_per_block.max(1);
+        let mut loc = LocalityAcc::default();
+        let mut mrc =
+            ReuseDistances::sampled(ReuseDistances::powers_of_two(1 << 26, &[]), o.sample_rate);
+        for &(ino, dir) in touches {
+            loc.push(ino, dir, per_block);
+            mrc.push(ino / per_block);
+        }
+        // Each block once per transaction group, with the recorded touches per group.
+        let mut writes = 0u64;
+        let mut at = 0usize;
+        let mut blocks: Vec<u64> = Vec::new();
+        for &n in &self.touches_per_txg {
+            let end = (at + n as usize).min(touches.len());
+            blocks.clear();
+            blocks.extend(touches[at..end].iter().map(|t| t.0 / per_block));
+            blocks.sort_unstable();
+            blocks.dedup();
+            writes += blocks.len() as u64;
+            at = end;
+        }
+        WhatIf {
+            order,
+            touches: loc.report(per_block),
+            block_mrc: with_bytes(mrc.curve(), |c, _| c * o.block_bytes),
+            block_writes: writes,
+        }
+    }
+}
+
+/// Fills in each point's memory with `bytes(capacity, distinct keys)`.
+fn with_bytes(mut m: Mrc, bytes: impl Fn(u64, u64) -> u64) -> Mrc {
+    for p in &mut m.points {
+        p.bytes = bytes(p.capacity, m.distinct);
+    }
+    m
+}
+
+/// Memory of PBS's phase-1 digest cache (`pbs-tools` LruCache<[u8; 32], ()>) of `capacity`
+/// holding up to `distinct` digests, by the format document's computation (3.9): a hash table
+/// reserved up front, `next_power_of_two(capacity * 8 / 7)` buckets of 32 + 8 bytes plus a
+/// control byte, and a 64-byte heap node per cached digest.
+pub fn pbs_digest_cache_bytes(capacity: u64, distinct: u64) -> u64 {
+    let buckets = if capacity < 8 {
+        if capacity < 4 {
+            4
+        } else {
+            8
+        }
+    } else {
+        (capacity * 8 / 7).next_power_of_two()
+    };
+    buckets * 41 + 64 * capacity.min(distinct)
+}
+
+/// Operations on an inode's metadata that the access-pattern plot shows.
+fn charged_metadata(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Lookup | Op::Getattr | Op::Setattr | Op::Unlink | Op::Readdir | Op::Readdirplus
+    )
 }
 
 /// The phase a marker opens, or None for a marker that closes one.
@@ -429,7 +622,7 @@ impl Analyzer {
         if let Some(&i) = self.names.get(name) {
             return i;
         }
-        self.phases.push(PhaseAcc::new(name.to_string()));
+        self.phases.push(PhaseAcc::new(name.to_string(), &self.o));
         self.names.insert(name.to_string(), self.phases.len() - 1);
         self.phases.len() - 1
     }
@@ -479,7 +672,11 @@ impl Analyzer {
             errors: Default::default(),
             real: histogram(),
             modeled: histogram(),
+            real_log2: [0; 65],
+            modeled_log2: [0; 65],
         });
+        count_log2(&mut a.real_log2, rec.duration_ns);
+        count_log2(&mut a.modeled_log2, rec.modeled_ns);
         a.count += 1;
         if rec.errno != 0 {
             *a.errors
@@ -493,13 +690,18 @@ impl Analyzer {
         let touch = op == Op::Setattr && rec.flags & flags::SET_ATIME != 0 && ok && rec.ino != 0;
         if touch {
             p.touches.push(rec.ino, parent, per_block);
-            p.touch_inos.push(rec.ino);
+            p.touch_log.push((rec.ino, parent));
         }
         let digest = match &rec.name {
             Name::Digest(d) => Some(d),
             _ => None,
         };
         if op == Op::Lookup {
+            if let Name::Text(t) = &rec.name {
+                if t.ends_with(".fidx") || t.ends_with(".didx") {
+                    p.index_starts.push(p.touch_log.len());
+                }
+            }
             if let Some(d) = digest {
                 p.digests
                     .push(u64::from_le_bytes(d.0[8..16].try_into().expect("8")));
@@ -511,10 +713,17 @@ impl Analyzer {
         if rec.ino != 0 && matches!(op, Op::Lookup | Op::Getattr | Op::Setattr | Op::Unlink) {
             p.blocks.push(rec.ino / per_block);
         }
+        if rec.ino != 0 && ok && charged_metadata(op) {
+            p.access.push(|at| AccessPoint {
+                at,
+                ino: rec.ino,
+                op: op.name(),
+            });
+        }
         // Write-back: windows of the clock.
         let txg = clock / txg_ns;
         if p.txg != Some(txg) {
-            p.close_txg();
+            p.close_txg(txg_ns);
             p.txg = Some(txg);
         }
         if ok && rec.ino != 0 && (touch || op == Op::Unlink) {

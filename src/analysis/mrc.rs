@@ -9,6 +9,13 @@
 //!
 //! The curve is kept at chosen capacities (the report's points), so it is exact there and the
 //! memory does not grow with the largest distance.
+//!
+//! For streams too large to do exactly, SHARDS (Waldspurger et al., FAST 2015) samples keys
+//! by a hash of the key: a key is kept with probability R, all of its references or none, and
+//! each sampled distance is scaled by 1/R. The "adjusted" variant corrects the first bucket by
+//! the difference between the expected (N·R) and the actual number of sampled references. The
+//! hash is SplitMix64 of the key, so it is independent of whatever the key's bits mean (a
+//! digest's first bytes pick its chunk directory).
 
 use hashbrown::HashMap;
 use serde::Serialize;
@@ -57,6 +64,93 @@ impl Fenwick {
     }
 }
 
+impl Fenwick {
+    /// The smallest position whose prefix sum reaches 1 (the oldest live position); the tree's
+    /// size must be a power of two plus one.
+    fn first_one(&self) -> usize {
+        let n = self.t.len() - 1;
+        let (mut pos, mut rest) = (0usize, 1u64);
+        let mut step = n.next_power_of_two();
+        while step > 0 {
+            if pos + step <= n && (self.t[pos + step] as u64) < rest {
+                pos += step;
+                rest -= self.t[pos] as u64;
+            }
+            step >>= 1;
+        }
+        pos + 1
+    }
+}
+
+/// Exact reuse distances below `k`: an LRU stack of the `k` most recent keys, numbered by
+/// position in a fixed Fenwick tree that is renumbered when full. Keys that fall out of the top
+/// `k` are forgotten, so memory is O(k) whatever the stream.
+struct NearDistances {
+    k: usize,
+    last: HashMap<u64, u32>,
+    key_at: Vec<u64>,
+    tree: Fenwick,
+    now: u32,
+}
+
+impl NearDistances {
+    fn new(k: usize) -> NearDistances {
+        let size = (4 * k).next_power_of_two();
+        NearDistances {
+            k,
+            last: HashMap::with_capacity(k + 1),
+            key_at: vec![0; size + 1],
+            tree: Fenwick {
+                t: vec![0; size + 1],
+            },
+            now: 0,
+        }
+    }
+
+    /// Renumbers the live keys 1..=live in recency order.
+    fn compact(&mut self) {
+        let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&k, &p)| (p, k)).collect();
+        live.sort_unstable();
+        self.tree.t.fill(0);
+        for (i, &(_, key)) in live.iter().enumerate() {
+            let pos = i + 1;
+            self.key_at[pos] = key;
+            self.last.insert(key, pos as u32);
+            self.tree.add(pos, 1);
+        }
+        self.now = live.len() as u32;
+    }
+
+    /// The distance of `key` if it is below `k`.
+    #[inline]
+    fn push(&mut self, key: u64) -> Option<u64> {
+        if self.now as usize + 1 >= self.key_at.len() {
+            self.compact();
+        }
+        self.now += 1;
+        let now = self.now as usize;
+        let d = match self.last.insert(key, self.now) {
+            Some(prev) => {
+                let prev = prev as usize;
+                let d = self.tree.prefix(now - 1) - self.tree.prefix(prev);
+                self.tree.add(prev, -1);
+                Some(d)
+            }
+            None => {
+                if self.last.len() > self.k {
+                    let oldest = self.tree.first_one();
+                    self.tree.add(oldest, -1);
+                    self.last.remove(&self.key_at[oldest]);
+                }
+                None
+            }
+        };
+        self.key_at[now] = key;
+        self.tree.add(now, 1);
+        d
+    }
+}
+
 /// Reuse distances of a key stream, summarised at fixed capacities.
 pub struct ReuseDistances {
     last: HashMap<u64, u32>,
@@ -68,7 +162,20 @@ pub struct ReuseDistances {
     between: Vec<u64>,
     cold: u64,
     refs: u64,
+    /// SHARDS: keep a key when `mix(key) & (MODULUS - 1) < threshold`; `rate = threshold /
+    /// MODULUS` (1: exact).
+    threshold: u64,
+    rate: f64,
+    sampled: u64,
+    /// When sampling: distances below `near.k` are counted exactly on the whole stream
+    /// (`near_between`, per capacity interval), because SHARDS cannot resolve distances below
+    /// about 1/R; `sampled_below_near` counts sampled references with scaled distance below k.
+    near: Option<NearDistances>,
+    near_between: Vec<u64>,
+    sampled_below_near: u64,
 }
+
+const MODULUS: u64 = 1 << 24;
 
 /// The miss ratio at one capacity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -76,18 +183,29 @@ pub struct MrcPoint {
     pub capacity: u64,
     pub hit_ratio: f64,
     pub miss_ratio: f64,
+    /// Memory a cache of this capacity takes, where the caller knows it (0 otherwise).
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Mrc {
     pub references: u64,
+    /// Distinct keys (estimated from the sample when `sample_rate` < 1).
     pub distinct: u64,
+    /// SHARDS sampling rate (1: exact).
+    pub sample_rate: f64,
     pub points: Vec<MrcPoint>,
 }
 
 impl ReuseDistances {
-    /// Summarises at `capacities` (deduplicated and sorted here).
-    pub fn new(mut capacities: Vec<u64>) -> ReuseDistances {
+    /// Summarises at `capacities` (deduplicated and sorted here), exactly.
+    pub fn new(capacities: Vec<u64>) -> ReuseDistances {
+        ReuseDistances::sampled(capacities, 1.0)
+    }
+
+    /// Summarises with SHARDS at `rate` (in (0, 1]; 1 is exact; rounded to a multiple of 2^-24).
+    pub fn sampled(mut capacities: Vec<u64>, rate: f64) -> ReuseDistances {
+        let threshold = ((rate.clamp(0.0, 1.0) * MODULUS as f64).round() as u64).max(1);
         capacities.retain(|&c| c > 0);
         capacities.sort_unstable();
         capacities.dedup();
@@ -101,6 +219,16 @@ impl ReuseDistances {
             capacities,
             cold: 0,
             refs: 0,
+            threshold,
+            rate: threshold as f64 / MODULUS as f64,
+            sampled: 0,
+            near: (threshold < MODULUS).then(|| {
+                NearDistances::new(
+                    ((64.0 * MODULUS as f64 / threshold as f64) as usize).clamp(4096, 1 << 20),
+                )
+            }),
+            near_between: Vec::new(),
+            sampled_below_near: 0,
         }
     }
 
@@ -114,9 +242,24 @@ impl ReuseDistances {
         v
     }
 
-    /// Adds one reference; returns its distance (None: first reference).
+    /// Adds one reference; returns its distance (None: first reference, or a key outside the
+    /// sample). Sampled distances are in the sample's units (scaled by 1/rate when counted).
+    #[inline]
     pub fn push(&mut self, key: u64) -> Option<u64> {
         self.refs += 1;
+        if let Some(near) = &mut self.near {
+            if let Some(d) = near.push(key) {
+                let i = self.capacities.partition_point(|&c| c <= d);
+                if self.near_between.is_empty() {
+                    self.near_between = vec![0; self.capacities.len() + 1];
+                }
+                self.near_between[i] += 1;
+            }
+            if crate::rng::mix(key) & (MODULUS - 1) >= self.threshold {
+                return None;
+            }
+        }
+        self.sampled += 1;
         self.now += 1;
         let now = self.now as usize;
         while now >= self.tree.t.len() {
@@ -128,7 +271,15 @@ impl ReuseDistances {
                 let d = self.tree.prefix(now - 1) - self.tree.prefix(prev);
                 self.tree.add(prev, -1);
                 // The first capacity above d: a cache that large hits.
-                let i = self.capacities.partition_point(|&c| c <= d);
+                let scaled = if self.threshold < MODULUS {
+                    (d as f64 / self.rate) as u64
+                } else {
+                    d
+                };
+                if let Some(near) = &self.near {
+                    self.sampled_below_near += (scaled < near.k as u64) as u64;
+                }
+                let i = self.capacities.partition_point(|&c| c <= scaled);
                 self.between[i] += 1;
                 Some(d)
             }
@@ -145,30 +296,48 @@ impl ReuseDistances {
         self.refs
     }
 
+    /// Distinct keys (estimated from the sample when sampling).
     pub fn distinct(&self) -> u64 {
-        self.last.len() as u64
+        (self.last.len() as f64 / self.rate).round() as u64
     }
 
     /// The curve at the capacities given to [`ReuseDistances::new`].
     pub fn curve(&self) -> Mrc {
-        let mut hits = 0u64;
+        // Exact: hits / refs. Sampled: below k, the exact near distances; from k on, those plus
+        // the sampled references whose scaled distance is in [k, c), over the references the
+        // sample should hold (refs·R; SHARDS-adj's correction falls below k, where it cancels).
+        let refs = self.refs.max(1) as f64;
+        let expected = (self.refs as f64 * self.rate).max(1e-9);
+        let near_total: u64 = self.near_between.iter().sum();
+        let (mut hits, mut near_hits) = (0u64, 0u64);
         let points = self
             .capacities
             .iter()
             .enumerate()
             .map(|(i, &c)| {
                 hits += self.between[i];
-                let h = hits as f64 / self.refs.max(1) as f64;
+                near_hits += self.near_between.get(i).copied().unwrap_or(0);
+                let h = match &self.near {
+                    None => hits as f64 / refs,
+                    Some(near) if c <= near.k as u64 => near_hits as f64 / refs,
+                    Some(_) => {
+                        near_total as f64 / refs
+                            + (hits.saturating_sub(self.sampled_below_near)) as f64 / expected
+                    }
+                };
+                let h = h.clamp(0.0, 1.0);
                 MrcPoint {
                     capacity: c,
                     hit_ratio: h,
                     miss_ratio: 1.0 - h,
+                    bytes: 0,
                 }
             })
             .collect();
         Mrc {
             references: self.refs,
             distinct: self.distinct(),
+            sample_rate: self.rate,
             points,
         }
     }
@@ -211,6 +380,78 @@ mod tests {
                 let hits = keys.iter().filter(|&&k| lru.access(k)).count();
                 prop_assert!((p.hit_ratio * keys.len() as f64 - hits as f64).abs() < 1e-6,
                     "capacity {}: {} vs {}", c, p.hit_ratio * keys.len() as f64, hits);
+            }
+        }
+    }
+
+    /// A seeded stream shaped like phase 1: indexes that share most of their digests with the
+    /// previous backup of the same group (a sliding window over a growing key space), some
+    /// repeats inside an index (zero chunks), and a hot set.
+    fn gc_like_stream(refs: usize, seed: u64) -> Vec<u64> {
+        use crate::rng::{hash, unit};
+        let mut out = Vec::with_capacity(refs);
+        let mut i = 0u64;
+        while out.len() < refs {
+            let h = hash(&[seed, i]);
+            let u = unit(h);
+            let key = if u < 0.6 {
+                // Sliding window: the last 200k keys, recent ones likelier.
+                let back = (unit(hash(&[seed, i, 1])).powi(3) * 200_000.0) as u64;
+                (i / 3).saturating_sub(back)
+            } else if u < 0.9 {
+                i / 3 + 1_000_000
+            } else {
+                2_000_000 + (unit(hash(&[seed, i, 2])) * 5_000.0) as u64
+            };
+            out.push(key);
+            i += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn shards_at_one_percent_is_within_a_hundredth_of_exact() {
+        let keys = gc_like_stream(3_000_000, 42);
+        let caps = ReuseDistances::powers_of_two(1 << 22, &[]);
+        let mut exact = ReuseDistances::new(caps.clone());
+        let mut shards = ReuseDistances::sampled(caps, 0.01);
+        for &k in &keys {
+            exact.push(k);
+            shards.push(k);
+        }
+        let (e, s) = (exact.curve(), shards.curve());
+        assert!(
+            shards.last.len() < exact.last.len() / 50,
+            "the sample is small"
+        );
+        assert!((s.sample_rate - 0.01).abs() < 1e-6);
+        let errors: Vec<f64> = e
+            .points
+            .iter()
+            .zip(&s.points)
+            .map(|(a, b)| (a.miss_ratio - b.miss_ratio).abs())
+            .collect();
+        let mae = errors.iter().sum::<f64>() / errors.len() as f64;
+        // The curve is not trivial: it falls from near 1 to well below.
+        assert!(e.points[0].miss_ratio > 0.8 && e.points.last().unwrap().miss_ratio < 0.6);
+        eprintln!("SHARDS 1%: mean absolute error {mae:.5}");
+        assert!(mae < 0.01, "mean absolute error {mae}: {errors:?}");
+        let d = s.distinct as f64 / e.distinct as f64;
+        assert!((0.9..1.1).contains(&d), "distinct estimate off by {d}");
+    }
+
+    proptest! {
+        #[test]
+        fn near_distances_are_exact_below_k(
+            keys in proptest::collection::vec(0u64..40, 1..2000),
+            k in 1usize..20,
+        ) {
+            let mut near = NearDistances::new(k);
+            let mut exact = ReuseDistances::new(vec![1]);
+            for &key in &keys {
+                let e = exact.push(key).filter(|&d| d < k as u64);
+                prop_assert_eq!(near.push(key), e);
+                prop_assert!(near.last.len() <= k);
             }
         }
     }

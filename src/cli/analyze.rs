@@ -1,28 +1,52 @@
 //! `chunkscope analyze`
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
 use super::Outcome;
-use crate::analysis::{analyze, Locality, Options, Phase, PBS_CACHE_DEFAULT, PBS_CACHE_MAX};
+use crate::analysis::mrc::Mrc;
+use crate::analysis::plot::Labelled;
+use crate::analysis::{
+    analyze, pbs_digest_cache_bytes, Locality, Options, Phase, Report, PBS_CACHE_DEFAULT,
+    PBS_CACHE_MAX,
+};
+use crate::table::{csv_field, Table};
 use crate::units::{duration_ns, human_bytes};
 
-/// Access order and metadata locality of a trace, per phase (cut at its markers).
+/// Access order and metadata locality of traces, per phase (cut at their markers).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope analyze gc.trace\n  \
+    chunkscope analyze naive.trace lru.trace inode.trace        (one table, side by side)\n  \
+    chunkscope analyze --svg plots/ --csv tables/ gc.trace\n  \
     chunkscope analyze --json gc.trace > gc-analysis.json\n  \
+    chunkscope analyze --shards 1% huge.trace                   (sampled miss-ratio curves)\n  \
     chunkscope analyze --inodes-per-block 16 --block-size 4KiB gc.trace   (ext4 inode tables)\n\n\
-    Reads the trace once, in request order, without holding it in memory. Phases come from\n\
-    markers (chunkscope gc on a mount writes 'phase1 start strategy=...' and '... end').")]
+    Reads each trace once, in request order, without holding it in memory. Phases come from\n\
+    markers (chunkscope gc on a mount writes 'phase1 start strategy=...' and '... end'); a trace\n\
+    with several runs gives one row per run in the summary table.")]
 pub struct AnalyzeArgs {
-    /// A trace written by `chunkscope mount --trace`.
-    trace: PathBuf,
-    /// Print the whole report as JSON.
+    /// Traces written by `chunkscope mount --trace`; several are compared in one table.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+    /// Print the whole report as JSON (an array when several traces are given).
     #[arg(long)]
     json: bool,
+    /// Write CSV tables (phases, ops, mrc, gaps, txg, what_if) into this directory.
+    #[arg(long, value_name = "DIR")]
+    csv: Option<PathBuf>,
+    /// Write SVG plots (access pattern, miss-ratio curves, gaps, latency, write-back) here.
+    #[arg(long, value_name = "DIR")]
+    svg: Option<PathBuf>,
+    /// Only the summary table (one row per phase), not each phase's details.
+    #[arg(long, short)]
+    summary: bool,
+    /// Sample the miss-ratio curves with SHARDS at this rate (e.g. 1% or 0.01); exact when
+    /// not given. Distances below ~64/rate stay exact.
+    #[arg(long, value_name = "RATE")]
+    shards: Option<String>,
     /// Inodes per metadata block (ZFS: 32 dnodes per 16 KiB block).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
     inodes_per_block: u64,
@@ -93,13 +117,16 @@ fn phase(p: &Phase, block_bytes: u64) {
         };
         println!(
             "  digest cache (LRU): {} lookups of {} digests; hit ratio at 1Ki {:.1}%, 64Ki \
-             {:.1}%, PBS default 1Mi {:.1}%, max 8Mi {:.1}%",
+             {:.1}%, PBS default 1Mi {:.1}% ({}), max 8Mi {:.1}% ({}){}",
             m.references,
             m.distinct,
             at(1 << 10),
             at(1 << 16),
             at(PBS_CACHE_DEFAULT),
-            at(PBS_CACHE_MAX)
+            human_bytes(pbs_digest_cache_bytes(PBS_CACHE_DEFAULT, m.distinct)),
+            at(PBS_CACHE_MAX),
+            human_bytes(pbs_digest_cache_bytes(PBS_CACHE_MAX, m.distinct)),
+            sampled(m.sample_rate)
         );
     }
     let b = &p.block_mrc;
@@ -138,6 +165,28 @@ fn phase(p: &Phase, block_bytes: u64) {
             w.amplification
         );
     }
+    if p.touches.count > 1 {
+        println!("  what if the same touches came in inode order:");
+        for w in &p.what_if {
+            let at = |c: u64| {
+                w.block_mrc
+                    .points
+                    .iter()
+                    .find(|x| x.capacity == c)
+                    .map_or(0.0, |x| 100.0 * x.hit_ratio)
+            };
+            println!(
+                "    {:<10} |Δino| p50 {:>8}, same block {:>5.1}%, block writes {:>8}, touched-block \
+                 hit ratio at {} {:.1}%",
+                w.order,
+                w.touches.gap_p50,
+                100.0 * w.touches.same_block,
+                w.block_writes,
+                human_bytes(1024 * block_bytes),
+                at(1024)
+            );
+        }
+    }
     let l = &p.listings;
     if l.count > 0 {
         println!(
@@ -156,6 +205,256 @@ fn phase(p: &Phase, block_bytes: u64) {
     }
 }
 
+fn sampled(rate: f64) -> String {
+    if rate < 1.0 {
+        format!(" [SHARDS {:.2}%]", 100.0 * rate)
+    } else {
+        String::new()
+    }
+}
+
+/// The hit ratio of `m` at capacity `c` (0 when the curve has no such point).
+fn hit_at(m: &Mrc, c: u64) -> f64 {
+    m.points
+        .iter()
+        .find(|x| x.capacity == c)
+        .map_or(0.0, |x| x.hit_ratio)
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+fn op_count(p: &Phase, op: &str) -> u64 {
+    p.ops.iter().filter(|o| o.op == op).map(|o| o.count).sum()
+}
+
+/// One row per phase of every report: what the threads compare.
+pub fn summary(rows: &[Labelled]) -> Table {
+    let mut t = Table::new([
+        "phase",
+        "touches",
+        "lookups",
+        "listings",
+        "modelled",
+        "|Δino| p50",
+        "same block",
+        "blocks / ideal",
+        "block writes",
+        "inode-order writes",
+        "digest hit @1Mi",
+        "block hit @16Ki",
+    ]);
+    for r in rows {
+        let p = r.phase;
+        t.row(vec![
+            r.label.clone(),
+            thousands(p.touches.count),
+            thousands(op_count(p, "lookup")),
+            thousands(op_count(p, "readdir") + op_count(p, "readdirplus")),
+            if p.modeled_ns > 0 {
+                duration_ns(p.modeled_ns)
+            } else {
+                "-".into()
+            },
+            thousands(p.touches.gap_p50),
+            format!("{:.1}%", 100.0 * p.touches.same_block),
+            format!(
+                "{:.2}",
+                p.touches.distinct_blocks as f64 / p.touches.ideal_blocks.max(1) as f64
+            ),
+            thousands(p.writeback.block_writes),
+            thousands(p.writeback.inode_order_block_writes),
+            format!("{:.1}%", 100.0 * hit_at(&p.digest_mrc, PBS_CACHE_DEFAULT)),
+            format!("{:.1}%", 100.0 * hit_at(&p.block_mrc, 1 << 14)),
+        ]);
+    }
+    t
+}
+
+/// Labels for the phases of `reports`: the phase name, prefixed by the trace's file name when
+/// several traces are compared.
+pub fn labelled(reports: &[Report]) -> Vec<Labelled<'_>> {
+    let many = reports.len() > 1;
+    reports
+        .iter()
+        .flat_map(|r| {
+            let stem = std::path::Path::new(&r.trace)
+                .file_stem()
+                .map_or_else(|| r.trace.clone(), |s| s.to_string_lossy().into_owned());
+            r.phases.iter().map(move |p| Labelled {
+                label: if many {
+                    format!("{stem}: {}", p.name)
+                } else {
+                    p.name.clone()
+                },
+                phase: p,
+            })
+        })
+        .collect()
+}
+
+/// Writes the CSV tables into `dir`.
+pub fn write_csv(dir: &Path, rows: &[Labelled], block_bytes: u64) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut files = Vec::new();
+    let mut put = |name: &str, header: &str, lines: Vec<String>| -> Result<()> {
+        let path = dir.join(name);
+        let mut body = String::with_capacity(lines.len() * 64);
+        body.push_str(header);
+        body.push('\n');
+        for l in lines {
+            body.push_str(&l);
+            body.push('\n');
+        }
+        std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+        files.push(path);
+        Ok(())
+    };
+    let q = |s: &str| csv_field(s);
+    let mut phases = Vec::new();
+    let mut ops = Vec::new();
+    let mut mrc = Vec::new();
+    let mut gaps = Vec::new();
+    let mut txg = Vec::new();
+    let mut what_if = Vec::new();
+    for r in rows {
+        let p = r.phase;
+        let l = q(&r.label);
+        phases.push(format!(
+            "{l},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            p.records,
+            p.real_ns,
+            p.modeled_ns,
+            p.touches.count,
+            op_count(p, "lookup"),
+            op_count(p, "readdir") + op_count(p, "readdirplus"),
+            p.indexes,
+            p.touches.distinct_inodes,
+            p.touches.gap_p10,
+            p.touches.gap_p50,
+            p.touches.gap_p90,
+            p.touches.same_block,
+            p.touches.distinct_blocks,
+            p.touches.ideal_blocks,
+            p.writeback.block_writes,
+            p.writeback.inode_order_block_writes,
+            hit_at(&p.digest_mrc, PBS_CACHE_DEFAULT),
+            p.listings.median_in_dir_gap,
+        ));
+        for o in &p.ops {
+            let errors: u64 = o.errors.values().sum();
+            ops.push(format!(
+                "{l},{},{},{errors},{},{},{},{},{},{},{:.1},{},{}",
+                o.op,
+                o.count,
+                o.rate,
+                o.real.min,
+                o.real.p50,
+                o.real.p99,
+                o.real.p999,
+                o.real.max,
+                o.modeled.avg,
+                o.modeled.p50,
+                o.modeled.p99
+            ));
+        }
+        let curves = [("digests", &p.digest_mrc), ("blocks", &p.block_mrc)];
+        let what_curves = p.what_if.iter().map(|w| (w.order, &w.block_mrc));
+        for (stream, m) in curves.into_iter().chain(what_curves.map(|(o, m)| {
+            (
+                match o {
+                    "recorded" => "touch-blocks-recorded",
+                    "per-index" => "touch-blocks-per-index",
+                    _ => "touch-blocks-global",
+                },
+                m,
+            )
+        })) {
+            for x in &m.points {
+                mrc.push(format!(
+                    "{l},{stream},{},{},{},{},{}",
+                    x.capacity, x.bytes, x.hit_ratio, x.miss_ratio, m.sample_rate
+                ));
+            }
+        }
+        for (stream, loc) in [("touches", &p.touches), ("lookups", &p.lookups)] {
+            for (k, &n) in loc.gap_log2.iter().enumerate() {
+                let lower = if k == 0 { 0 } else { 1u64 << (k - 1) };
+                gaps.push(format!("{l},{stream},{lower},{n}"));
+            }
+        }
+        for (t, n) in p
+            .writeback
+            .txg_start_ns
+            .iter()
+            .zip(&p.writeback.dirty_per_txg)
+        {
+            txg.push(format!("{l},{},{t},{n}", p.writeback.clock));
+        }
+        for w in &p.what_if {
+            what_if.push(format!(
+                "{l},{},{},{},{},{},{},{}",
+                w.order,
+                w.touches.gap_p50,
+                w.touches.same_block,
+                w.touches.distinct_blocks,
+                w.block_writes,
+                hit_at(&w.block_mrc, 1024),
+                1024 * block_bytes
+            ));
+        }
+    }
+    put(
+        "phases.csv",
+        "phase,records,real_ns,modeled_ns,touches,lookups,listings,indexes,touched_inodes,\
+         gap_p10,gap_p50,gap_p90,same_block,distinct_blocks,ideal_blocks,block_writes,\
+         inode_order_block_writes,digest_hit_pbs_default,median_in_dir_gap",
+        phases,
+    )?;
+    put(
+        "ops.csv",
+        "phase,op,count,errors,rate_per_s,real_min_ns,real_p50_ns,real_p99_ns,real_p999_ns,\
+         real_max_ns,modeled_avg_ns,modeled_p50_ns,modeled_p99_ns",
+        ops,
+    )?;
+    put(
+        "mrc.csv",
+        "phase,stream,capacity,bytes,hit_ratio,miss_ratio,sample_rate",
+        mrc,
+    )?;
+    put("gaps.csv", "phase,stream,gap_at_least,count", gaps)?;
+    put("txg.csv", "phase,clock,txg_start_ns,dirty_blocks", txg)?;
+    put(
+        "what_if.csv",
+        "phase,order,gap_p50,same_block,distinct_blocks,block_writes,block_hit_1024,cache_bytes_1024",
+        what_if,
+    )?;
+    Ok(files)
+}
+
+/// Parses a rate given as a fraction (0.01) or a percentage (1%).
+fn parse_rate(s: &str) -> Result<f64> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| anyhow::anyhow!("--shards {s}: expected a rate such as 1% or 0.01"))?;
+    if !(v > 0.0 && v <= 1.0) {
+        anyhow::bail!("--shards {s}: the rate must be above 0 and at most 100%");
+    }
+    Ok(v)
+}
+
 pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
     let block_bytes = parse_size::parse_size(&args.block_size).map_err(|e| {
         anyhow::anyhow!(
@@ -172,27 +471,62 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
         inodes_per_block: args.inodes_per_block,
         block_bytes,
         txg_ns,
+        sample_rate: args
+            .shards
+            .as_deref()
+            .map(parse_rate)
+            .transpose()?
+            .unwrap_or(1.0),
+        // The access-pattern points only matter for the plots.
+        access_points: if args.svg.is_some() { 8_000 } else { 0 },
     };
-    let report = analyze(&args.trace, o)?;
-    if let Some(bytes) = report.truncated_bytes {
+    let mut reports = Vec::new();
+    for trace in &args.traces {
+        let report = analyze(trace, o.clone())?;
+        if let Some(bytes) = report.truncated_bytes {
+            eprintln!(
+                "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored)",
+                trace.display()
+            );
+        }
+        reports.push(report);
+    }
+    let rows = labelled(&reports);
+    if let Some(dir) = &args.csv {
+        let files = write_csv(dir, &rows, block_bytes)?;
         eprintln!(
-            "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored)",
-            args.trace.display()
+            "chunkscope: {} CSV tables in {}",
+            files.len(),
+            dir.display()
         );
     }
+    if let Some(dir) = &args.svg {
+        let files = crate::analysis::plot::write_all(dir, &rows)?;
+        eprintln!("chunkscope: {} SVG plots in {}", files.len(), dir.display());
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        if reports.len() == 1 {
+            println!("{}", serde_json::to_string_pretty(&reports[0])?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&reports)?);
+        }
         return Ok(Outcome::Ok);
     }
-    println!(
-        "trace {} (store {}), {} inodes per {} block",
-        report.trace,
-        report.store,
-        report.inodes_per_block,
-        human_bytes(report.block_bytes)
-    );
-    for p in &report.phases {
-        phase(p, report.block_bytes);
+    if !args.summary {
+        for report in &reports {
+            println!(
+                "trace {} (store {}), {} inodes per {} block",
+                report.trace,
+                report.store,
+                report.inodes_per_block,
+                human_bytes(report.block_bytes)
+            );
+            for p in &report.phases {
+                phase(p, report.block_bytes);
+            }
+            println!();
+        }
     }
+    print!("{}", summary(&rows).text());
     Ok(Outcome::Ok)
 }

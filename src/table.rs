@@ -1,0 +1,152 @@
+//! Plain tables for terminal and Markdown output: aligned columns, numbers to the right.
+
+/// A table of strings; a column is right-aligned when every cell in it looks numeric.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+fn numeric(cell: &str) -> bool {
+    let c = cell.trim_end_matches(['%', 's', 'x']);
+    !c.is_empty()
+        && c.chars().all(|ch| {
+            ch.is_ascii_digit()
+                || matches!(
+                    ch,
+                    '.' | ',' | '-' | ' ' | 'm' | 'i' | 'n' | 'µ' | 'h' | 'd'
+                )
+        })
+        && c.chars()
+            .next()
+            .is_some_and(|ch| ch.is_ascii_digit() || ch == '-')
+}
+
+impl Table {
+    pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
+        Table {
+            headers: headers.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn widths(&self) -> Vec<usize> {
+        let mut w: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                if i < w.len() {
+                    w[i] = w[i].max(c.chars().count());
+                }
+            }
+        }
+        w
+    }
+
+    fn right(&self) -> Vec<bool> {
+        (0..self.headers.len())
+            .map(|i| {
+                i > 0
+                    && self
+                        .rows
+                        .iter()
+                        .all(|r| r.get(i).is_none_or(|c| c.is_empty() || numeric(c)))
+            })
+            .collect()
+    }
+
+    /// Aligned text, two spaces between columns, a rule under the header.
+    pub fn text(&self) -> String {
+        let (w, right) = (self.widths(), self.right());
+        let line = |cells: &[String]| -> String {
+            let mut s = String::new();
+            for (i, width) in w.iter().enumerate() {
+                let c = cells.get(i).map_or("", String::as_str);
+                let pad = width - c.chars().count();
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                if right[i] {
+                    s.extend(std::iter::repeat_n(' ', pad));
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    s.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = line(&self.headers);
+        let rule: Vec<String> = w.iter().map(|&n| "-".repeat(n)).collect();
+        out.push_str(&line(&rule));
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+
+    /// A GitHub-flavoured Markdown table (pipes in cells escaped).
+    pub fn markdown(&self) -> String {
+        let right = self.right();
+        let esc = |c: &str| c.replace('|', "\\|");
+        let mut out = format!(
+            "| {} |\n|{}|\n",
+            self.headers
+                .iter()
+                .map(|h| esc(h))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            right
+                .iter()
+                .map(|&r| if r { "---:" } else { "---" })
+                .collect::<Vec<_>>()
+                .join("|")
+        );
+        for r in &self.rows {
+            out.push_str(&format!(
+                "| {} |\n",
+                r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        out
+    }
+}
+
+/// One CSV field (RFC 4180 quoting when needed).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligns_numbers_right_and_text_left() {
+        let mut t = Table::new(["strategy", "touches"]);
+        t.row(vec!["naive".into(), "405,929".into()]);
+        t.row(vec!["inode-order".into(), "7".into()]);
+        assert_eq!(
+            t.text(),
+            "strategy     touches\n-----------  -------\nnaive        405,929\ninode-order        7\n"
+        );
+        assert_eq!(
+            t.markdown(),
+            "| strategy | touches |\n|---|---:|\n| naive | 405,929 |\n| inode-order | 7 |\n"
+        );
+    }
+
+    #[test]
+    fn quotes_csv_fields_that_need_it() {
+        assert_eq!(csv_field("phase1 strategy=lru"), "phase1 strategy=lru");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
+    }
+}
