@@ -263,3 +263,40 @@ fn export_csv_and_jsonl_have_the_documented_columns() {
     assert_eq!(first["name"], "a,b");
     assert_eq!(first.as_object().unwrap().len(), 13);
 }
+
+#[test]
+fn chrome_export_is_one_json_document_of_trace_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    sink.record(rec(Op::Marker, 1, b"phase1 start strategy=lru"));
+    sink.record(rec(Op::Dirent, 2, b""));
+    sink.record(rec(Op::Setattr, 3, b"x"));
+    drop(sink);
+    writer.finish().unwrap();
+    for format in ["chrome", "perfetto"] {
+        let o = run(&[
+            "trace",
+            "export",
+            "--format",
+            format,
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        // process name, the marker (instant), the setattr (complete); no dirent.
+        assert_eq!(events.len(), 3, "{doc}");
+        assert_eq!(events[1]["ph"], "i");
+        assert_eq!(events[1]["name"], "phase1 start strategy=lru");
+        let x = &events[2];
+        assert_eq!(
+            (x["ph"].as_str(), x["name"].as_str()),
+            (Some("X"), Some("setattr"))
+        );
+        assert_eq!(x["ts"].as_f64(), Some(0.03));
+        assert_eq!(x["dur"].as_f64(), Some(1.003));
+        assert_eq!(x["args"]["ino"], 1000003);
+        assert_eq!(x["args"]["modeled_ns"], 6);
+    }
+}

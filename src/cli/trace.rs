@@ -11,12 +11,13 @@ use super::Outcome;
 use crate::trace::export::{Exporter, Format};
 use crate::trace::{Name, TraceReader};
 
-/// Read a trace: one line per record, CSV/JSON Lines export, or counts per operation.
+/// Read a trace: one line per record, CSV/JSON Lines/Chrome JSON export, or counts per operation.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope trace stats gc.trace\n  \
     chunkscope trace dump gc.trace | less\n  \
-    chunkscope trace export --format csv gc.trace > gc.csv\n\n\
+    chunkscope trace export --format csv gc.trace > gc.csv\n  \
+    chunkscope trace export --format chrome gc.trace > gc.json   (open in ui.perfetto.dev)\n\n\
     A trace whose last record is incomplete (copied while being written) is read up to the\n\
     last whole record, with a warning on standard error.")]
 pub struct TraceArgs {
@@ -28,7 +29,8 @@ pub struct TraceArgs {
 enum TraceCommand {
     /// One readable line per record.
     Dump { file: PathBuf },
-    /// Export every record as CSV or JSON Lines (columns documented in trace::export).
+    /// Export every record as CSV or JSON Lines (columns documented in trace::export), or as
+    /// Chrome trace-event JSON for a timeline in ui.perfetto.dev (alias: perfetto).
     Export {
         file: PathBuf,
         #[arg(long, value_enum, default_value = "csv")]

@@ -19,6 +19,13 @@
 //! | `modeled_ns` | metadata cost computed by the model, ns |
 //! | `flags` | bit set: 1 atime set, 2 mtime set, 4 other attribute, 8 shadow, 16 injected error |
 //! | `name` | chunk digest (64 hex) or other name or marker text; empty when none |
+//!
+//! `chrome` writes the Chrome trace-event JSON (`{"traceEvents": [...]}`), which
+//! ui.perfetto.dev and chrome://tracing open as a timeline: one complete event ("X") per
+//! request on a track per requesting thread, the columns above as its args, and each marker as
+//! a global instant event. Listing entries (`dirent`) are left out: the listing's event carries
+//! their count. The whole file is loaded by the viewer, so it suits traces of up to a few
+//! million records; slice bigger ones first (`trace export --format csv` and a filter).
 
 use std::io::{self, Write};
 
@@ -53,25 +60,71 @@ fn name_text(n: &Name) -> String {
 pub enum Format {
     Csv,
     Jsonl,
+    /// Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing.
+    #[value(alias = "perfetto")]
+    Chrome,
 }
 
 /// Writes records in `format`; the CSV header comes first.
 pub struct Exporter<W: Write> {
     out: W,
     format: Format,
+    /// Chrome: events written so far (for the separators).
+    events: u64,
 }
 
 impl<W: Write> Exporter<W> {
     pub fn new(mut out: W, format: Format) -> io::Result<Self> {
-        if format == Format::Csv {
-            writeln!(out, "{}", COLUMNS.join(","))?;
+        match format {
+            Format::Csv => writeln!(out, "{}", COLUMNS.join(","))?,
+            Format::Jsonl => {}
+            Format::Chrome => {
+                write!(out, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
+                write!(
+                    out,
+                    "\n{{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{{\"name\":\"chunkscope mount\"}}}}"
+                )?;
+            }
         }
-        Ok(Exporter { out, format })
+        Ok(Exporter {
+            out,
+            format,
+            events: 1,
+        })
     }
 
     pub fn write(&mut self, r: &Record) -> io::Result<()> {
         let name = name_text(&r.name);
         match self.format {
+            Format::Chrome => {
+                let op = r.op_name();
+                if op == "dirent" {
+                    return Ok(());
+                }
+                let ts = r.start_ns as f64 / 1000.0;
+                let v = if op == "marker" {
+                    serde_json::json!({
+                        "ph": "i", "s": "g", "pid": 1, "tid": r.pid, "ts": ts,
+                        "name": name, "args": {"seq": r.seq},
+                    })
+                } else {
+                    let mut args = serde_json::json!({
+                        "seq": r.seq, "ino": r.ino, "parent": r.parent, "arg": r.arg,
+                        "errno": r.errno, "modeled_ns": r.modeled_ns,
+                        "injected_ns": r.injected_ns, "flags": r.flags,
+                    });
+                    if !name.is_empty() {
+                        args["name"] = name.into();
+                    }
+                    serde_json::json!({
+                        "ph": "X", "pid": 1, "tid": r.pid, "ts": ts,
+                        "dur": r.duration_ns as f64 / 1000.0, "name": op, "cat": "fuse",
+                        "args": args,
+                    })
+                };
+                self.events += 1;
+                write!(self.out, ",\n{v}")
+            }
             Format::Csv => {
                 let quoted = if name.contains([',', '"', '\n']) {
                     format!("\"{}\"", name.replace('"', "\"\""))
@@ -109,6 +162,9 @@ impl<W: Write> Exporter<W> {
     }
 
     pub fn finish(mut self) -> io::Result<W> {
+        if self.format == Format::Chrome {
+            writeln!(self.out, "\n]}}")?;
+        }
         self.out.flush()?;
         Ok(self.out)
     }
