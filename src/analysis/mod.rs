@@ -46,6 +46,8 @@ pub struct Options {
     pub sample_rate: f64,
     /// Points kept per phase for the access-pattern plot (decimated evenly).
     pub access_points: usize,
+    /// Compute the miss-ratio curves (the costliest part of the pass).
+    pub mrc: bool,
 }
 
 impl Default for Options {
@@ -56,6 +58,7 @@ impl Default for Options {
             txg_ns: 5_000_000_000,
             sample_rate: 1.0,
             access_points: 20_000,
+            mrc: true,
         }
     }
 }
@@ -150,7 +153,8 @@ struct LocalityAcc {
     same_block: u64,
     switches: u64,
     inodes: HashSet<u64>,
-    blocks: HashSet<u64>,
+    /// Whether to keep the distinct inodes (a what-if order reuses the recorded counts).
+    distinct: bool,
 }
 
 impl Default for LocalityAcc {
@@ -163,7 +167,7 @@ impl Default for LocalityAcc {
             same_block: 0,
             switches: 0,
             inodes: HashSet::new(),
-            blocks: HashSet::new(),
+            distinct: true,
         }
     }
 }
@@ -171,8 +175,9 @@ impl Default for LocalityAcc {
 impl LocalityAcc {
     fn push(&mut self, ino: u64, dir: u64, per_block: u64) {
         self.count += 1;
-        self.inodes.insert(ino);
-        self.blocks.insert(ino / per_block);
+        if self.distinct {
+            self.inodes.insert(ino);
+        }
         if let Some((p, pdir)) = self.prev {
             let gap = ino.abs_diff(p);
             self.gaps
@@ -192,7 +197,7 @@ impl LocalityAcc {
         Locality {
             count: self.count,
             distinct_inodes: self.inodes.len() as u64,
-            distinct_blocks: self.blocks.len() as u64,
+            distinct_blocks: distinct_blocks(&self.inodes, per_block),
             ideal_blocks: (self.inodes.len() as u64).div_ceil(per_block),
             gap_p10: q(0.1),
             gap_p50: q(0.5),
@@ -202,6 +207,11 @@ impl LocalityAcc {
             dir_switches_per_1000: 1000.0 * self.switches as f64 / pairs,
         }
     }
+}
+
+fn distinct_blocks(inodes: &HashSet<u64>, per_block: u64) -> u64 {
+    let blocks: HashSet<u64> = inodes.iter().map(|i| i / per_block).collect();
+    blocks.len() as u64
 }
 
 /// Dirty blocks per transaction group.
@@ -338,7 +348,8 @@ struct PhaseAcc {
     real_ns: u64,
     run: Option<(u64, u64)>,
     modeled_ns: u64,
-    ops: std::collections::BTreeMap<u16, OpAcc>,
+    /// Indexed by op number.
+    ops: Vec<Option<Box<OpAcc>>>,
     touches: LocalityAcc,
     lookups: LocalityAcc,
     digests: ReuseDistances,
@@ -444,8 +455,10 @@ impl PhaseAcc {
             ops: self
                 .ops
                 .iter()
-                .map(|(&op, a)| OpStats {
-                    op: Op::from_u16(op).map_or("unknown", Op::name),
+                .enumerate()
+                .filter_map(|(op, a)| Some((op, a.as_ref()?)))
+                .map(|(op, a)| OpStats {
+                    op: Op::from_u16(op as u16).map_or("unknown", Op::name),
                     count: a.count,
                     errors: a.errors.clone(),
                     rate: a.count as f64 / (self.real_ns as f64 / 1e9).max(1e-9),
@@ -523,12 +536,17 @@ impl PhaseAcc {
 
     fn order_figures(&self, order: &'static str, touches: &[(u64, u64)], o: &Options) -> WhatIf {
         let per_block = o.inodes_per_block.max(1);
-        let mut loc = LocalityAcc::default();
+        let mut loc = LocalityAcc {
+            distinct: false,
+            ..LocalityAcc::default()
+        };
         let mut mrc =
             ReuseDistances::sampled(ReuseDistances::powers_of_two(1 << 26, &[]), o.sample_rate);
         for &(ino, dir) in touches {
             loc.push(ino, dir, per_block);
-            mrc.push(ino / per_block);
+            if o.mrc {
+                mrc.push(ino / per_block);
+            }
         }
         // Each block once per transaction group, with the recorded touches per group.
         let mut writes = 0u64;
@@ -543,9 +561,14 @@ impl PhaseAcc {
             writes += blocks.len() as u64;
             at = end;
         }
+        let mut touches = loc.report(per_block);
+        // The same touches, reordered: the same inodes and blocks.
+        touches.distinct_inodes = self.touches.inodes.len() as u64;
+        touches.distinct_blocks = distinct_blocks(&self.touches.inodes, per_block);
+        touches.ideal_blocks = touches.distinct_inodes.div_ceil(per_block);
         WhatIf {
             order,
-            touches: loc.report(per_block),
+            touches,
             block_mrc: with_bytes(mrc.curve(), |c, _| c * o.block_bytes),
             block_writes: writes,
         }
@@ -660,20 +683,33 @@ impl Analyzer {
         };
         let per_block = self.o.inodes_per_block.max(1);
         let txg_ns = self.o.txg_ns.max(1);
-        let parent = self.parent_of.get(&rec.ino).copied().unwrap_or(0);
+        let mrc = self.o.mrc;
+        let ok = rec.errno == 0;
+        let touch = op == Op::Setattr && rec.flags & flags::SET_ATIME != 0 && ok && rec.ino != 0;
+        let parent = if touch {
+            self.parent_of.get(&rec.ino).copied().unwrap_or(0)
+        } else {
+            0
+        };
         let p = &mut self.phases[i];
         p.records += 1;
         let end = rec.start_ns + rec.duration_ns;
         let run = p.run.get_or_insert((rec.start_ns, end));
         run.1 = run.1.max(end);
         p.modeled_ns += rec.modeled_ns;
-        let a = p.ops.entry(rec.op).or_insert_with(|| OpAcc {
-            count: 0,
-            errors: Default::default(),
-            real: histogram(),
-            modeled: histogram(),
-            real_log2: [0; 65],
-            modeled_log2: [0; 65],
+        let slot = rec.op as usize;
+        if p.ops.len() <= slot {
+            p.ops.resize_with(slot + 1, || None);
+        }
+        let a = p.ops[slot].get_or_insert_with(|| {
+            Box::new(OpAcc {
+                count: 0,
+                errors: Default::default(),
+                real: histogram(),
+                modeled: histogram(),
+                real_log2: [0; 65],
+                modeled_log2: [0; 65],
+            })
         });
         count_log2(&mut a.real_log2, rec.duration_ns);
         count_log2(&mut a.modeled_log2, rec.modeled_ns);
@@ -686,8 +722,6 @@ impl Analyzer {
         a.real.record(rec.duration_ns).expect("auto-resizing");
         a.modeled.record(rec.modeled_ns).expect("auto-resizing");
 
-        let ok = rec.errno == 0;
-        let touch = op == Op::Setattr && rec.flags & flags::SET_ATIME != 0 && ok && rec.ino != 0;
         if touch {
             p.touches.push(rec.ino, parent, per_block);
             p.touch_log.push((rec.ino, parent));
@@ -703,14 +737,17 @@ impl Analyzer {
                 }
             }
             if let Some(d) = digest {
-                p.digests
-                    .push(u64::from_le_bytes(d.0[8..16].try_into().expect("8")));
+                if mrc {
+                    p.digests
+                        .push(u64::from_le_bytes(d.0[8..16].try_into().expect("8")));
+                }
                 if ok && rec.ino != 0 {
                     p.lookups.push(rec.ino, rec.parent, per_block);
                 }
             }
         }
-        if rec.ino != 0 && matches!(op, Op::Lookup | Op::Getattr | Op::Setattr | Op::Unlink) {
+        if mrc && rec.ino != 0 && matches!(op, Op::Lookup | Op::Getattr | Op::Setattr | Op::Unlink)
+        {
             p.blocks.push(rec.ino / per_block);
         }
         if rec.ino != 0 && ok && charged_metadata(op) {
@@ -749,23 +786,55 @@ impl Analyzer {
     }
 }
 
-/// Analyses the trace at `path`.
+/// Analyses the trace at `path`. Reading and decoding run on a second thread, handing over
+/// batches of records, so the pass costs the slower of the two rather than their sum.
 pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
+    const BATCH: usize = 4096;
     let reader = TraceReader::open(path)?;
     let store = reader.meta().store.clone();
-    let mut records = Ordered::new(reader);
     let mut a = Analyzer::new(o.clone());
-    while let Some((rec, dirents)) = records.next_record()? {
-        a.push(&rec, &dirents);
-    }
+    type Batch = Vec<(Record, Vec<u64>)>;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(8);
+    // Emptied batches go back to the reader: no fresh pages per batch.
+    let (back_tx, back_rx) = std::sync::mpsc::channel::<Batch>();
+    let (missing, truncated) = std::thread::scope(|scope| {
+        let reading = scope.spawn(move || -> anyhow::Result<(u64, Option<u64>)> {
+            let mut records = Ordered::new(reader);
+            let mut batch = Vec::with_capacity(BATCH);
+            while let Some(r) = records.next_record()? {
+                batch.push(r);
+                if batch.len() == BATCH {
+                    let next = back_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                    if tx.send(std::mem::replace(&mut batch, next)).is_err() {
+                        break;
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                let _ = tx.send(batch);
+            }
+            Ok((records.missing(), records.reader().truncated_bytes()))
+        });
+        for mut batch in rx {
+            for (rec, dirents) in &batch {
+                a.push(rec, dirents);
+            }
+            batch.clear();
+            let _ = back_tx.send(batch);
+        }
+        reading.join().expect("the trace reader thread panicked")
+    })?;
+    let phases = a.finish();
     Ok(Report {
         trace: path.display().to_string(),
         store,
         inodes_per_block: o.inodes_per_block,
         block_bytes: o.block_bytes,
-        phases: a.finish(),
-        missing_requests: records.missing(),
-        truncated_bytes: records.reader().truncated_bytes(),
+        phases,
+        missing_requests: missing,
+        truncated_bytes: truncated,
     })
 }
 

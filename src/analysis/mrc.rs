@@ -45,22 +45,15 @@ impl Fenwick {
         s
     }
 
-    /// Doubles the capacity, keeping the tree valid (rebuilds it from the point values).
+    /// Doubles the capacity, keeping the tree valid. With n positions, n a power of two, the
+    /// new nodes n+1..2n-1 cover only new (zero) positions and node 2n covers everything, so
+    /// it holds the old total.
     fn grow(&mut self) {
         let n = self.t.len() - 1;
-        let mut values = vec![0u32; n + 1];
-        for (i, v) in values.iter_mut().enumerate().skip(1) {
-            *v = (self.prefix(i) - self.prefix(i - 1)) as u32;
-        }
-        let mut t = vec![0u32; 2 * n + 1];
-        for i in 1..=n {
-            t[i] += values[i];
-            let j = i + (i & i.wrapping_neg());
-            if j <= 2 * n {
-                t[j] += t[i];
-            }
-        }
-        self.t = t;
+        debug_assert!(n.is_power_of_two());
+        let total = self.prefix(n);
+        self.t.resize(2 * n + 1, 0);
+        self.t[2 * n] = total as u32;
     }
 }
 
@@ -212,7 +205,7 @@ impl ReuseDistances {
         ReuseDistances {
             last: HashMap::new(),
             tree: Fenwick {
-                t: vec![0; 1 << 16],
+                t: vec![0; (1 << 16) + 1],
             },
             now: 0,
             between: vec![0; capacities.len() + 1],

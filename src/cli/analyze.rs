@@ -47,6 +47,9 @@ pub struct AnalyzeArgs {
     /// not given. Distances below ~64/rate stay exact.
     #[arg(long, value_name = "RATE")]
     shards: Option<String>,
+    /// Skip the miss-ratio curves (the costliest part of the pass; see also --shards).
+    #[arg(long, conflicts_with = "shards")]
+    no_mrc: bool,
     /// Inodes per metadata block (ZFS: 32 dnodes per 16 KiB block).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
     inodes_per_block: u64,
@@ -479,6 +482,7 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
             .unwrap_or(1.0),
         // The access-pattern points only matter for the plots.
         access_points: if args.svg.is_some() { 8_000 } else { 0 },
+        mrc: !args.no_mrc,
     };
     let mut reports = Vec::new();
     for trace in &args.traces {
