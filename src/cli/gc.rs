@@ -72,7 +72,14 @@ fn lock_store(store: &Path) -> Result<std::fs::File> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
+        .map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::EROFS) {
+                " (a --shadow mount refuses writes: add --no-lock, nothing else writes through it)"
+            } else {
+                ""
+            };
+            anyhow::anyhow!("opening {}: {e}{hint}", path.display())
+        })?;
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = libc::F_WRLCK as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;

@@ -245,9 +245,13 @@ fn atime_safety_check<S: ChunkStore>(store: &S) -> Result<()> {
     use anyhow::{bail, Context};
     let (digest, blob) = zero_chunk();
     for attempt in 0..2 {
-        let existed = store
-            .insert_chunk(&digest, &blob)
-            .context("inserting the zero chunk for the atime check")?;
+        let existed = match store.insert_chunk(&digest, &blob) {
+            Err(e) if e.raw_os_error() == Some(libc::EROFS) => bail!(
+                "inserting the zero chunk for the atime check: {e} (a --shadow mount refuses \
+                 writes: add --no-atime-check, its atimes live in the mount's memory)"
+            ),
+            r => r.context("inserting the zero chunk for the atime check")?,
+        };
         std::thread::sleep(std::time::Duration::from_secs(1));
         let before = store
             .stat_chunk(&digest)?
