@@ -25,6 +25,7 @@ pub mod model;
 pub mod overlay;
 pub mod replay;
 pub mod rng;
+pub mod sim;
 pub mod store;
 pub mod table;
 pub mod time;

@@ -124,7 +124,7 @@ proptest! {
             let opts = GcOptions { strategy, cache_capacity: cap, batch_size: batch, atime_check: false, ..GcOptions::default() };
             let mut log = TaskLog::new(Box::new(std::io::sink()), false);
             // After the first index, a backup adds a snapshot to the group visited last.
-            let groups = chunkscope::datastore::snapshots::list_groups(&root).unwrap();
+            let groups = chunkscope::datastore::snapshots::list_groups(&chunkscope::datastore::snapshots::Fs, &root).unwrap();
             let last_group: usize = groups.last().unwrap().file_name().unwrap().to_str().unwrap().parse::<usize>().unwrap() - 100;
             let (root2, late) = (root.clone(), s.late);
             let mut added = false;

@@ -12,6 +12,7 @@ mod inspect;
 mod model_args;
 mod mount;
 mod replay;
+mod simulate;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,7 @@ enum Command {
     Gc(gc::GcArgs),
     Replay(replay::ReplayArgs),
     Analyze(analyze::AnalyzeArgs),
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -62,6 +64,7 @@ pub fn run() -> i32 {
         Command::Gc(args) => gc::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -11,6 +11,9 @@
 //!
 //! Raw readdir order is used on purpose: it is what PBS sees, and on ext4 it follows the name
 //! hash, not creation order. Nothing here reads chunks or touches atimes.
+//!
+//! Every listing goes through a [`Tree`]: [`Fs`] is the real filesystem; the simulator's
+//! in-memory store is another, so a simulated GC walks its indexes with this very code.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -33,17 +36,54 @@ pub fn is_safe_id(name: &str) -> bool {
     bytes.all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
-/// Entries of a directory in raw readdir order, with their type from `d_type`.
-fn read_dir_ordered(dir: &Path) -> io::Result<Vec<(String, fs::FileType)>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let Ok(name) = entry.file_name().into_string() else {
-            continue; // not UTF-8: matches none of PBS's name patterns
-        };
-        out.push((name, entry.file_type()?));
+/// What a directory entry is, from `d_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    Dir,
+    File,
+    Other,
+}
+
+impl EntryKind {
+    fn is_dir(self) -> bool {
+        self == EntryKind::Dir
     }
-    Ok(out)
+
+    fn is_file(self) -> bool {
+        self == EntryKind::File
+    }
+}
+
+/// A directory tree that can be listed.
+pub trait Tree {
+    /// Entries of `dir` in raw readdir order ("." and ".." excluded, names that are not UTF-8
+    /// left out: they match none of PBS's name patterns).
+    fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>>;
+}
+
+/// The real filesystem.
+pub struct Fs;
+
+impl Tree for Fs {
+    fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let ty = entry.file_type()?;
+            let kind = if ty.is_dir() {
+                EntryKind::Dir
+            } else if ty.is_file() {
+                EntryKind::File
+            } else {
+                EntryKind::Other
+            };
+            out.push((name, kind));
+        }
+        Ok(out)
+    }
 }
 
 fn missing_ok<T: Default>(r: io::Result<T>) -> io::Result<T> {
@@ -54,15 +94,15 @@ fn missing_ok<T: Default>(r: io::Result<T>) -> io::Result<T> {
 }
 
 /// All namespace directories: the root first, then depth-first pre-order.
-pub fn list_namespaces(root: &Path) -> Result<Vec<PathBuf>> {
+pub fn list_namespaces(tree: &dyn Tree, root: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    fn visit(ns: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
+    fn visit(tree: &dyn Tree, ns: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
         out.push(ns.to_path_buf());
         if depth >= MAX_NAMESPACE_DEPTH {
             return Ok(());
         }
         let children_dir = ns.join(NAMESPACE_DIR);
-        let entries = missing_ok(read_dir_ordered(&children_dir))
+        let entries = missing_ok(tree.read_dir(&children_dir))
             .with_context(|| format!("iterating namespaces failed: {}", children_dir.display()))?;
         for (name, ty) in entries {
             if !ty.is_dir() || name.starts_with('.') {
@@ -75,25 +115,26 @@ pub fn list_namespaces(root: &Path) -> Result<Vec<PathBuf>> {
                     children_dir.display()
                 );
             }
-            visit(&children_dir.join(&name), depth + 1, out)?;
+            visit(tree, &children_dir.join(&name), depth + 1, out)?;
         }
         Ok(())
     }
-    visit(root, 0, &mut out)?;
+    visit(tree, root, 0, &mut out)?;
     Ok(out)
 }
 
 /// Backup group directories of one namespace: types in readdir order, then groups.
-pub fn list_groups(ns: &Path) -> Result<Vec<PathBuf>> {
+pub fn list_groups(tree: &dyn Tree, ns: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    let types =
-        read_dir_ordered(ns).with_context(|| format!("listing groups of {}", ns.display()))?;
+    let types = tree
+        .read_dir(ns)
+        .with_context(|| format!("listing groups of {}", ns.display()))?;
     for (ty_name, ty) in types {
         if !ty.is_dir() || !BACKUP_TYPES.contains(&ty_name.as_str()) {
             continue;
         }
         let type_dir = ns.join(&ty_name);
-        let groups = missing_ok(read_dir_ordered(&type_dir))
+        let groups = missing_ok(tree.read_dir(&type_dir))
             .with_context(|| format!("listing groups in {}", type_dir.display()))?;
         for (id, ty) in groups {
             if ty.is_dir() && is_safe_id(&id) {
@@ -105,8 +146,9 @@ pub fn list_groups(ns: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Snapshot directories of a group with their backup time, **newest first**.
-pub fn list_snapshots(group: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
-    let mut out: Vec<(i64, PathBuf)> = read_dir_ordered(group)?
+pub fn list_snapshots(tree: &dyn Tree, group: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
+    let mut out: Vec<(i64, PathBuf)> = tree
+        .read_dir(group)?
         .into_iter()
         .filter(|(_, ty)| ty.is_dir())
         .filter_map(|(name, _)| parse_rfc3339_utc(&name).map(|t| (t, group.join(name))))
@@ -117,8 +159,9 @@ pub fn list_snapshots(group: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
 
 /// Index files of a snapshot in readdir order (blobs and `.protected` are listed by PBS but
 /// skipped by GC, so they are not returned).
-pub fn list_snapshot_indexes(snapshot: &Path) -> io::Result<Vec<PathBuf>> {
-    Ok(read_dir_ordered(snapshot)?
+pub fn list_snapshot_indexes(tree: &dyn Tree, snapshot: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(tree
+        .read_dir(snapshot)?
         .into_iter()
         .filter(|(name, ty)| ty.is_file() && IndexKind::from_path(Path::new(name)).is_some())
         .map(|(name, _)| snapshot.join(name))
@@ -126,11 +169,11 @@ pub fn list_snapshot_indexes(snapshot: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// Step A: every index file below `root`, hidden entries pruned, symlinks not followed.
-pub fn list_index_files(root: &Path) -> Result<BTreeSet<PathBuf>> {
+pub fn list_index_files(tree: &dyn Tree, root: &Path) -> Result<BTreeSet<PathBuf>> {
     let mut found = BTreeSet::new();
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = stack.pop() {
-        let entries = match read_dir_ordered(&dir) {
+        let entries = match tree.read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // vanished
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
@@ -185,14 +228,14 @@ impl Phase1Order {
 
 /// Steps A, B and C over a datastore that is not changing underneath.
 pub fn phase1_order(root: &Path) -> Result<Phase1Order> {
-    let mut unprocessed = list_index_files(root)?;
+    let mut unprocessed = list_index_files(&Fs, root)?;
     let mut expected = Vec::new();
-    for ns in list_namespaces(root)? {
-        for group in list_groups(&ns)? {
-            let snapshots = missing_ok(list_snapshots(&group))
+    for ns in list_namespaces(&Fs, root)? {
+        for group in list_groups(&Fs, &ns)? {
+            let snapshots = missing_ok(list_snapshots(&Fs, &group))
                 .with_context(|| format!("listing snapshots of {}", group.display()))?;
             for (_, snapshot) in snapshots {
-                let files = missing_ok(list_snapshot_indexes(&snapshot))
+                let files = missing_ok(list_snapshot_indexes(&Fs, &snapshot))
                     .with_context(|| format!("listing files of {}", snapshot.display()))?;
                 for path in files {
                     unprocessed.remove(&path);
@@ -270,7 +313,7 @@ mod tests {
     fn invalid_namespace_is_an_error_naming_it() {
         let tmp = tempfile::tempdir().unwrap();
         fs::create_dir_all(tmp.path().join("ns/bad name")).unwrap();
-        let e = list_namespaces(tmp.path()).unwrap_err().to_string();
+        let e = list_namespaces(&Fs, tmp.path()).unwrap_err().to_string();
         assert!(
             e.contains("invalid namespace name") && e.contains("bad name"),
             "{e}"

@@ -282,6 +282,14 @@ pub struct History {
     pub prev_gc: i64,
 }
 
+/// See [`History::chunk_sets`].
+#[derive(Clone, Debug, Default)]
+pub struct ChunkSets {
+    pub present: hashbrown::HashSet<ContentId>,
+    pub referenced: hashbrown::HashSet<ContentId>,
+    pub referenced_prev: hashbrown::HashSet<ContentId>,
+}
+
 /// One backup event (successful or failed) of the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
@@ -347,6 +355,34 @@ impl History {
     /// True if the event's chunks were referenced when the previous GC ran.
     pub fn was_retained_at_prev_gc(&self, e: &Event) -> bool {
         !e.failed && self.groups[e.group as usize].retained_prev[e.k as usize]
+    }
+
+    /// The contents whose chunks exist in the store at `now` (`present`), and which of them
+    /// the snapshots present now and at the previous GC reference. Everything pruned and
+    /// collected before the previous GC is absent.
+    pub fn chunk_sets(&self) -> ChunkSets {
+        let mut sets = ChunkSets::default();
+        let mut contents = Vec::new();
+        for e in &self.events() {
+            let (now, prev) = (self.is_retained(e), self.was_retained_at_prev_gc(e));
+            if !(now || prev || e.time > self.prev_gc) {
+                continue; // pruned and collected before the previous GC
+            }
+            for ai in 0..self.groups[e.group as usize].archives.len() {
+                contents.clear();
+                self.for_each_content(e, ai, |c| contents.push(c));
+                for &c in &contents {
+                    sets.present.insert(c);
+                    if now {
+                        sets.referenced.insert(c);
+                    }
+                    if prev {
+                        sets.referenced_prev.insert(c);
+                    }
+                }
+            }
+        }
+        sets
     }
 
     /// Number of references and distinct contents over the snapshots present at `now`.

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use hashbrown::{HashMap, HashSet};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::history::{BackupType, ContentId, Event, History};
+use super::history::{BackupType, ChunkSets, ContentId, Event, History};
 use super::payload::PayloadModel;
 use super::truth::{GarbageCounts, GroundTruth};
 use super::GenConfig;
@@ -190,13 +190,13 @@ fn encode_all(payload: &PayloadModel, contents: &[ContentId]) -> Vec<Encoded> {
 }
 
 /// The group's directory, relative to the datastore root.
-fn group_dir(history: &History, gi: usize) -> PathBuf {
+pub(crate) fn group_dir(history: &History, gi: usize) -> PathBuf {
     let g = &history.groups[gi];
     let ns = &history.namespaces[g.ns].rel;
     Path::new(ns).join(g.ty.as_str()).join(&g.id)
 }
 
-fn uuid(seed: u64, e: &Event, ai: usize) -> [u8; 16] {
+pub(crate) fn uuid(seed: u64, e: &Event, ai: usize) -> [u8; 16] {
     let a = hash(&[seed, 50, e.group as u64, e.k as u64, ai as u64]);
     let b = hash(&[seed, 51, e.group as u64, e.k as u64, ai as u64]);
     let mut out = [0u8; 16];
@@ -233,29 +233,12 @@ pub fn write_store(
     let events = history.events();
 
     // Which contents exist, and which were referenced now and at the previous GC.
-    let mut referenced: HashSet<ContentId> = HashSet::new();
-    let mut referenced_prev: HashSet<ContentId> = HashSet::new();
-    let mut present: HashSet<ContentId> = HashSet::new();
+    let ChunkSets {
+        present,
+        referenced,
+        referenced_prev,
+    } = history.chunk_sets();
     let mut contents = Vec::new();
-    for e in &events {
-        let (now, prev) = (history.is_retained(e), history.was_retained_at_prev_gc(e));
-        if !(now || prev || e.time > history.prev_gc) {
-            continue; // pruned and collected before the previous GC
-        }
-        for ai in 0..history.groups[e.group as usize].archives.len() {
-            contents.clear();
-            history.for_each_content(e, ai, |c| contents.push(c));
-            for &c in &contents {
-                present.insert(c);
-                if now {
-                    referenced.insert(c);
-                }
-                if prev {
-                    referenced_prev.insert(c);
-                }
-            }
-        }
-    }
 
     // Damage, chosen by hash so it does not depend on iteration order.
     let mut candidates: Vec<ContentId> = referenced
@@ -486,7 +469,7 @@ pub fn write_store(
     })
 }
 
-fn config_blob(e: &Event, ty: BackupType, id: &str) -> Option<(&'static str, Vec<u8>)> {
+pub(crate) fn config_blob(e: &Event, ty: BackupType, id: &str) -> Option<(&'static str, Vec<u8>)> {
     let text = match ty {
         BackupType::Vm => format!(
             "boot: order=scsi0\ncores: 2\nmemory: 4096\nname: vm{id}\nostype: l26\n\

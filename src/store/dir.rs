@@ -10,9 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
-use super::{ChunkDir, ChunkStat, ChunkStore, EntryStat, IndexOrigin, Phase1Visitor};
+use super::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
 use crate::datastore::paths::CHUNK_DIR;
 use crate::datastore::snapshots;
 use crate::datastore::{Digest, IndexFile};
@@ -278,51 +276,12 @@ impl ChunkStore for DirStore {
     }
 
     fn walk_indexes(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()> {
-        let mut unprocessed = snapshots::list_index_files(&self.root)?;
-        visitor.start(unprocessed.len());
-        let mut visit = |path: &Path, origin: IndexOrigin| -> anyhow::Result<()> {
-            match IndexFile::open(path) {
-                Ok(index) => visitor.index(path, index, origin),
-                Err(e) if e.is_not_found() => Ok(()), // vanished (pruned meanwhile)
-                Err(e) => Err(anyhow::anyhow!(
-                    "can't open index {} - {}",
-                    path.display(),
-                    e.kind
-                )),
-            }
-        };
-        for ns in snapshots::list_namespaces(&self.root)? {
-            for group in snapshots::list_groups(&ns)? {
-                let snaps = match snapshots::list_snapshots(&group) {
-                    Ok(s) => s,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("listing {}", group.display()))
-                    }
-                };
-                for (_, snap) in snaps {
-                    let files = match snapshots::list_snapshot_indexes(&snap) {
-                        Ok(f) => f,
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                        Err(e) => {
-                            return Err(e).with_context(|| format!("listing {}", snap.display()))
-                        }
-                    };
-                    for path in files {
-                        let origin = if unprocessed.remove(&path) {
-                            IndexOrigin::Expected
-                        } else {
-                            IndexOrigin::New
-                        };
-                        visit(&path, origin)?;
-                    }
-                }
-            }
-        }
-        for path in unprocessed {
-            visit(&path, IndexOrigin::Unexpected)?;
-        }
-        Ok(())
+        super::walk_indexes(
+            &snapshots::Fs,
+            &self.root,
+            &mut |p| IndexFile::open(p),
+            visitor,
+        )
     }
 }
 

@@ -17,6 +17,10 @@ pub mod dir;
 use std::io;
 use std::path::Path;
 
+use anyhow::Context;
+
+use crate::datastore::error::FormatError;
+use crate::datastore::snapshots::{self, Tree};
 use crate::datastore::{Digest, IndexFile};
 
 /// How phase 1 came to an index file.
@@ -88,4 +92,57 @@ pub trait ChunkStore: Sync {
     /// index created meanwhile in a group not yet visited is found), then leftovers. A
     /// vanished index is skipped; any other error opening one is returned, naming the file.
     fn walk_indexes(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()>;
+}
+
+/// PBS's phase-1 walk (format document 3.3) over any [`Tree`]: the scan, then namespaces,
+/// groups, snapshots newest first and their index files, each listed when reached, then the
+/// leftovers of the scan. `open` reads one index; a vanished one is skipped. The real store
+/// and the simulated one both walk with this function.
+pub fn walk_indexes(
+    tree: &dyn Tree,
+    root: &Path,
+    open: &mut dyn FnMut(&Path) -> Result<IndexFile, FormatError>,
+    visitor: &mut dyn Phase1Visitor,
+) -> anyhow::Result<()> {
+    let mut unprocessed = snapshots::list_index_files(tree, root)?;
+    visitor.start(unprocessed.len());
+    let mut visit = |path: &Path, origin: IndexOrigin| -> anyhow::Result<()> {
+        match open(path) {
+            Ok(index) => visitor.index(path, index, origin),
+            Err(e) if e.is_not_found() => Ok(()), // vanished (pruned meanwhile)
+            Err(e) => Err(anyhow::anyhow!(
+                "can't open index {} - {}",
+                path.display(),
+                e.kind
+            )),
+        }
+    };
+    for ns in snapshots::list_namespaces(tree, root)? {
+        for group in snapshots::list_groups(tree, &ns)? {
+            let snaps = match snapshots::list_snapshots(tree, &group) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e).with_context(|| format!("listing {}", group.display())),
+            };
+            for (_, snap) in snaps {
+                let files = match snapshots::list_snapshot_indexes(tree, &snap) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e).with_context(|| format!("listing {}", snap.display())),
+                };
+                for path in files {
+                    let origin = if unprocessed.remove(&path) {
+                        IndexOrigin::Expected
+                    } else {
+                        IndexOrigin::New
+                    };
+                    visit(&path, origin)?;
+                }
+            }
+        }
+    }
+    for path in unprocessed {
+        visit(&path, IndexOrigin::Unexpected)?;
+    }
+    Ok(())
 }

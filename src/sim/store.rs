@@ -1,0 +1,691 @@
+//! An in-memory chunk store built from the generator's history, answering the GC through the
+//! same [`ChunkStore`] and [`Tree`] traits as a real datastore, and charging the cost model
+//! with the requests a FUSE mount of that datastore would receive.
+//!
+//! **What exists.** Exactly what `chunkscope gen` would write for the same configuration,
+//! created in the same order: the root, `.chunks`, `.lock`, the 65,536 chunk directories, then
+//! per backup event its new chunks and (for a kept snapshot) the group directories on first
+//! use, the owner file, the snapshot directory, the config blob, the index files and the
+//! manifest. Inode numbers are allocated in that order from `first_ino`, as ZFS allocates
+//! object ids and tmpfs numbers inodes; listings return entries newest first, as tmpfs does.
+//! Index files are not stored: their bytes are built from the history when the walk opens one.
+//!
+//! **What the filesystem sees.** Each operation is turned into the FUSE requests the kernel
+//! sends for the same system call with attribute and entry caching off (chunkscope's default
+//! mount), as recorded from real runs:
+//!
+//! | store operation | requests |
+//! |---|---|
+//! | touch (`utimensat` on the absolute path) | lookup `.chunks`, lookup `XXXX`, lookup chunk (ENOENT: stop), setattr |
+//! | open chunk directory (`openat` on `.chunks`) | lookup `XXXX`, opendir |
+//! | list (`getdents64`) | readdir (entries), readdir (end) |
+//! | stat in directory (`fstatat`) | lookup, getattr |
+//! | unlink in directory | lookup, unlink |
+//! | `read_dir(path)` of the index walk | a lookup per path component, opendir, getattr, readdir, readdir |
+//! | read an index file | a lookup per path component, open, getattr, getattr |
+//!
+//! Memory per chunk: its digest (32 bytes), inode, atime, size and a removed flag (24), a
+//! 4-byte slot in its directory's list and in the digest table, and during phase 1 a content
+//! map entry (about 20): around 90 bytes.
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+use hashbrown::{HashMap, HashTable};
+
+use crate::datastore::index::{dynamic_index_bytes, fixed_index_bytes};
+use crate::datastore::paths::{
+    chunk_subdir_name, CHUNK_DIR, GROUP_OWNER_FILE, LOCK_FILE, MANIFEST_BLOB_NAME,
+};
+use crate::datastore::snapshots::{EntryKind, Tree};
+use crate::datastore::{Digest, IndexFile};
+use crate::gen::history::{ChunkSets, ContentId, Event, History};
+use crate::gen::payload::PayloadModel;
+use crate::gen::writer::{config_blob, group_dir, uuid};
+use crate::gen::GenConfig;
+use crate::model::{Model, ModelOp};
+use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
+use crate::trace::Op;
+
+/// How chunk digests are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+pub enum DigestMode {
+    /// SHA-256 of the chunk's payload, as `gen` writes it (same names, same directories).
+    Exact,
+    /// A hash of the content id: same distribution over directories, no payload to hash.
+    Hashed,
+}
+
+/// A node of the index tree (everything but chunk files).
+struct Node {
+    name: Box<str>,
+    ino: u64,
+    kind: NodeKind,
+    /// Children in creation order.
+    children: Vec<u32>,
+}
+
+#[derive(Clone, Copy)]
+enum NodeKind {
+    Dir,
+    /// Chunk directory `prefix`.
+    ChunkDir,
+    Index {
+        event: Event,
+        archive: u32,
+    },
+    File,
+}
+
+/// A chunk file.
+#[derive(Clone, Copy)]
+struct Chunk {
+    ino: u64,
+    atime: i64,
+    size: u32,
+    removed: bool,
+}
+
+/// Requests emitted, by kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RequestCounts {
+    pub lookup: u64,
+    pub getattr: u64,
+    pub setattr: u64,
+    pub opendir: u64,
+    pub readdir: u64,
+    pub open: u64,
+    pub unlink: u64,
+    pub create: u64,
+}
+
+struct State {
+    model: Model,
+    chunks: Vec<Chunk>,
+    counts: RequestCounts,
+    /// Listing scratch: the inodes a readdir returned.
+    listing: Vec<u64>,
+}
+
+/// The simulated datastore.
+pub struct SimStore {
+    root: PathBuf,
+    nodes: Vec<Node>,
+    chunks_node: u32,
+    /// Chunk directory `p` is node `chunk_dir_nodes + p`.
+    chunk_dir_nodes: u32,
+    digests: Vec<Digest>,
+    by_digest: HashTable<u32>,
+    /// Per chunk directory, its chunks in creation order.
+    dirs: Vec<Vec<u32>>,
+    initial: Vec<Chunk>,
+    content: HashMap<ContentId, u32>,
+    history: History,
+    /// Distinct chunks the snapshots present reference.
+    referenced: usize,
+    cfg: GenConfig,
+    payload: PayloadModel,
+    state: Mutex<State>,
+}
+
+fn digest_hash(d: &Digest) -> u64 {
+    u64::from_le_bytes(d.0[8..16].try_into().expect("8 bytes"))
+}
+
+fn hashed_digest(seed: u64, c: ContentId) -> Digest {
+    let mut d = [0u8; 32];
+    for (i, part) in d.chunks_mut(8).enumerate() {
+        part.copy_from_slice(&crate::rng::hash(&[seed, 0x0053_494d, c.0, i as u64]).to_le_bytes());
+    }
+    Digest(d)
+}
+
+impl SimStore {
+    /// Builds the store `gen` would write for `cfg`, as it stands `now` (epoch seconds: the
+    /// generation time, which shifts every atime as the writer does).
+    pub fn build(
+        cfg: &GenConfig,
+        history: History,
+        mode: DigestMode,
+        first_ino: u64,
+        now: i64,
+        model: Model,
+    ) -> anyhow::Result<SimStore> {
+        if cfg.damage != crate::gen::Damage::default() {
+            anyhow::bail!(
+                "the simulator does not model damaged stores (missing, bad or temp chunks)"
+            );
+        }
+        let shift = now - history.now;
+        let payload = PayloadModel {
+            seed: cfg.seed,
+            chunk_size: cfg.chunk_size,
+            entropy: cfg.entropy,
+            incompressible: cfg.incompressible,
+        };
+        let ChunkSets {
+            present,
+            referenced,
+            referenced_prev,
+        } = history.chunk_sets();
+        let mut s = SimStore {
+            root: PathBuf::from(format!("/simulated/{}", cfg.preset)),
+            nodes: Vec::new(),
+            chunks_node: 0,
+            chunk_dir_nodes: 0,
+            digests: Vec::with_capacity(present.len()),
+            by_digest: HashTable::with_capacity(present.len()),
+            dirs: vec![Vec::new(); 1 << 16],
+            initial: Vec::with_capacity(present.len()),
+            content: HashMap::with_capacity(present.len()),
+            history,
+            referenced: referenced.len(),
+            cfg: cfg.clone(),
+            payload,
+            state: Mutex::new(State {
+                model,
+                chunks: Vec::new(),
+                counts: RequestCounts::default(),
+                listing: Vec::new(),
+            }),
+        };
+        let mut ino = first_ino;
+        let mut alloc = || {
+            let i = ino;
+            ino += 1;
+            i
+        };
+        // The root, `.chunks`, `.lock`, the chunk directories (datastore::create).
+        s.nodes.push(Node {
+            name: "".into(),
+            ino: alloc(),
+            kind: NodeKind::Dir,
+            children: Vec::new(),
+        });
+        s.chunks_node = s.add_node(0, CHUNK_DIR, alloc(), NodeKind::Dir);
+        s.add_node(0, LOCK_FILE, alloc(), NodeKind::File);
+        s.chunk_dir_nodes = s.nodes.len() as u32;
+        for p in 0..=u16::MAX {
+            s.add_node(
+                s.chunks_node,
+                &chunk_subdir_name(p),
+                alloc(),
+                NodeKind::ChunkDir,
+            );
+        }
+        // The history, in the writer's creation order.
+        let mut data = Vec::new();
+        let mut contents = Vec::new();
+        let mut groups_created = hashbrown::HashSet::new();
+        for e in s.history.events() {
+            let g = s.history.groups[e.group as usize].clone();
+            for ai in 0..g.archives.len() {
+                contents.clear();
+                s.history.for_each_content(&e, ai, |c| contents.push(c));
+                for &c in &contents {
+                    if s.content.contains_key(&c) || !present.contains(&c) {
+                        continue;
+                    }
+                    let digest = match mode {
+                        DigestMode::Exact => {
+                            s.payload.fill(c, &mut data);
+                            Digest::of(&data)
+                        }
+                        DigestMode::Hashed => hashed_digest(cfg.seed, c),
+                    };
+                    let atime = if referenced_prev.contains(&c) {
+                        e.time.max(s.history.prev_gc)
+                    } else {
+                        e.time
+                    };
+                    let idx = s.digests.len() as u32;
+                    s.digests.push(digest);
+                    let digests = &s.digests;
+                    s.by_digest.insert_unique(digest_hash(&digest), idx, |&i| {
+                        digest_hash(&digests[i as usize])
+                    });
+                    s.dirs[digest.prefix() as usize].push(idx);
+                    s.initial.push(Chunk {
+                        ino: alloc(),
+                        atime: atime + shift,
+                        size: s.payload.len(c) as u32,
+                        removed: false,
+                    });
+                    s.content.insert(c, idx);
+                }
+            }
+            if !s.history.is_retained(&e) {
+                continue;
+            }
+            // write_snapshot: group directories on first use, owner, snapshot, files.
+            let rel = group_dir(&s.history, e.group as usize);
+            let mut at = 0u32;
+            for comp in rel.components() {
+                let Component::Normal(name) = comp else {
+                    continue;
+                };
+                let name = name.to_str().expect("generated names are UTF-8");
+                at = match s.child(at, name) {
+                    Some(n) => n,
+                    None => s.add_node(at, name, alloc(), NodeKind::Dir),
+                };
+            }
+            if groups_created.insert(e.group) {
+                s.add_node(at, GROUP_OWNER_FILE, alloc(), NodeKind::File);
+            }
+            let snap = s.add_node(
+                at,
+                &crate::time::rfc3339_utc(e.time),
+                alloc(),
+                NodeKind::Dir,
+            );
+            if let Some((name, _)) = config_blob(&e, g.ty, &g.id) {
+                s.add_node(snap, name, alloc(), NodeKind::File);
+            }
+            for (ai, a) in g.archives.iter().enumerate() {
+                s.add_node(
+                    snap,
+                    &a.name,
+                    alloc(),
+                    NodeKind::Index {
+                        event: e,
+                        archive: ai as u32,
+                    },
+                );
+            }
+            s.add_node(snap, MANIFEST_BLOB_NAME, alloc(), NodeKind::File);
+        }
+        s.state.get_mut().expect("not shared yet").chunks = s.initial.clone();
+        Ok(s)
+    }
+
+    fn add_node(&mut self, parent: u32, name: &str, ino: u64, kind: NodeKind) -> u32 {
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            name: name.into(),
+            ino,
+            kind,
+            children: Vec::new(),
+        });
+        self.nodes[parent as usize].children.push(id);
+        id
+    }
+
+    fn child(&self, parent: u32, name: &str) -> Option<u32> {
+        if parent == self.chunks_node {
+            // 65,536 children: computed, not searched.
+            let p = u16::from_str_radix(name, 16)
+                .ok()
+                .filter(|_| name.len() == 4)?;
+            return Some(self.chunk_dir_nodes + p as u32);
+        }
+        self.nodes[parent as usize]
+            .children
+            .iter()
+            .copied()
+            .find(|&c| &*self.nodes[c as usize].name == name)
+    }
+
+    /// Chunk files in the store (removed ones excluded).
+    pub fn chunk_count(&self) -> usize {
+        self.lock().chunks.iter().filter(|c| !c.removed).count()
+    }
+
+    /// Distinct chunks the snapshots reference.
+    pub fn referenced(&self) -> usize {
+        self.referenced
+    }
+
+    /// Distinct chunks (all ever created here).
+    pub fn chunks_created(&self) -> usize {
+        self.digests.len()
+    }
+
+    /// Back to the state it was built in, with a fresh model (cold caches) and no counts.
+    pub fn reset(&self, model: Model) {
+        let mut st = self.lock();
+        st.chunks.clone_from(&self.initial);
+        st.model = model;
+        st.counts = RequestCounts::default();
+    }
+
+    /// Emits what opening the store does on a mount (chunkscope's `DirStore::open`: lookup
+    /// `.chunks`, opendir).
+    pub fn open_requests(&self) {
+        let mut st = self.lock();
+        let chunks = self.nodes[self.chunks_node as usize].ino;
+        let root = self.nodes[0].ino;
+        st.req(Op::Lookup, chunks, root, 0);
+        st.req(Op::Opendir, chunks, 0, 0);
+    }
+
+    /// Runs `f` on the model (totals, clock).
+    pub fn with_model<T>(&self, f: impl FnOnce(&mut Model) -> T) -> T {
+        f(&mut self.lock().model)
+    }
+
+    pub fn counts(&self) -> RequestCounts {
+        self.lock().counts.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("simulated store poisoned")
+    }
+
+    fn find(&self, d: &Digest) -> Option<u32> {
+        self.by_digest
+            .find(digest_hash(d), |&i| self.digests[i as usize] == *d)
+            .copied()
+    }
+
+    /// The node at `path` (under the root), emitting a lookup per component; NotFound when a
+    /// component is missing.
+    fn walk(&self, st: &mut State, path: &Path) -> io::Result<u32> {
+        let rel = path
+            .strip_prefix(&self.root)
+            .map_err(|_| io::Error::new(io::ErrorKind::NotFound, "outside the simulated store"))?;
+        let mut at = 0u32;
+        for comp in rel.components() {
+            let Component::Normal(name) = comp else {
+                continue;
+            };
+            let parent = self.nodes[at as usize].ino;
+            match name.to_str().and_then(|n| self.child(at, n)) {
+                Some(n) => {
+                    st.req(Op::Lookup, self.nodes[n as usize].ino, parent, 0);
+                    at = n;
+                }
+                None => {
+                    st.req(Op::Lookup, 0, parent, libc::ENOENT);
+                    return Err(io::Error::from_raw_os_error(libc::ENOENT));
+                }
+            }
+        }
+        Ok(at)
+    }
+
+    /// The path walk of a chunk's absolute path: lookups of `.chunks`, `XXXX` and the chunk;
+    /// returns the chunk's index if it exists.
+    fn walk_chunk(&self, st: &mut State, d: &Digest) -> Option<u32> {
+        let chunks = self.nodes[self.chunks_node as usize].ino;
+        let dir = self.nodes[(self.chunk_dir_nodes + d.prefix() as u32) as usize].ino;
+        st.req(Op::Lookup, chunks, self.nodes[0].ino, 0);
+        st.req(Op::Lookup, dir, chunks, 0);
+        match self.find(d).filter(|&i| !st.chunks[i as usize].removed) {
+            Some(i) => {
+                st.req(Op::Lookup, st.chunks[i as usize].ino, dir, 0);
+                Some(i)
+            }
+            None => {
+                st.req(Op::Lookup, 0, dir, libc::ENOENT);
+                None
+            }
+        }
+    }
+
+    /// The bytes of an index file, built from the history as the writer builds them.
+    fn index_bytes(&self, e: &Event, ai: usize) -> Vec<u8> {
+        let g = &self.history.groups[e.group as usize];
+        let a = &g.archives[ai];
+        let mut refs: Vec<(Digest, u32)> = Vec::new();
+        self.history.for_each_content(e, ai, |c| {
+            if let Some(&i) = self.content.get(&c) {
+                refs.push((self.digests[i as usize], self.payload.len(c) as u32));
+            }
+        });
+        let id = uuid(self.cfg.seed, e, ai);
+        if a.name.ends_with(".fidx") {
+            let digests: Vec<Digest> = refs.iter().map(|r| r.0).collect();
+            let size = digests.len() as u64 * self.cfg.chunk_size as u64;
+            fixed_index_bytes(id, e.time, size, self.cfg.chunk_size as u64, &digests)
+        } else {
+            let mut end = 0u64;
+            let entries: Vec<(u64, Digest)> = refs
+                .iter()
+                .map(|&(d, len)| {
+                    end += len as u64;
+                    (end, d)
+                })
+                .collect();
+            dynamic_index_bytes(id, e.time, &entries)
+        }
+    }
+
+    /// Opens an index file of the walk: lookups, open, getattr (size), getattr (after reading).
+    pub fn open_index(
+        &self,
+        path: &Path,
+    ) -> Result<IndexFile, crate::datastore::error::FormatError> {
+        let node = {
+            let mut st = self.lock();
+            let n = self
+                .walk(&mut st, path)
+                .map_err(|e| crate::datastore::error::FormatError::io(path, e))?;
+            let ino = self.nodes[n as usize].ino;
+            st.req(Op::Open, ino, 0, 0);
+            st.req(Op::Getattr, ino, 0, 0);
+            st.req(Op::Getattr, ino, 0, 0);
+            n
+        };
+        let NodeKind::Index { event, archive } = self.nodes[node as usize].kind else {
+            return Err(crate::datastore::error::FormatError::io(
+                path,
+                io::Error::new(io::ErrorKind::InvalidData, "not an index file"),
+            ));
+        };
+        IndexFile::parse(self.index_bytes(&event, archive as usize)).map_err(|e| e.in_file(path))
+    }
+}
+
+impl State {
+    #[inline]
+    fn req(&mut self, op: Op, ino: u64, parent: u64, errno: i32) {
+        self.model.charge_request(
+            &ModelOp {
+                op,
+                ino,
+                parent,
+                errno,
+            },
+            None,
+        );
+        self.count(op);
+    }
+
+    #[inline]
+    fn count(&mut self, op: Op) {
+        let c = &mut self.counts;
+        match op {
+            Op::Lookup => c.lookup += 1,
+            Op::Getattr => c.getattr += 1,
+            Op::Setattr => c.setattr += 1,
+            Op::Opendir => c.opendir += 1,
+            Op::Readdir => c.readdir += 1,
+            Op::Open => c.open += 1,
+            Op::Unlink => c.unlink += 1,
+            Op::Create => c.create += 1,
+            _ => {}
+        }
+    }
+
+    /// A readdir returning the inodes in `self.listing`, then the one that finds the end.
+    fn readdir(&mut self, ino: u64) {
+        let listing = std::mem::take(&mut self.listing);
+        let m = ModelOp {
+            op: Op::Readdir,
+            ino,
+            parent: 0,
+            errno: 0,
+        };
+        self.model.charge_request(&m, Some(&listing));
+        self.model.charge_request(&m, Some(&[]));
+        self.count(Op::Readdir);
+        self.count(Op::Readdir);
+        self.listing = listing;
+    }
+}
+
+impl Tree for SimStore {
+    fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
+        let mut st = self.lock();
+        let n = self.walk(&mut st, dir)?;
+        let node = &self.nodes[n as usize];
+        if !matches!(node.kind, NodeKind::Dir) {
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        st.req(Op::Opendir, node.ino, 0, 0);
+        st.req(Op::Getattr, node.ino, 0, 0);
+        let mut out = Vec::with_capacity(node.children.len());
+        st.listing.clear();
+        for &c in node.children.iter().rev() {
+            let child = &self.nodes[c as usize];
+            st.listing.push(child.ino);
+            let kind = match child.kind {
+                NodeKind::Dir | NodeKind::ChunkDir => EntryKind::Dir,
+                NodeKind::Index { .. } | NodeKind::File => EntryKind::File,
+            };
+            out.push((child.name.to_string(), kind));
+        }
+        st.readdir(node.ino);
+        Ok(out)
+    }
+}
+
+/// An open chunk directory of the simulated store.
+pub struct SimDir<'a> {
+    store: &'a SimStore,
+    prefix: u16,
+    ino: u64,
+}
+
+impl SimDir<'_> {
+    /// The chunk named `name` in this directory, with the lookup a `*at` call makes.
+    fn lookup(&self, st: &mut State, name: &[u8]) -> Option<u32> {
+        let found = Digest::from_hex_bytes(name)
+            .filter(|d| d.prefix() == self.prefix)
+            .and_then(|d| self.store.find(&d))
+            .filter(|&i| !st.chunks[i as usize].removed);
+        match found {
+            Some(i) => st.req(Op::Lookup, st.chunks[i as usize].ino, self.ino, 0),
+            None => st.req(Op::Lookup, 0, self.ino, libc::ENOENT),
+        }
+        found
+    }
+}
+
+impl ChunkDir for SimDir<'_> {
+    fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()> {
+        let mut st = self.store.lock();
+        st.listing.clear();
+        let mut name = [0u8; 64];
+        for &i in self.store.dirs[self.prefix as usize].iter().rev() {
+            let c = st.chunks[i as usize];
+            if c.removed {
+                continue;
+            }
+            st.listing.push(c.ino);
+            hex::encode_to_slice(self.store.digests[i as usize].0, &mut name)
+                .expect("64 bytes for 32");
+            f(&name, c.ino);
+        }
+        st.readdir(self.ino);
+        Ok(())
+    }
+
+    fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>> {
+        let mut st = self.store.lock();
+        let Some(i) = self.lookup(&mut st, name) else {
+            return Ok(None);
+        };
+        let c = st.chunks[i as usize];
+        st.req(Op::Getattr, c.ino, 0, 0);
+        Ok(Some(EntryStat {
+            atime: c.atime,
+            size: c.size as u64,
+            is_file: true,
+        }))
+    }
+
+    fn unlink(&mut self, name: &[u8]) -> io::Result<()> {
+        let mut st = self.store.lock();
+        let Some(i) = self.lookup(&mut st, name) else {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        };
+        let ino = st.chunks[i as usize].ino;
+        st.req(Op::Unlink, ino, self.ino, 0);
+        st.chunks[i as usize].removed = true;
+        Ok(())
+    }
+}
+
+impl ChunkStore for SimStore {
+    type Dir<'a> = SimDir<'a>;
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn touch(&self, digest: &Digest) -> io::Result<bool> {
+        let mut st = self.lock();
+        let Some(i) = self.walk_chunk(&mut st, digest) else {
+            return Ok(false);
+        };
+        let ino = st.chunks[i as usize].ino;
+        st.req(Op::Setattr, ino, 0, 0);
+        st.chunks[i as usize].atime = crate::fsutil::now_epoch_coarse();
+        Ok(true)
+    }
+
+    fn touch_bad(&self, digest: &Digest, _n: u8) -> io::Result<bool> {
+        // No `.bad` files here: the walk ends at a failed lookup.
+        let mut st = self.lock();
+        let chunks = self.nodes[self.chunks_node as usize].ino;
+        let dir = self.nodes[(self.chunk_dir_nodes + digest.prefix() as u32) as usize].ino;
+        st.req(Op::Lookup, chunks, self.nodes[0].ino, 0);
+        st.req(Op::Lookup, dir, chunks, 0);
+        st.req(Op::Lookup, 0, dir, libc::ENOENT);
+        Ok(false)
+    }
+
+    fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {
+        let mut st = self.lock();
+        let Some(i) = self.walk_chunk(&mut st, digest) else {
+            return Ok(None);
+        };
+        let c = st.chunks[i as usize];
+        st.req(Op::Getattr, c.ino, 0, 0);
+        Ok(Some(ChunkStat {
+            ino: c.ino,
+            atime_ns: c.atime as i128 * 1_000_000_000,
+        }))
+    }
+
+    fn insert_chunk(&self, digest: &Digest, _blob: &[u8]) -> io::Result<bool> {
+        // Only the atime check inserts (the zero chunk); simulated runs skip that check.
+        if self.find(digest).is_some() {
+            return self.touch(digest);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the simulated store does not insert chunks (run with the atime check off)",
+        ))
+    }
+
+    fn open_dir(&self, prefix: u16) -> io::Result<Option<SimDir<'_>>> {
+        let mut st = self.lock();
+        let chunks = self.nodes[self.chunks_node as usize].ino;
+        let ino = self.nodes[(self.chunk_dir_nodes + prefix as u32) as usize].ino;
+        st.req(Op::Lookup, ino, chunks, 0);
+        st.req(Op::Opendir, ino, 0, 0);
+        Ok(Some(SimDir {
+            store: self,
+            prefix,
+            ino,
+        }))
+    }
+
+    fn walk_indexes(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()> {
+        crate::store::walk_indexes(self, &self.root, &mut |p| self.open_index(p), visitor)
+    }
+}
