@@ -8,8 +8,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// Phase 1 of `strategy` on a shadow mount of `store` with the zfs-hdd model (accounting
-/// only); returns the trace.
-fn phase1_trace(store: &Path, dir: &Path, strategy: &str) -> PathBuf {
+/// only); returns the trace and the GC's counters.
+fn phase1_trace(store: &Path, dir: &Path, strategy: &str) -> (PathBuf, Value) {
     let d = dir.join(strategy);
     std::fs::create_dir(&d).unwrap();
     let mut m = Mount::start(
@@ -18,21 +18,15 @@ fn phase1_trace(store: &Path, dir: &Path, strategy: &str) -> PathBuf {
         true,
         &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
     );
-    let o = run(&[
-        "gc",
-        "--no-atime-check",
-        "--no-lock",
-        "--phase",
-        "mark",
-        "--strategy",
-        strategy,
-        m.mnt.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let (code, report, out) = gc(
+        &m.mnt,
+        &["--no-lock", "--phase", "mark", "--strategy", strategy],
+    );
+    assert_eq!(code, 0, "{out}");
     m.stop();
     let t = dir.join(format!("{strategy}.trace"));
     std::fs::rename(m.trace.as_ref().unwrap(), &t).unwrap();
-    t
+    (t, report["counters"].clone())
 }
 
 /// The phase-1 phase of a report.
@@ -73,16 +67,38 @@ fn assert_svg(path: &Path, must_say: &[&str]) {
     assert!(drawn > 3, "{}: only {drawn} drawn elements", path.display());
 }
 
-/// Issue 6's acceptance on the `small` preset (tmpfs: inode numbers in creation order): one
-/// trace per strategy, compared in one `analyze` run with JSON, CSV and SVG output.
+/// Issues 6 and 7 on the `small` preset (tmpfs: inode numbers in creation order): phase 1 of
+/// every strategy through a shadow mount; the simulation of the same shape matches each run
+/// (issue 7), and three traces are compared in one `analyze` run with JSON, CSV and SVG
+/// output (issue 6).
 #[test]
-fn strategies_differ_as_the_threads_say_on_small() {
+fn strategies_on_small_analysed_and_simulated() {
     let dir = store_dir();
     let (store, truth) = gen(dir.path(), "s", &["--preset", "small", "--seed", "8"]);
-    let traces: Vec<PathBuf> = ["naive", "lru", "inode-order"]
+    let strategies = ["naive", "lru", "inode-order", "prefetch", "batched"];
+    let runs: Vec<(PathBuf, Value)> = strategies
         .iter()
         .map(|s| phase1_trace(&store, dir.path(), s))
         .collect();
+    // Issue 7: the simulation of the generator's shape, strategy by strategy.
+    let sims = simulate(
+        &store,
+        "small",
+        "8",
+        &[
+            "--model",
+            "zfs-hdd",
+            "--phase",
+            "mark",
+            "--strategy",
+            &strategies.join(","),
+        ],
+    );
+    for ((s, (trace, counters)), sim) in strategies.iter().zip(&runs).zip(&sims) {
+        assert_eq!(sim["strategy"], *s);
+        assert_sim_matches(s, counters, &replayed_totals(trace), sim, 0.05);
+    }
+    let traces: Vec<PathBuf> = runs.iter().take(3).map(|r| r.0.clone()).collect();
     let (svg, csv) = (dir.path().join("svg"), dir.path().join("csv"));
     let mut args = vec![
         "analyze".to_string(),

@@ -220,3 +220,76 @@ pub fn gc(store: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
         .unwrap_or(serde_json::Value::Null);
     (o.status.code().unwrap(), report, stdout(&o) + &stderr(&o))
 }
+
+/// Modelled totals of a trace (`replay --json`), after the last transaction group.
+pub fn replayed_totals(trace: &Path) -> serde_json::Value {
+    let o = run(&["replay", "--json", trace.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["totals"].clone()
+}
+
+/// `simulate --json` of `preset`/`seed` with the store's root inode as the first inode;
+/// returns the runs.
+pub fn simulate(store: &Path, preset: &str, seed: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(store).unwrap().ino().to_string();
+    let mut a = vec![
+        "simulate",
+        "--json",
+        "--preset",
+        preset,
+        "--seed",
+        seed,
+        "--first-ino",
+        &ino,
+    ];
+    a.extend_from_slice(args);
+    let o = run(&a);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v.as_array().unwrap().clone()
+}
+
+/// Asserts a simulated run matches a real one: the same touches, listings and stats, and
+/// modelled time within `tolerance` (a fraction).
+pub fn assert_sim_matches(
+    strategy: &str,
+    real_counters: &serde_json::Value,
+    real_totals: &serde_json::Value,
+    sim: &serde_json::Value,
+    tolerance: f64,
+) {
+    let sc = &sim["counters"];
+    for key in [
+        "utimensat_calls",
+        "touched",
+        "listings",
+        "sweep_listings",
+        "stat_calls",
+        "unlinks",
+        "removed_chunks",
+    ] {
+        assert_eq!(
+            sc[key], real_counters[key],
+            "{strategy}: {key} simulated {} real {}",
+            sc[key], real_counters[key]
+        );
+    }
+    let (s, r) = (
+        sim["model"]["ns"].as_f64().unwrap(),
+        real_totals["ns"].as_f64().unwrap(),
+    );
+    assert!(
+        (s - r).abs() <= tolerance * r,
+        "{strategy}: modelled {s} ns simulated vs {r} ns through the mount"
+    );
+    let (sm, rm) = (
+        sim["model"]["misses"].as_f64().unwrap(),
+        real_totals["misses"].as_f64().unwrap(),
+    );
+    assert!(
+        (sm - rm).abs() <= tolerance * rm,
+        "{strategy}: {sm} misses simulated vs {rm}"
+    );
+}
