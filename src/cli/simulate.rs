@@ -29,6 +29,10 @@ pub struct SimulateArgs {
     /// Generator seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Multiply the preset's chunk counts (thread000 is scaled to 0.01 for `gen`; 1 is the
+    /// thread's store).
+    #[arg(long, value_name = "F")]
+    scale: Option<f64>,
     /// Strategies to compare (comma-separated).
     #[arg(
         long,
@@ -72,6 +76,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         )
     })?;
     cfg.seed = args.seed;
+    if let Some(scale) = args.scale {
+        cfg.scale = scale;
+    }
     if args.cache_capacity > gc::MAX_CACHE_CAPACITY {
         bail!(
             "--cache-capacity {} exceeds PBS's maximum of {}",
