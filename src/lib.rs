@@ -7,6 +7,7 @@
 //! * [`faults`]: fault rules (errors, delays, stalls) and their seeded decisions.
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`replay`]: a recorded trace through any cost model, offline.
+//! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
 //! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
 //! * [`analysis`]: access order, locality, miss-ratio curves and write-back of a trace; SVG plots.
 //! * [`table`]: aligned text and Markdown tables, CSV quoting.

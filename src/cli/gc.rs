@@ -30,15 +30,8 @@ pub struct GcArgs {
     /// When and in what order phase 1 touches chunks.
     #[arg(long, value_enum, default_value = "lru")]
     strategy: Strategy,
-    /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
-    #[arg(long, default_value_t = gc::DEFAULT_CACHE_CAPACITY, value_name = "N")]
-    cache_capacity: usize,
-    /// Digests per batch (batched, inode-order).
-    #[arg(long, default_value_t = gc::DEFAULT_BATCH_SIZE, value_name = "N")]
-    batch_size: usize,
-    /// Threads listing chunk directories in the prefetch pass.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
-    prefetch_jobs: u16,
+    #[command(flatten)]
+    tuning: TuningArgs,
     /// Minutes an unreferenced chunk is kept after its last access (PBS gc-atime-cutoff).
     #[arg(long, default_value_t = gc::DEFAULT_CUTOFF_MINUTES, value_parser = clap::value_parser!(u64).range(1..=2880), value_name = "MINUTES")]
     cutoff: u64,
@@ -61,6 +54,33 @@ pub struct GcArgs {
     /// Write .gc-status into the store after a successful run, as PBS does.
     #[arg(long)]
     write_gc_status: bool,
+}
+
+/// The strategies' knobs, shared with `simulate`.
+#[derive(Args, Debug)]
+pub struct TuningArgs {
+    /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
+    #[arg(long, default_value_t = gc::DEFAULT_CACHE_CAPACITY, value_name = "N")]
+    pub cache_capacity: usize,
+    /// Digests per batch (batched, inode-order).
+    #[arg(long, default_value_t = gc::DEFAULT_BATCH_SIZE, value_name = "N")]
+    pub batch_size: usize,
+    /// Threads listing chunk directories in the prefetch pass.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
+    pub prefetch_jobs: u16,
+}
+
+impl TuningArgs {
+    pub fn validate(&self) -> Result<()> {
+        if self.cache_capacity > gc::MAX_CACHE_CAPACITY {
+            bail!(
+                "--cache-capacity {} exceeds PBS's maximum of {}",
+                self.cache_capacity,
+                gc::MAX_CACHE_CAPACITY
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Takes PBS's chunk-store lock exclusively without waiting (format document 1.6, 3.12).
@@ -143,21 +163,15 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     };
     let opts = GcOptions {
         strategy: args.strategy,
-        cache_capacity: args.cache_capacity,
-        batch_size: args.batch_size,
-        prefetch_jobs: args.prefetch_jobs as usize,
+        cache_capacity: args.tuning.cache_capacity,
+        batch_size: args.tuning.batch_size,
+        prefetch_jobs: args.tuning.prefetch_jobs as usize,
         cutoff_minutes: args.cutoff,
         phases: args.phase,
         dry_run: args.dry_run,
         atime_check: !args.no_atime_check,
     };
-    if opts.cache_capacity > gc::MAX_CACHE_CAPACITY {
-        bail!(
-            "--cache-capacity {} exceeds PBS's maximum of {}",
-            opts.cache_capacity,
-            gc::MAX_CACHE_CAPACITY
-        );
-    }
+    args.tuning.validate()?;
     let mut client = chunkscope_mount_of(&store_path).and_then(|mnt| {
         match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
             Ok(c) => Some(c),

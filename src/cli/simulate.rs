@@ -3,9 +3,10 @@
 use anyhow::{bail, Result};
 use clap::Args;
 
+use super::gc::TuningArgs;
 use super::model_args::ModelArgs;
 use super::Outcome;
-use crate::gc::{self, GcOptions, Phases, Strategy};
+use crate::gc::{GcOptions, Phases, Strategy};
 use crate::gen::{GenConfig, PRESETS};
 use crate::sim::{self, DigestMode, SimRun, SimSetup};
 use crate::table::Table;
@@ -43,15 +44,8 @@ pub struct SimulateArgs {
     strategy: Vec<Strategy>,
     #[command(flatten)]
     model: ModelArgs,
-    /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
-    #[arg(long, default_value_t = gc::DEFAULT_CACHE_CAPACITY, value_name = "N")]
-    cache_capacity: usize,
-    /// Digests per batch (batched, inode-order).
-    #[arg(long, default_value_t = gc::DEFAULT_BATCH_SIZE, value_name = "N")]
-    batch_size: usize,
-    /// Threads listing chunk directories in the prefetch pass.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
-    prefetch_jobs: u16,
+    #[command(flatten)]
+    tuning: TuningArgs,
     /// Run only phase 1 (mark) or both phases.
     #[arg(long, value_enum, default_value = "all")]
     phase: Phases,
@@ -79,13 +73,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     if let Some(scale) = args.scale {
         cfg.scale = scale;
     }
-    if args.cache_capacity > gc::MAX_CACHE_CAPACITY {
-        bail!(
-            "--cache-capacity {} exceeds PBS's maximum of {}",
-            args.cache_capacity,
-            gc::MAX_CACHE_CAPACITY
-        );
-    }
+    args.tuning.validate()?;
     if args.phase == Phases::Sweep {
         bail!("--phase sweep: a simulated sweep needs the mark before it; use mark or all");
     }
@@ -116,9 +104,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     for &strategy in &args.strategy {
         let opts = GcOptions {
             strategy,
-            cache_capacity: args.cache_capacity,
-            batch_size: args.batch_size,
-            prefetch_jobs: args.prefetch_jobs as usize,
+            cache_capacity: args.tuning.cache_capacity,
+            batch_size: args.tuning.batch_size,
+            prefetch_jobs: args.tuning.prefetch_jobs as usize,
             phases: args.phase,
             atime_check: false,
             ..GcOptions::default()

@@ -196,7 +196,36 @@ pub(crate) fn group_dir(history: &History, gi: usize) -> PathBuf {
     Path::new(ns).join(g.ty.as_str()).join(&g.id)
 }
 
-pub(crate) fn uuid(seed: u64, e: &Event, ai: usize) -> [u8; 16] {
+/// The bytes of archive `ai`'s index for event `e` from its `(digest, data length)`
+/// references, and the content size it describes: a `.fidx` of fixed-size chunks or a
+/// `.didx` with cumulative ends. The writer and the simulator build indexes with this.
+pub(crate) fn archive_index_bytes(
+    cfg: &GenConfig,
+    e: &Event,
+    ai: usize,
+    name: &str,
+    refs: &[(Digest, u32)],
+) -> (Vec<u8>, u64) {
+    let id = uuid(cfg.seed, e, ai);
+    if name.ends_with(".fidx") {
+        let digests: Vec<Digest> = refs.iter().map(|d| d.0).collect();
+        let size = digests.len() as u64 * cfg.chunk_size as u64;
+        let bytes = fixed_index_bytes(id, e.time, size, cfg.chunk_size as u64, &digests);
+        (bytes, size)
+    } else {
+        let mut end = 0u64;
+        let entries: Vec<(u64, Digest)> = refs
+            .iter()
+            .map(|&(d, len)| {
+                end += len as u64;
+                (end, d)
+            })
+            .collect();
+        (dynamic_index_bytes(id, e.time, &entries), end)
+    }
+}
+
+fn uuid(seed: u64, e: &Event, ai: usize) -> [u8; 16] {
     let a = hash(&[seed, 50, e.group as u64, e.k as u64, ai as u64]);
     let b = hash(&[seed, 51, e.group as u64, e.k as u64, ai as u64]);
     let mut out = [0u8; 16];
@@ -321,35 +350,12 @@ pub fn write_store(
                 continue;
             }
             let a = &g.archives[ai];
-            let (bytes, index_bytes) = if a.name.ends_with(".fidx") {
-                let digests: Vec<Digest> = archive_digests.iter().map(|d| d.0).collect();
-                let size = digests.len() as u64 * cfg.chunk_size as u64;
+            let (bytes, index_bytes) = archive_index_bytes(cfg, e, ai, &a.name, &archive_digests);
+            if a.name.ends_with(".fidx") {
                 totals.fixed += 1;
-                (
-                    fixed_index_bytes(
-                        uuid(seed, e, ai),
-                        e.time,
-                        size,
-                        cfg.chunk_size as u64,
-                        &digests,
-                    ),
-                    size,
-                )
             } else {
-                let mut end = 0u64;
-                let entries: Vec<(u64, Digest)> = archive_digests
-                    .iter()
-                    .map(|&(d, len)| {
-                        end += len as u64;
-                        (end, d)
-                    })
-                    .collect();
                 totals.dynamic += 1;
-                (
-                    dynamic_index_bytes(uuid(seed, e, ai), e.time, &entries),
-                    end,
-                )
-            };
+            }
             totals.references += archive_digests.len() as u64;
             totals.index_data_bytes += index_bytes;
             snapshot_indexes.push((a.name.clone(), bytes, index_bytes));

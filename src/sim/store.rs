@@ -34,7 +34,6 @@ use std::sync::Mutex;
 
 use hashbrown::{HashMap, HashTable};
 
-use crate::datastore::index::{dynamic_index_bytes, fixed_index_bytes};
 use crate::datastore::paths::{
     chunk_subdir_name, CHUNK_DIR, GROUP_OWNER_FILE, LOCK_FILE, MANIFEST_BLOB_NAME,
 };
@@ -42,7 +41,7 @@ use crate::datastore::snapshots::{EntryKind, Tree};
 use crate::datastore::{Digest, IndexFile};
 use crate::gen::history::{ChunkSets, ContentId, Event, History};
 use crate::gen::payload::PayloadModel;
-use crate::gen::writer::{config_blob, group_dir, uuid};
+use crate::gen::writer::{archive_index_bytes, config_blob, group_dir};
 use crate::gen::GenConfig;
 use crate::model::{Model, ModelOp};
 use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
@@ -434,22 +433,7 @@ impl SimStore {
                 refs.push((self.digests[i as usize], self.payload.len(c) as u32));
             }
         });
-        let id = uuid(self.cfg.seed, e, ai);
-        if a.name.ends_with(".fidx") {
-            let digests: Vec<Digest> = refs.iter().map(|r| r.0).collect();
-            let size = digests.len() as u64 * self.cfg.chunk_size as u64;
-            fixed_index_bytes(id, e.time, size, self.cfg.chunk_size as u64, &digests)
-        } else {
-            let mut end = 0u64;
-            let entries: Vec<(u64, Digest)> = refs
-                .iter()
-                .map(|&(d, len)| {
-                    end += len as u64;
-                    (end, d)
-                })
-                .collect();
-            dynamic_index_bytes(id, e.time, &entries)
-        }
+        archive_index_bytes(&self.cfg, e, ai, &a.name, &refs).0
     }
 
     /// Opens an index file of the walk: lookups, open, getattr (size), getattr (after reading).
