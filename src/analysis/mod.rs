@@ -507,31 +507,21 @@ impl PhaseAcc {
 
     /// The touches as recorded, sorted within each index, and sorted globally.
     fn what_if(&mut self, o: &Options) -> Vec<WhatIf> {
-        let log = std::mem::take(&mut self.touch_log);
-        let mut per_index = log.clone();
-        let mut bounds = self.index_starts.clone();
-        bounds.push(per_index.len());
+        // One vector, reordered in place: as recorded, then per index, then globally.
+        let mut touches = std::mem::take(&mut self.touch_log);
+        let recorded = self.order_figures("recorded", &touches, o);
         let mut from = 0;
-        for &to in &bounds {
-            let to = to.min(per_index.len());
+        for to in self.index_starts.iter().copied().chain([touches.len()]) {
+            let to = to.min(touches.len());
             if to > from {
-                per_index[from..to].sort_unstable();
+                touches[from..to].sort_unstable();
             }
             from = from.max(to);
         }
-        if from < per_index.len() {
-            per_index[from..].sort_unstable();
-        }
-        let mut global = log.clone();
-        global.sort_unstable();
-        [
-            ("recorded", log),
-            ("per-index", per_index),
-            ("global", global),
-        ]
-        .into_iter()
-        .map(|(order, touches)| self.order_figures(order, &touches, o))
-        .collect()
+        let per_index = self.order_figures("per-index", &touches, o);
+        touches.sort_unstable();
+        let global = self.order_figures("global", &touches, o);
+        vec![recorded, per_index, global]
     }
 
     fn order_figures(&self, order: &'static str, touches: &[(u64, u64)], o: &Options) -> WhatIf {

@@ -488,12 +488,17 @@ pub(crate) fn config_blob(e: &Event, ty: BackupType, id: &str) -> Option<(&'stat
         ),
         BackupType::Host => return None,
     };
-    let name = if ty == BackupType::Vm {
-        "qemu-server.conf.blob"
-    } else {
-        "pct.conf.blob"
-    };
+    let name = config_blob_name(ty)?;
     Some((name, blob::encode(text.as_bytes(), true)))
+}
+
+/// The name of a snapshot's guest configuration blob (host backups have none).
+pub(crate) fn config_blob_name(ty: BackupType) -> Option<&'static str> {
+    match ty {
+        BackupType::Vm => Some("qemu-server.conf.blob"),
+        BackupType::Ct => Some("pct.conf.blob"),
+        BackupType::Host => None,
+    }
 }
 
 fn write_snapshot(

@@ -41,7 +41,7 @@ use crate::datastore::snapshots::{EntryKind, Tree};
 use crate::datastore::{Digest, IndexFile};
 use crate::gen::history::{ChunkSets, ContentId, Event, History};
 use crate::gen::payload::PayloadModel;
-use crate::gen::writer::{archive_index_bytes, config_blob, group_dir};
+use crate::gen::writer::{archive_index_bytes, config_blob_name, group_dir};
 use crate::gen::GenConfig;
 use crate::model::{Model, ModelOp};
 use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
@@ -217,11 +217,20 @@ impl SimStore {
         let mut data = Vec::new();
         let mut contents = Vec::new();
         let mut groups_created = hashbrown::HashSet::new();
-        for e in s.history.events() {
-            let g = s.history.groups[e.group as usize].clone();
+        // The history stays out of `s` while nodes are added, so it can be borrowed.
+        let placeholder = History {
+            namespaces: Vec::new(),
+            groups: Vec::new(),
+            model: s.history.model,
+            now: s.history.now,
+            prev_gc: s.history.prev_gc,
+        };
+        let history = std::mem::replace(&mut s.history, placeholder);
+        for e in history.events() {
+            let g = &history.groups[e.group as usize];
             for ai in 0..g.archives.len() {
                 contents.clear();
-                s.history.for_each_content(&e, ai, |c| contents.push(c));
+                history.for_each_content(&e, ai, |c| contents.push(c));
                 for &c in &contents {
                     if s.content.contains_key(&c) || !present.contains(&c) {
                         continue;
@@ -234,7 +243,7 @@ impl SimStore {
                         DigestMode::Hashed => hashed_digest(cfg.seed, c),
                     };
                     let atime = if referenced_prev.contains(&c) {
-                        e.time.max(s.history.prev_gc)
+                        e.time.max(history.prev_gc)
                     } else {
                         e.time
                     };
@@ -254,11 +263,11 @@ impl SimStore {
                     s.content.insert(c, idx);
                 }
             }
-            if !s.history.is_retained(&e) {
+            if !history.is_retained(&e) {
                 continue;
             }
             // write_snapshot: group directories on first use, owner, snapshot, files.
-            let rel = group_dir(&s.history, e.group as usize);
+            let rel = group_dir(&history, e.group as usize);
             let mut at = 0u32;
             for comp in rel.components() {
                 let Component::Normal(name) = comp else {
@@ -279,7 +288,7 @@ impl SimStore {
                 alloc(),
                 NodeKind::Dir,
             );
-            if let Some((name, _)) = config_blob(&e, g.ty, &g.id) {
+            if let Some(name) = config_blob_name(g.ty) {
                 s.add_node(snap, name, alloc(), NodeKind::File);
             }
             for (ai, a) in g.archives.iter().enumerate() {
@@ -295,6 +304,7 @@ impl SimStore {
             }
             s.add_node(snap, MANIFEST_BLOB_NAME, alloc(), NodeKind::File);
         }
+        s.history = history;
         s.state.get_mut().expect("not shared yet").chunks = s.initial.clone();
         Ok(s)
     }
