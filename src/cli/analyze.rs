@@ -112,12 +112,7 @@ fn phase(p: &Phase, block_bytes: u64) {
     locality("lookups", &p.lookups);
     let m = &p.digest_mrc;
     if m.references > 0 {
-        let at = |c: u64| {
-            m.points
-                .iter()
-                .find(|x| x.capacity == c)
-                .map_or(0.0, |x| 100.0 * x.hit_ratio)
-        };
+        let at = |c: u64| 100.0 * hit_at(m, c);
         println!(
             "  digest cache (LRU): {} lookups of {} digests; hit ratio at 1Ki {:.1}%, 64Ki \
              {:.1}%, PBS default 1Mi {:.1}% ({}), max 8Mi {:.1}% ({}){}",
@@ -171,13 +166,7 @@ fn phase(p: &Phase, block_bytes: u64) {
     if p.touches.count > 1 {
         println!("  what if the same touches came in inode order:");
         for w in &p.what_if {
-            let at = |c: u64| {
-                w.block_mrc
-                    .points
-                    .iter()
-                    .find(|x| x.capacity == c)
-                    .map_or(0.0, |x| 100.0 * x.hit_ratio)
-            };
+            let at = |c: u64| 100.0 * hit_at(&w.block_mrc, c);
             println!(
                 "    {:<10} |Δino| p50 {:>8}, same block {:>5.1}%, block writes {:>8}, touched-block \
                  hit ratio at {} {:.1}%",

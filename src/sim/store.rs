@@ -414,13 +414,24 @@ impl SimStore {
         Ok(at)
     }
 
+    /// Inode of chunk directory `prefix`.
+    fn chunk_dir_ino(&self, prefix: u16) -> u64 {
+        self.nodes[(self.chunk_dir_nodes + prefix as u32) as usize].ino
+    }
+
+    /// The start of a chunk path's walk: lookups of `.chunks` and `XXXX`; returns `XXXX`'s inode.
+    fn walk_chunk_dir(&self, st: &mut State, prefix: u16) -> u64 {
+        let chunks = self.nodes[self.chunks_node as usize].ino;
+        let dir = self.chunk_dir_ino(prefix);
+        st.req(Op::Lookup, chunks, self.nodes[0].ino, 0);
+        st.req(Op::Lookup, dir, chunks, 0);
+        dir
+    }
+
     /// The path walk of a chunk's absolute path: lookups of `.chunks`, `XXXX` and the chunk;
     /// returns the chunk's index if it exists.
     fn walk_chunk(&self, st: &mut State, d: &Digest) -> Option<u32> {
-        let chunks = self.nodes[self.chunks_node as usize].ino;
-        let dir = self.nodes[(self.chunk_dir_nodes + d.prefix() as u32) as usize].ino;
-        st.req(Op::Lookup, chunks, self.nodes[0].ino, 0);
-        st.req(Op::Lookup, dir, chunks, 0);
+        let dir = self.walk_chunk_dir(st, d.prefix());
         match self.find(d).filter(|&i| !st.chunks[i as usize].removed) {
             Some(i) => {
                 st.req(Op::Lookup, st.chunks[i as usize].ino, dir, 0);
@@ -634,10 +645,7 @@ impl ChunkStore for SimStore {
     fn touch_bad(&self, digest: &Digest, _n: u8) -> io::Result<bool> {
         // No `.bad` files here: the walk ends at a failed lookup.
         let mut st = self.lock();
-        let chunks = self.nodes[self.chunks_node as usize].ino;
-        let dir = self.nodes[(self.chunk_dir_nodes + digest.prefix() as u32) as usize].ino;
-        st.req(Op::Lookup, chunks, self.nodes[0].ino, 0);
-        st.req(Op::Lookup, dir, chunks, 0);
+        let dir = self.walk_chunk_dir(&mut st, digest.prefix());
         st.req(Op::Lookup, 0, dir, libc::ENOENT);
         Ok(false)
     }
@@ -669,7 +677,7 @@ impl ChunkStore for SimStore {
     fn open_dir(&self, prefix: u16) -> io::Result<Option<SimDir<'_>>> {
         let mut st = self.lock();
         let chunks = self.nodes[self.chunks_node as usize].ino;
-        let ino = self.nodes[(self.chunk_dir_nodes + prefix as u32) as usize].ino;
+        let ino = self.chunk_dir_ino(prefix);
         st.req(Op::Lookup, ino, chunks, 0);
         st.req(Op::Opendir, ino, 0, 0);
         Ok(Some(SimDir {

@@ -126,11 +126,7 @@ impl<W: Write> Exporter<W> {
                 write!(self.out, ",\n{v}")
             }
             Format::Csv => {
-                let quoted = if name.contains([',', '"', '\n']) {
-                    format!("\"{}\"", name.replace('"', "\"\""))
-                } else {
-                    name
-                };
+                let quoted = crate::table::csv_field(&name);
                 writeln!(
                     self.out,
                     "{},{},{},{},{},{},{},{},{},{},{},{},{}",
