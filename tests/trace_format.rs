@@ -210,6 +210,54 @@ fn torn_tail_reads_to_the_last_whole_record_with_a_warning() {
     );
 }
 
+/// A file is mapped, a pipe is read through a buffer: both give the same records, the same
+/// string names, and the same torn tail, over more than one release step of the mapping.
+#[test]
+fn mapped_and_streamed_reads_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("both.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    let n = 100_000u64; // 11 MiB: the mapped reader gives pages back every 4 MiB
+    for i in 0..n {
+        let name = match i % 3 {
+            0 => Digest::of(&i.to_le_bytes()).to_hex().into_bytes(),
+            1 => format!("{:04x}", i % 50).into_bytes(),
+            _ => Vec::new(),
+        };
+        sink.record(rec(Op::Lookup, i, &name));
+    }
+    drop(sink);
+    writer.finish().unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len - 100).unwrap();
+    let (mapped, mapped_torn) = read_all(&path);
+
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let bytes = std::fs::read(&path).unwrap();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        use std::os::fd::FromRawFd;
+        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+        w.write_all(&bytes).unwrap();
+    });
+    let pipe = std::path::PathBuf::from(format!("/proc/self/fd/{}", fds[0]));
+    let (streamed, streamed_torn) = read_all(&pipe);
+    feeder.join().unwrap();
+    unsafe { libc::close(fds[0]) };
+
+    assert_eq!(mapped.len() as u64, n - 1);
+    assert_eq!(mapped_torn, Some(12));
+    assert_eq!(streamed_torn, mapped_torn);
+    assert_eq!(streamed, mapped);
+    assert_eq!(mapped[4].name, Name::Text("0004".into()));
+    assert_eq!(
+        mapped[n as usize - 4].name,
+        Name::Digest(Digest::of(&(n - 4).to_le_bytes()))
+    );
+}
+
 #[test]
 fn a_file_that_is_not_a_trace_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -505,26 +505,51 @@ impl PhaseAcc {
         }
     }
 
-    /// The touches as recorded, sorted within each index, and sorted globally.
+    /// The touches as recorded, sorted within each index, and sorted globally (the first and
+    /// the last on the second core, on a copy).
     fn what_if(&mut self, o: &Options) -> Vec<WhatIf> {
-        // One vector, reordered in place: as recorded, then per index, then globally.
+        let per_block = o.inodes_per_block.max(1);
+        let distinct_inodes = self.touches.inodes.len() as u64;
+        let same = SameTouches {
+            distinct_inodes,
+            distinct_blocks: distinct_blocks(&self.touches.inodes, per_block),
+            per_txg: &self.touches_per_txg,
+        };
         let mut touches = std::mem::take(&mut self.touch_log);
-        let recorded = self.order_figures("recorded", &touches, o);
-        let mut from = 0;
-        for to in self.index_starts.iter().copied().chain([touches.len()]) {
-            let to = to.min(touches.len());
-            if to > from {
-                touches[from..to].sort_unstable();
+        let index_starts = &self.index_starts;
+        std::thread::scope(|scope| {
+            let mut sorted = touches.clone();
+            let same = &same;
+            let other = scope.spawn(move || {
+                let recorded = same.figures("recorded", &sorted, o);
+                sorted.sort_unstable_by_key(|t| t.0);
+                (recorded, same.figures("global", &sorted, o))
+            });
+            let mut from = 0;
+            for to in index_starts.iter().copied().chain([touches.len()]) {
+                let to = to.min(touches.len());
+                if to > from {
+                    touches[from..to].sort_unstable_by_key(|t| t.0);
+                }
+                from = from.max(to);
             }
-            from = from.max(to);
-        }
-        let per_index = self.order_figures("per-index", &touches, o);
-        touches.sort_unstable();
-        let global = self.order_figures("global", &touches, o);
-        vec![recorded, per_index, global]
+            let per_index = same.figures("per-index", &touches, o);
+            let (recorded, global) = other.join().expect("what-if thread panicked");
+            vec![recorded, per_index, global]
+        })
     }
+}
 
-    fn order_figures(&self, order: &'static str, touches: &[(u64, u64)], o: &Options) -> WhatIf {
+/// What every reordering of a phase's touches shares: the same inodes, the same blocks, and
+/// the same number of touches per transaction group.
+struct SameTouches<'a> {
+    distinct_inodes: u64,
+    distinct_blocks: u64,
+    per_txg: &'a [u64],
+}
+
+impl SameTouches<'_> {
+    fn figures(&self, order: &'static str, touches: &[(u64, u64)], o: &Options) -> WhatIf {
         let per_block = o.inodes_per_block.max(1);
         let mut loc = LocalityAcc {
             distinct: false,
@@ -542,7 +567,7 @@ impl PhaseAcc {
         let mut writes = 0u64;
         let mut at = 0usize;
         let mut blocks: Vec<u64> = Vec::new();
-        for &n in &self.touches_per_txg {
+        for &n in self.per_txg {
             let end = (at + n as usize).min(touches.len());
             blocks.clear();
             blocks.extend(touches[at..end].iter().map(|t| t.0 / per_block));
@@ -552,10 +577,9 @@ impl PhaseAcc {
             at = end;
         }
         let mut touches = loc.report(per_block);
-        // The same touches, reordered: the same inodes and blocks.
-        touches.distinct_inodes = self.touches.inodes.len() as u64;
-        touches.distinct_blocks = distinct_blocks(&self.touches.inodes, per_block);
-        touches.ideal_blocks = touches.distinct_inodes.div_ceil(per_block);
+        touches.distinct_inodes = self.distinct_inodes;
+        touches.distinct_blocks = self.distinct_blocks;
+        touches.ideal_blocks = self.distinct_inodes.div_ceil(per_block);
         WhatIf {
             order,
             touches,
@@ -619,6 +643,111 @@ pub struct Analyzer {
     modeled_clock: u64,
 }
 
+/// What the analyzer needs of a record, decoded on the reading thread: plain integers, so a
+/// batch crosses to the analysing thread without the names' shared strings (whose reference
+/// counts would bounce between the two cores).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Sample {
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub ino: u64,
+    pub parent: u64,
+    pub modeled_ns: u64,
+    /// Bytes 8..16 of a digest name (the miss-ratio curves' key), 0 without a digest.
+    pub digest_key: u64,
+    pub errno: i32,
+    pub op: u16,
+    pub flags: u8,
+    pub name: SampleName,
+    /// Where a listing's entries or a marker's text are in its [`Batch`]: start and length.
+    pub extra: (u32, u32),
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum SampleName {
+    #[default]
+    None,
+    Digest,
+    /// An index file's name (`.fidx`, `.didx`): a GC reading it starts a new index.
+    Index,
+    Other,
+}
+
+/// Records handed from the reading thread to the analysing one, with the entries of their
+/// listings and the texts of their markers side by side (so a sample holds no pointer).
+#[derive(Default)]
+pub(crate) struct Batch {
+    samples: Vec<Sample>,
+    dirents: Vec<u64>,
+    markers: String,
+}
+
+impl Batch {
+    fn push(&mut self, rec: &Record, dirents: &[u64]) {
+        let mut s = Sample::of(rec);
+        if !dirents.is_empty() {
+            s.extra = (self.dirents.len() as u32, dirents.len() as u32);
+            self.dirents.extend_from_slice(dirents);
+        } else if let (Some(Op::Marker), Name::Text(t)) = (rec.op(), &rec.name) {
+            s.extra = (self.markers.len() as u32, t.len() as u32);
+            self.markers.push_str(t);
+        }
+        self.samples.push(s);
+    }
+
+    fn clear(&mut self) {
+        self.samples.clear();
+        self.dirents.clear();
+        self.markers.clear();
+    }
+
+    fn feed(&self, a: &mut Analyzer) {
+        for s in &self.samples {
+            let (at, n) = (s.extra.0 as usize, s.extra.1 as usize);
+            if s.op == Op::Marker as u16 {
+                a.push_sample(s, &[], &self.markers[at..at + n]);
+            } else {
+                a.push_sample(s, &self.dirents[at..at + n], "");
+            }
+        }
+    }
+}
+
+impl Sample {
+    /// The sample of `rec`, without its listing's entries or its marker's text.
+    pub(crate) fn of(rec: &Record) -> Sample {
+        let (name, digest_key) = match &rec.name {
+            Name::None => (SampleName::None, 0),
+            Name::Digest(d) => (
+                SampleName::Digest,
+                u64::from_le_bytes(d.0[8..16].try_into().expect("8")),
+            ),
+            Name::Text(t) => {
+                let index = t.ends_with(".fidx") || t.ends_with(".didx");
+                let kind = if index {
+                    SampleName::Index
+                } else {
+                    SampleName::Other
+                };
+                (kind, 0)
+            }
+        };
+        Sample {
+            start_ns: rec.start_ns,
+            duration_ns: rec.duration_ns,
+            ino: rec.ino,
+            parent: rec.parent,
+            modeled_ns: rec.modeled_ns,
+            digest_key,
+            errno: rec.errno,
+            op: rec.op,
+            flags: rec.flags,
+            name,
+            extra: (0, 0),
+        }
+    }
+}
+
 impl Analyzer {
     pub fn new(o: Options) -> Analyzer {
         Analyzer {
@@ -642,16 +771,24 @@ impl Analyzer {
 
     /// Adds one record (in request order) with its listing's entries.
     pub fn push(&mut self, rec: &Record, dirents: &[u64]) {
-        let Some(op) = rec.op() else { return };
+        let marker = match &rec.name {
+            Name::Text(t) => &**t,
+            _ => "",
+        };
+        self.push_sample(&Sample::of(rec), dirents, marker);
+    }
+
+    /// [`Self::push`] for a record already reduced to what the analysis reads; `marker` is a
+    /// marker's text.
+    pub(crate) fn push_sample(&mut self, rec: &Sample, dirents: &[u64], marker: &str) {
+        let Some(op) = Op::from_u16(rec.op) else {
+            return;
+        };
         if op == Op::Marker {
-            let text = match &rec.name {
-                Name::Text(t) => t.to_string(),
-                _ => String::new(),
-            };
             if let Some(i) = self.current {
                 self.phases[i].end_run();
             }
-            self.current = phase_of_marker(&text).map(|n| self.phase(&n));
+            self.current = phase_of_marker(marker).map(|n| self.phase(&n));
             return;
         }
         let i = match self.current {
@@ -716,20 +853,13 @@ impl Analyzer {
             p.touches.push(rec.ino, parent, per_block);
             p.touch_log.push((rec.ino, parent));
         }
-        let digest = match &rec.name {
-            Name::Digest(d) => Some(d),
-            _ => None,
-        };
         if op == Op::Lookup {
-            if let Name::Text(t) = &rec.name {
-                if t.ends_with(".fidx") || t.ends_with(".didx") {
-                    p.index_starts.push(p.touch_log.len());
-                }
+            if rec.name == SampleName::Index {
+                p.index_starts.push(p.touch_log.len());
             }
-            if let Some(d) = digest {
+            if rec.name == SampleName::Digest {
                 if mrc {
-                    p.digests
-                        .push(u64::from_le_bytes(d.0[8..16].try_into().expect("8")));
+                    p.digests.push(rec.digest_key);
                 }
                 if ok && rec.ino != 0 {
                     p.lookups.push(rec.ino, rec.parent, per_block);
@@ -783,34 +913,29 @@ pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
     let reader = TraceReader::open(path)?;
     let store = reader.meta().store.clone();
     let mut a = Analyzer::new(o.clone());
-    type Batch = Vec<(Record, Vec<u64>)>;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(8);
     // Emptied batches go back to the reader: no fresh pages per batch.
     let (back_tx, back_rx) = std::sync::mpsc::channel::<Batch>();
     let (missing, truncated) = std::thread::scope(|scope| {
         let reading = scope.spawn(move || -> anyhow::Result<(u64, Option<u64>)> {
             let mut records = Ordered::new(reader);
-            let mut batch = Vec::with_capacity(BATCH);
-            while let Some(r) = records.next_record()? {
-                batch.push(r);
-                if batch.len() == BATCH {
-                    let next = back_rx
-                        .try_recv()
-                        .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            let mut batch = Batch::default();
+            while let Some((rec, dirents)) = records.next_record()? {
+                batch.push(&rec, &dirents);
+                if batch.samples.len() == BATCH {
+                    let next = back_rx.try_recv().unwrap_or_default();
                     if tx.send(std::mem::replace(&mut batch, next)).is_err() {
                         break;
                     }
                 }
             }
-            if !batch.is_empty() {
+            if !batch.samples.is_empty() {
                 let _ = tx.send(batch);
             }
             Ok((records.missing(), records.reader().truncated_bytes()))
         });
         for mut batch in rx {
-            for (rec, dirents) in &batch {
-                a.push(rec, dirents);
-            }
+            batch.feed(&mut a);
             batch.clear();
             let _ = back_tx.send(batch);
         }
