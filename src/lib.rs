@@ -10,7 +10,8 @@
 //! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
 //! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
 //! * [`analysis`]: access order, locality, miss-ratio curves and write-back of a trace; SVG plots.
-//! * [`table`]: aligned text and Markdown tables, CSV quoting.
+//! * [`demo`]: the whole experiment in one command: generate, mount, GC per strategy, report.
+//! * [`table`]: aligned text, Markdown and HTML tables, CSV quoting.
 //! * [`cli`]: argument parsing and wiring, nothing else.
 //! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
 
@@ -18,6 +19,7 @@ pub mod analysis;
 pub mod check;
 pub mod cli;
 pub mod datastore;
+pub mod demo;
 pub mod faults;
 pub mod fsutil;
 pub mod gc;

@@ -115,6 +115,47 @@ impl Table {
     }
 }
 
+impl Table {
+    /// An HTML `<table>` (cells escaped; numeric columns right-aligned).
+    pub fn html(&self) -> String {
+        let right = self.right();
+        let cell = |tag: &str, i: usize, c: &str| {
+            let align = if right[i] { " class=\"num\"" } else { "" };
+            format!("<{tag}{align}>{}</{tag}>", html_escape(c))
+        };
+        let mut out = String::from("<table>\n<thead><tr>");
+        for (i, h) in self.headers.iter().enumerate() {
+            out.push_str(&cell("th", i, h));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for r in &self.rows {
+            out.push_str("<tr>");
+            for (i, c) in r.iter().enumerate() {
+                out.push_str(&cell("td", i, c));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table>\n");
+        out
+    }
+}
+
+/// Text made safe inside HTML elements and attribute values.
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// One CSV field (RFC 4180 quoting when needed).
 pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {

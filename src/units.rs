@@ -117,6 +117,19 @@ pub fn parse_duration(v: &str) -> anyhow::Result<u64> {
         .map_err(|e| anyhow::anyhow!("'{v}' is not a duration such as 5ms or 2s ({e})"))
 }
 
+/// `1234567` as `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

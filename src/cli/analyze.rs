@@ -13,6 +13,7 @@ use crate::analysis::{
     PBS_CACHE_MAX,
 };
 use crate::table::{csv_field, Table};
+use crate::units::thousands;
 use crate::units::{duration_ns, human_bytes};
 
 /// Access order and metadata locality of traces, per phase (cut at their markers).
@@ -211,18 +212,6 @@ fn hit_at(m: &Mrc, c: u64) -> f64 {
         .iter()
         .find(|x| x.capacity == c)
         .map_or(0.0, |x| x.hit_ratio)
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 fn op_count(p: &Phase, op: &str) -> u64 {

@@ -118,22 +118,6 @@ fn lock_store(store: &Path) -> Result<std::fs::File> {
     Ok(f)
 }
 
-/// The mountpoint of the chunkscope mount holding `path`, if any.
-fn chunkscope_mount_of(path: &Path) -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let sep = f.iter().position(|&x| x == "-")?;
-            // `chunkscope mount` sets the source to "chunkscope:<store>".
-            let fuse = f.get(sep + 1).is_some_and(|t| t.starts_with("fuse"));
-            let ours = f.get(sep + 2).is_some_and(|s| s.starts_with("chunkscope:"));
-            (fuse && ours).then(|| PathBuf::from(f[4]))
-        })
-        .filter(|m| path.starts_with(m))
-        .max_by_key(|m| m.as_os_str().len())
-}
-
 fn upid(store: &Path, start: i64) -> String {
     let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let name = store
@@ -172,7 +156,7 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         atime_check: !args.no_atime_check,
     };
     args.tuning.validate()?;
-    let mut client = chunkscope_mount_of(&store_path).and_then(|mnt| {
+    let mut client = crate::overlay::control::mount_of(&store_path).and_then(|mnt| {
         match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
             Ok(c) => Some(c),
             Err(e) => {

@@ -21,31 +21,16 @@ pub struct GenArgs {
     /// Directory to create the datastore in (must not exist, or be empty).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Shape of the store: tiny (a few thousand chunks, for tests), small (about 50k chunks,
-    /// for the demo), thread000 (shaped like the 1.49M-chunk store of thread 000; see --scale).
+    /// Shape of the store: tiny (a few thousand chunks, for tests), small (about 60k chunks,
+    /// for the demo), thread000, datastore-b, datastore-a (shaped like the 1.49M-, 10.5M- and
+    /// 72M-chunk stores of threads 000, 001 and 003, written at 1%; see --scale).
     #[arg(long, default_value = "tiny", value_parser = clap::builder::PossibleValuesParser::new(crate::gen::PRESETS))]
     preset: String,
     /// Seed: the same seed and options give the same store.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Multiply the chunk counts of disks and archives (thread000 defaults to 0.01).
-    #[arg(long)]
-    scale: Option<f64>,
-    /// Target references per distinct chunk; the churn per backup is solved for it.
-    #[arg(long)]
-    dedup: Option<f64>,
-    /// Use this churn per backup instead of solving for a dedup factor.
-    #[arg(long, conflicts_with = "dedup")]
-    churn: Option<f64>,
-    /// Number of backup groups.
-    #[arg(long)]
-    groups: Option<usize>,
-    /// Number of namespaces, the root namespace included.
-    #[arg(long)]
-    namespaces: Option<usize>,
-    /// Days of daily backups in the history.
-    #[arg(long)]
-    days: Option<u32>,
+    #[command(flatten)]
+    shape: ShapeArgs,
     /// The history's last day (YYYY-MM-DD); snapshot names are taken from this timeline.
     #[arg(long, value_name = "DATE", default_value = "2026-01-31")]
     history_end: String,
@@ -72,6 +57,68 @@ pub struct GenArgs {
     quiet: bool,
 }
 
+/// The shape of a generated (or simulated) store, over its preset.
+#[derive(Args, Debug, Default)]
+pub struct ShapeArgs {
+    /// Multiply the chunk counts of disks and archives (`gen --preset thread000` defaults to
+    /// 0.01; `simulate` runs the presets of the threads at 1, their real size).
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// Target references per distinct chunk; the churn per backup is solved for it.
+    #[arg(long)]
+    pub dedup: Option<f64>,
+    /// Use this churn per backup (probability that a chunk-sized slot changes between two
+    /// backups) instead of solving for a dedup factor.
+    #[arg(long, conflicts_with = "dedup")]
+    pub churn: Option<f64>,
+    /// Number of backup groups.
+    #[arg(long)]
+    pub groups: Option<usize>,
+    /// Number of namespaces, the root namespace included.
+    #[arg(long)]
+    pub namespaces: Option<usize>,
+    /// Days of daily backups in the history (one snapshot per group and day, then pruned).
+    #[arg(long)]
+    pub days: Option<u32>,
+    /// Snapshots kept per group by prune: daily (the weekly and monthly ones come on top).
+    #[arg(long, value_name = "N")]
+    pub keep_daily: Option<u32>,
+    /// Hours since the previous GC: chunks of snapshots pruned after it are the garbage this
+    /// GC removes (more hours, more garbage).
+    #[arg(long, value_name = "HOURS")]
+    pub prev_gc_hours: Option<f64>,
+}
+
+impl ShapeArgs {
+    pub fn apply(&self, cfg: &mut GenConfig) {
+        if let Some(v) = self.scale {
+            cfg.scale = v;
+        }
+        if let Some(v) = self.dedup {
+            cfg.dedup = Some(v);
+        }
+        if let Some(v) = self.churn {
+            cfg.dedup = None;
+            cfg.churn = v;
+        }
+        if let Some(v) = self.groups {
+            cfg.groups = v;
+        }
+        if let Some(v) = self.namespaces {
+            cfg.namespaces = v;
+        }
+        if let Some(v) = self.days {
+            cfg.days = v;
+        }
+        if let Some(v) = self.keep_daily {
+            cfg.retention.keep_daily = v;
+        }
+        if let Some(v) = self.prev_gc_hours {
+            cfg.prev_gc_hours = v;
+        }
+    }
+}
+
 fn backup_owner() -> Result<(u32, u32)> {
     let passwd = std::fs::read_to_string("/etc/passwd").context("reading /etc/passwd")?;
     for line in passwd.lines() {
@@ -86,25 +133,7 @@ fn backup_owner() -> Result<(u32, u32)> {
 pub fn run(args: GenArgs) -> Result<Outcome> {
     let mut cfg = GenConfig::preset(&args.preset)?;
     cfg.seed = args.seed;
-    if let Some(v) = args.scale {
-        cfg.scale = v;
-    }
-    if let Some(v) = args.dedup {
-        cfg.dedup = Some(v);
-    }
-    if let Some(v) = args.churn {
-        cfg.dedup = None;
-        cfg.churn = v;
-    }
-    if let Some(v) = args.groups {
-        cfg.groups = v;
-    }
-    if let Some(v) = args.namespaces {
-        cfg.namespaces = v;
-    }
-    if let Some(v) = args.days {
-        cfg.days = v;
-    }
+    args.shape.apply(&mut cfg);
     cfg.history_end = crate::time::parse_rfc3339_utc(&format!("{}T00:00:00Z", args.history_end))
         .with_context(|| {
             format!(

@@ -6,6 +6,7 @@
 mod analyze;
 mod check;
 mod ctl;
+mod demo;
 mod gc;
 mod gen;
 mod inspect;
@@ -24,7 +25,7 @@ use clap::{Parser, Subcommand};
     about = "Make the metadata traffic of a Proxmox Backup Server garbage collector visible",
     long_about = "chunkscope generates, checks and inspects PBS datastores so that the metadata \
                   traffic of garbage collection can be traced, modelled and compared.",
-    after_help = "Example:\n  chunkscope gen --preset tiny --out /dev/shm/store\n  chunkscope check --deep /dev/shm/store"
+    after_help = "Start here:\n  chunkscope demo                  the whole experiment on a generated store (about 2 minutes)\n\nExamples:\n  chunkscope gen --preset tiny --out /dev/shm/store\n  chunkscope check --deep /dev/shm/store"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -33,6 +34,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    Demo(demo::DemoArgs),
     Gen(gen::GenArgs),
     Check(check::CheckArgs),
     Inspect(inspect::InspectArgs),
@@ -55,6 +57,7 @@ pub enum Outcome {
 pub fn run() -> i32 {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Check(args) => check::run(args),
         Command::Inspect(args) => inspect::run(args),
@@ -69,6 +72,7 @@ pub fn run() -> i32 {
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::ProblemsFound) => 1,
+        Err(_) if crate::demo::was_interrupted() => 130,
         Err(e) => {
             eprintln!("chunkscope: error: {e:#}");
             2

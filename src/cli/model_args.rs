@@ -11,14 +11,22 @@ pub struct ModelArgs {
     #[arg(long, value_name = "PRESET|FILE")]
     pub model: Option<String>,
     /// Override the model's metadata cache size (e.g. 4GiB, 512MiB).
-    #[arg(long, value_name = "SIZE", requires = "model")]
+    #[arg(long, value_name = "SIZE")]
     pub cache: Option<String>,
 }
 
 impl ModelArgs {
     /// The parameters chosen, if any.
     pub fn params(&self) -> Result<Option<ModelParams>> {
-        let Some(spec) = &self.model else {
+        self.params_or(None)
+    }
+
+    /// The parameters chosen, with `default` standing in for a missing `--model`.
+    pub fn params_or(&self, default: Option<&str>) -> Result<Option<ModelParams>> {
+        let Some(spec) = self.model.as_deref().or(default) else {
+            if let Some(c) = &self.cache {
+                anyhow::bail!("--cache {c} needs --model: the cache of which model?");
+            }
             return Ok(None);
         };
         let mut p = ModelParams::load(spec).with_context(|| {

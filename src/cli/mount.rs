@@ -85,6 +85,10 @@ pub struct MountArgs {
     /// saved beside the trace as TRACE.order for `replay`.
     #[arg(long, value_enum, default_value = "native", requires = "model")]
     layout_order: LayoutOrder,
+    /// When unmounted, write the final counters as JSON to FILE: the model's totals (with
+    /// the last transaction group's write-back), the fault rules, the trace writer's counts.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,6 +291,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     shared.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
     crate::overlay::control::remove_if_ours(&socket, socket_ino);
     ran?;
+    let mut stats = serde_json::Map::new();
     if let Some(mut m) = inst.model() {
         m.flush();
         eprintln!(
@@ -294,17 +299,28 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             m.params().name,
             serde_json::to_string(&m.totals())?
         );
+        stats.insert("model".into(), serde_json::to_value(m.params())?);
+        stats.insert("totals".into(), serde_json::to_value(m.totals())?);
     }
     if let Some(f) = &inst.faults {
-        for r in f.stats() {
+        let rules = f.stats();
+        for r in &rules {
             eprintln!(
                 "chunkscope: fault rule '{}': {} matched, {} fired",
                 r.rule, r.matches, r.hits
             );
         }
+        stats.insert("faults".into(), serde_json::to_value(rules)?);
     }
-    if let Some(w) = writer {
-        let s = w.finish().context("finishing the trace")?;
+    let trace = match writer {
+        Some(w) => Some(w.finish().context("finishing the trace")?),
+        None => None,
+    };
+    if let Some(path) = &args.stats {
+        stats.insert("trace".into(), serde_json::to_value(trace)?);
+        super::write_json(path, &stats)?;
+    }
+    if let Some(s) = trace {
         eprintln!(
             "chunkscope: unmounted; trace {}: {} records ({} stalls, {} lost), {} bytes",
             args.trace.as_ref().expect("trace path").display(),

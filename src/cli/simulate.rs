@@ -24,16 +24,15 @@ use crate::units::{duration_ns, human_bytes};
     that state with a cold model. The GC is the same code as `chunkscope gc`; the requests\n\
     charged are those a chunkscope mount of the real store receives.")]
 pub struct SimulateArgs {
-    /// Store shape: a generator preset.
+    /// Store shape: a generator preset (tiny, small, thread000, datastore-b, datastore-a; the
+    /// last three, shaped like the threads' stores, at their real size unless --scale).
     #[arg(long, default_value = "small", value_name = "PRESET")]
     preset: String,
     /// Generator seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Multiply the preset's chunk counts (thread000 is scaled to 0.01 for `gen`; 1 is the
-    /// thread's store).
-    #[arg(long, value_name = "F")]
-    scale: Option<f64>,
+    #[command(flatten)]
+    shape: super::gen::ShapeArgs,
     /// Strategies to compare (comma-separated).
     #[arg(
         long,
@@ -70,17 +69,18 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         )
     })?;
     cfg.seed = args.seed;
-    if let Some(scale) = args.scale {
-        cfg.scale = scale;
+    if args.shape.scale.is_none() && crate::gen::THREAD_PRESETS.contains(&args.preset.as_str()) {
+        cfg.scale = 1.0; // the thread's store, not the generator's 1% of it
     }
+    args.shape.apply(&mut cfg);
     args.tuning.validate()?;
     if args.phase == Phases::Sweep {
         bail!("--phase sweep: a simulated sweep needs the mark before it; use mark or all");
     }
-    let params = match args.model.params()? {
-        Some(p) => p,
-        None => crate::model::ModelParams::preset("zfs-hdd")?,
-    };
+    let params = args
+        .model
+        .params_or(Some("zfs-hdd"))?
+        .expect("a default model");
     let setup = SimSetup {
         cfg,
         params: params.clone(),

@@ -184,8 +184,10 @@ pub struct GroupSpec {
 #[derive(Clone, Copy, Debug)]
 pub struct ContentModel {
     pub seed: u64,
-    /// Probability that a slot changes at a backup.
-    pub churn: f64,
+    /// Probability that a slot changes at a backup (set it with [`ContentModel::set_churn`]).
+    churn: f64,
+    /// ln(1 - churn), which every version lookup needs.
+    ln_keep: f64,
     /// Fraction of disk slots that are all-zero until they change.
     pub zero_fraction: f64,
     /// Fraction of the first archive's slots that come from the group's template.
@@ -193,6 +195,27 @@ pub struct ContentModel {
 }
 
 impl ContentModel {
+    pub fn new(seed: u64, churn: f64, zero_fraction: f64, template_fraction: f64) -> Self {
+        let mut m = ContentModel {
+            seed,
+            churn: 0.0,
+            ln_keep: 0.0,
+            zero_fraction,
+            template_fraction,
+        };
+        m.set_churn(churn);
+        m
+    }
+
+    pub fn churn(&self) -> f64 {
+        self.churn
+    }
+
+    pub fn set_churn(&mut self, churn: f64) {
+        self.churn = churn;
+        self.ln_keep = (1.0 - churn).ln();
+    }
+
     /// The content of slot `slot` of archive `ai` of group `gi` at backup `k`.
     pub fn content(&self, gi: u32, g: &GroupSpec, ai: u32, slot: u32, k: u32) -> ContentId {
         let a = &g.archives[ai as usize];
@@ -241,7 +264,7 @@ impl ContentModel {
         if self.churn >= 1.0 {
             return k;
         }
-        let ln_keep = (1.0 - self.churn).ln();
+        let ln_keep = self.ln_keep;
         let mut at = 0u32;
         loop {
             let u = 1.0
@@ -387,17 +410,45 @@ impl History {
 
     /// Number of references and distinct contents over the snapshots present at `now`.
     pub fn dedup_counts(&self) -> (u64, u64) {
+        self.dedup_counts_sampled(1)
+    }
+
+    /// References of the snapshots present at `now`, without computing any content.
+    pub fn reference_count(&self) -> u64 {
+        let mut refs = 0u64;
+        for (gi, g) in self.groups.iter().enumerate() {
+            for k in 0..g.backups.len() {
+                let e = Event {
+                    time: g.backups[k],
+                    group: gi as u32,
+                    k: k as u32,
+                    failed: false,
+                };
+                if self.is_retained(&e) {
+                    refs += g.archives.iter().map(|a| a.slots as u64).sum::<u64>();
+                }
+            }
+        }
+        refs
+    }
+
+    /// [`Self::dedup_counts`] over the slots whose number is a multiple of `stride`: the
+    /// same slots in every group, so contents shared between groups (templates, the zero
+    /// chunk) stay shared in the sample, and the ratio estimates the whole store's.
+    pub fn dedup_counts_sampled(&self, stride: u32) -> (u64, u64) {
+        let stride = stride.max(1);
         let mut seen = hashbrown::HashSet::new();
         let mut refs = 0u64;
         for e in self.events() {
             if !self.is_retained(&e) {
                 continue;
             }
-            for ai in 0..self.groups[e.group as usize].archives.len() {
-                self.for_each_content(&e, ai, |c| {
+            let g = &self.groups[e.group as usize];
+            for (ai, a) in g.archives.iter().enumerate() {
+                for slot in (0..a.slots).step_by(stride as usize) {
                     refs += 1;
-                    seen.insert(c);
-                });
+                    seen.insert(self.model.content(e.group, g, ai as u32, slot, e.k));
+                }
             }
         }
         (refs, seen.len() as u64)
@@ -478,12 +529,7 @@ mod tests {
 
     #[test]
     fn churn_sets_the_change_rate() {
-        let m = ContentModel {
-            seed: 7,
-            churn: 0.1,
-            zero_fraction: 0.0,
-            template_fraction: 0.0,
-        };
+        let m = ContentModel::new(7, 0.1, 0.0, 0.0);
         let g = group(20_000);
         let changed = (0..20_000)
             .filter(|&s| m.content(0, &g, 0, s, 5) != m.content(0, &g, 0, s, 4))
@@ -500,12 +546,7 @@ mod tests {
 
     #[test]
     fn zero_and_template_contents() {
-        let m = ContentModel {
-            seed: 1,
-            churn: 0.0,
-            zero_fraction: 0.25,
-            template_fraction: 0.5,
-        };
+        let m = ContentModel::new(1, 0.0, 0.25, 0.5);
         let g = group(4000);
         let mut other = group(4000);
         other.id = "101".into();

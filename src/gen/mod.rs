@@ -76,10 +76,15 @@ pub struct GenConfig {
 }
 
 /// Names of the presets, for help texts.
-pub const PRESETS: [&str; 3] = ["tiny", "small", "thread000"];
+pub const PRESETS: [&str; 5] = ["tiny", "small", "thread000", "datastore-b", "datastore-a"];
+
+/// The presets shaped like the threads' stores: `simulate` runs them at scale 1 (their real
+/// size), `gen` at their preset's scale (1%).
+pub const THREAD_PRESETS: [&str; 3] = ["thread000", "datastore-b", "datastore-a"];
 
 impl GenConfig {
-    /// A named preset: `tiny` (tests), `small` (demo), `thread000` (shaped like thread 000).
+    /// A named preset: `tiny` (tests), `small` (demo), `thread000`, `datastore-b` and
+    /// `datastore-a` (shaped like the stores of threads 000, 001 and 003).
     pub fn preset(name: &str) -> Result<GenConfig> {
         let base = GenConfig {
             preset: name.to_string(),
@@ -153,6 +158,30 @@ impl GenConfig {
                 scale: 0.01,
                 ..base
             },
+            // Thread 001's "datastore B": 10,462,700 chunk-directory entries, GC daily. The
+            // threads give no dedup factor for it; it is taken as datastore A's (below).
+            // Thread 000's shape, with more and larger groups: 10.7 M chunks at scale 1.
+            "datastore-b" => GenConfig {
+                groups: 300,
+                disk_chunks: 8700,
+                archive_chunks: 6900,
+                dedup: Some(5.25),
+                prev_gc_hours: 24.0,
+                ..GenConfig::preset("thread000")?
+            },
+            // Threads 001/003's "datastore A": 72 M chunks (64.56 M after a sweep that removed
+            // 5.24 M), "dedup factor 10.55". PBS's factor is in bytes after compression;
+            // thread 000's store had 44.54 in bytes for 21.13 references per chunk, and
+            // thread 003's 80.95 % hit ratio of a 1 Mi digest cache bounds the references per
+            // chunk at 1 / 0.1905 = 5.25 (every distinct chunk misses once). 5.25 it is:
+            // 378 M references to 72.0 M chunks at scale 1.
+            "datastore-a" => GenConfig {
+                groups: 1000,
+                disk_chunks: 18000,
+                archive_chunks: 14000,
+                dedup: Some(5.25),
+                ..GenConfig::preset("thread000")?
+            },
             other => bail!(
                 "unknown preset '{other}': choose one of {}",
                 PRESETS.join(", ")
@@ -178,6 +207,12 @@ impl GenConfig {
             if d.is_nan() || d < 1.0 {
                 bail!("--dedup must be at least 1.0 (references per chunk), got {d}");
             }
+        }
+        if self.prev_gc_hours.is_nan() || self.prev_gc_hours < 0.0 {
+            bail!(
+                "--prev-gc-hours must be zero or more, got {}",
+                self.prev_gc_hours
+            );
         }
         if !(0.0..1.0).contains(&self.churn) {
             bail!("--churn must be in [0, 1), got {}", self.churn);
@@ -300,12 +335,7 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
         });
     }
 
-    let model = ContentModel {
-        seed,
-        churn: cfg.churn,
-        zero_fraction: cfg.zero_fraction,
-        template_fraction: cfg.template_fraction,
-    };
+    let model = ContentModel::new(seed, cfg.churn, cfg.zero_fraction, cfg.template_fraction);
     let mut history = History {
         namespaces,
         groups,
@@ -314,19 +344,32 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
         prev_gc,
     };
     if let Some(target) = cfg.dedup {
-        history.model.churn = solve_churn(&mut history, target)?;
+        let churn = solve_churn(&mut history, target)?;
+        history.model.set_churn(churn);
     }
     Ok(history)
 }
 
-/// Bisection on churn: dedup (references per distinct chunk) falls as churn rises.
+/// References the churn solve looks at per step: stores with more are solved on a sample of
+/// their slots (every n-th slot of every archive), coarsely on a small sample, then refined
+/// on a larger one, so the solve costs seconds to a minute at any size and is exact (the
+/// whole store) up to `FINE_REFERENCES`.
+const COARSE_REFERENCES: u64 = 1_000_000;
+const FINE_REFERENCES: u64 = 8_000_000;
+/// Relative distance to the target dedup at which the solve stops.
+const DEDUP_TOLERANCE: f64 = 0.002;
+
+/// Solves the churn for a dedup factor (references per distinct chunk), which falls as churn
+/// rises: bisection on a coarse sample, then regula falsi on a fine one near its answer.
 fn solve_churn(history: &mut History, target: f64) -> Result<f64> {
-    let dedup_at = |h: &mut History, churn: f64| {
-        h.model.churn = churn;
-        let (refs, distinct) = h.dedup_counts();
+    let refs = history.reference_count();
+    let dedup_at = |h: &mut History, churn: f64, budget: u64| {
+        h.model.set_churn(churn);
+        let stride = refs.div_ceil(budget).max(1) as u32;
+        let (refs, distinct) = h.dedup_counts_sampled(stride);
         refs as f64 / distinct.max(1) as f64
     };
-    let max = dedup_at(history, 0.0);
+    let max = dedup_at(history, 0.0, FINE_REFERENCES);
     if max < target {
         bail!(
             "a dedup factor of {target} is out of reach for this shape: even with no churn \
@@ -335,22 +378,63 @@ fn solve_churn(history: &mut History, target: f64) -> Result<f64> {
         );
     }
     let (mut lo, mut hi) = (0.0f64, 0.99f64);
-    if dedup_at(history, hi) > target {
+    // (At churn 0.99 every slot changes at nearly every backup: costly, so coarsely.)
+    if dedup_at(history, hi, COARSE_REFERENCES) > target {
         return Ok(hi);
     }
+    let mut coarse = (lo + hi) / 2.0;
     for _ in 0..40 {
-        let mid = (lo + hi) / 2.0;
-        let d = dedup_at(history, mid);
-        if (d - target).abs() / target < 0.002 {
-            return Ok(mid);
+        coarse = (lo + hi) / 2.0;
+        let d = dedup_at(history, coarse, COARSE_REFERENCES);
+        if (d - target).abs() / target < DEDUP_TOLERANCE {
+            break;
         }
         if d > target {
-            lo = mid;
+            lo = coarse;
         } else {
-            hi = mid;
+            hi = coarse;
         }
     }
-    Ok((lo + hi) / 2.0)
+    if refs <= COARSE_REFERENCES {
+        return Ok(coarse); // the coarse sample was the whole store
+    }
+    // Regula falsi (Illinois) on the fine sample, in a bracket around the coarse answer.
+    let (mut a, mut b) = ((coarse * 0.85).max(0.0), (coarse * 1.15).min(0.99));
+    let (mut fa, mut fb) = (
+        dedup_at(history, a, FINE_REFERENCES) - target,
+        dedup_at(history, b, FINE_REFERENCES) - target,
+    );
+    if fa < 0.0 || fb > 0.0 {
+        // Not bracketed: fall back to the whole range.
+        (a, b) = (0.0, 0.99);
+        (fa, fb) = (
+            max - target,
+            dedup_at(history, b, COARSE_REFERENCES) - target,
+        );
+    }
+    let mut side = 0i8;
+    let mut c = coarse;
+    for _ in 0..30 {
+        c = (a * fb - b * fa) / (fb - fa);
+        let fc = dedup_at(history, c, FINE_REFERENCES) - target;
+        if fc.abs() / target < DEDUP_TOLERANCE {
+            break;
+        }
+        if fc > 0.0 {
+            (a, fa) = (c, fc);
+            if side == 1 {
+                fb /= 2.0;
+            }
+            side = 1;
+        } else {
+            (b, fb) = (c, fc);
+            if side == -1 {
+                fa /= 2.0;
+            }
+            side = -1;
+        }
+    }
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -370,7 +454,7 @@ mod tests {
         assert!(GenConfig::preset("huge")
             .unwrap_err()
             .to_string()
-            .contains("tiny, small, thread000"));
+            .contains("tiny, small, thread000, datastore-b, datastore-a"));
     }
 
     #[test]

@@ -466,7 +466,7 @@ pub fn write_store(
         chunk_dirs_with_referenced: dirs.len() as u64,
         dedup_factor: references as f64 / referenced.len().max(1) as f64,
         requested_dedup: cfg.dedup,
-        churn: history.model.churn,
+        churn: history.model.churn(),
         index_data_bytes,
         referenced_chunk_bytes: referenced_bytes,
         pbs_dedup_factor: index_data_bytes as f64 / referenced_bytes.max(1) as f64,

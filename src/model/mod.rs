@@ -245,7 +245,7 @@ pub struct Cost {
 }
 
 /// Running totals of a model.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Totals {
     pub ops: u64,
     pub ns: u64,
@@ -484,6 +484,11 @@ impl Model {
     }
 
     /// Ends the run: the last transaction group is synced.
+    /// Blocks dirtied in the open transaction group (written at its sync).
+    pub fn dirty_blocks(&self) -> u64 {
+        self.dirty.len() as u64
+    }
+
     pub fn flush(&mut self) {
         if !self.dirty.is_empty() {
             self.sync();

@@ -29,6 +29,22 @@ use crate::trace::{Op, RawRecord, TraceSink};
 /// `/run/chunkscope/mnt-<first 16 hex of SHA-256 of the path>.sock`. Derived from the path,
 /// so the mounting process can bind it *before* mounting (a client that sees the mount finds
 /// the socket) and a client that knows only the mountpoint finds it.
+/// The mountpoint of the chunkscope mount holding `path`, if any.
+pub fn mount_of(path: &Path) -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|&x| x == "-")?;
+            // `chunkscope mount` sets the source to "chunkscope:<store>".
+            let fuse = f.get(sep + 1).is_some_and(|t| t.starts_with("fuse"));
+            let ours = f.get(sep + 2).is_some_and(|s| s.starts_with("chunkscope:"));
+            (fuse && ours).then(|| PathBuf::from(f[4]))
+        })
+        .filter(|m| path.starts_with(m))
+        .max_by_key(|m| m.as_os_str().len())
+}
+
 pub fn socket_for(mountpoint: &Path) -> PathBuf {
     use sha2::Digest as _;
     let h = sha2::Sha256::digest(mountpoint.as_os_str().as_encoded_bytes());
@@ -104,6 +120,7 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
             let model = inst.model().map(|m| {
                 serde_json::json!({
                     "name": m.params().name, "clock_ns": m.clock_ns(), "totals": m.totals(),
+                    "dirty_blocks": m.dirty_blocks(),
                 })
             });
             let v = serde_json::json!({

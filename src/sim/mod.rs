@@ -25,6 +25,11 @@ pub struct SimRun {
     pub strategy: Strategy,
     pub counters: Counters,
     pub requests: RequestCounts,
+    /// The requests up to the end of phase 1.
+    pub phase1_requests: RequestCounts,
+    /// Metadata reads of phase 1, and its block writes (the open transaction group included).
+    pub phase1_reads: u64,
+    pub phase1_block_writes: u64,
     /// Model totals after the final transaction group was written.
     pub model: Totals,
     /// Modelled time of each phase (clock at the phase's end markers), ns.
@@ -64,8 +69,19 @@ pub fn run(store: &SimStore, params: &ModelParams, opts: &GcOptions) -> Result<S
     let started = Instant::now();
     store.open_requests();
     let mut marks: Vec<(String, u64)> = Vec::new();
+    let mut phase1_requests = RequestCounts::default();
+    let (mut phase1_reads, mut phase1_block_writes) = (0, 0);
     let mut marker = |text: &str| -> Result<()> {
         marks.push((text.to_string(), store.with_model(|m| m.clock_ns())));
+        if text.starts_with("phase1 end") {
+            phase1_requests = store.counts();
+            (phase1_reads, phase1_block_writes) = store.with_model(|m| {
+                (
+                    m.totals().misses,
+                    m.totals().blocks_written + m.dirty_blocks(),
+                )
+            });
+        }
         Ok(())
     };
     let mut log = TaskLog::new(Box::new(std::io::sink()), false);
@@ -101,6 +117,9 @@ pub fn run(store: &SimStore, params: &ModelParams, opts: &GcOptions) -> Result<S
         strategy: opts.strategy,
         phase1_chunks_per_s: store.referenced() as f64 / (phase1_ns as f64 / 1e9).max(1e-9),
         requests: store.counts(),
+        phase1_requests,
+        phase1_reads,
+        phase1_block_writes,
         model,
         phase1_ns,
         phase2_ns,

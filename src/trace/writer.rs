@@ -47,7 +47,7 @@ pub struct TraceSink {
 }
 
 /// What the writer did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct WriterStats {
     /// Records handed to the writer.
     pub sent: u64,
