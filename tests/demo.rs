@@ -1,0 +1,242 @@
+//! Issue 8: `chunkscope demo` runs the whole experiment, writes its report, and leaves no
+//! mount, process or store behind, also when interrupted. Runs the `tiny` preset; the demo
+//! generates on tmpfs (/dev/shm), where inode numbers follow creation order.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The demos of this file run one at a time: each checks that no demo mount is left.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Mount lines of the demo's work directories (`/dev/shm/chunkscope-demo-*`).
+fn demo_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("chunkscope-demo-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `chunkscope mount` processes started by a demo (their store is in a demo work directory).
+fn demo_mount_processes() -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd);
+        if cmd.contains("mount") && cmd.contains("chunkscope-demo-") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn work_dirs() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("chunkscope-demo-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_svg(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{}: not XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    assert!(
+        doc.descendants().any(|n| n.has_tag_name("text")),
+        "{}: no labels",
+        path.display()
+    );
+}
+
+#[test]
+fn demo_on_tiny_prints_the_table_and_writes_the_report() {
+    let _one = serial();
+    let out = tempfile::tempdir().unwrap();
+    let report = out.path().join("report");
+    let before = work_dirs();
+    let o = run(&[
+        "demo",
+        "--preset",
+        "tiny",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    let (so, se) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{so}\n{se}");
+    // The table: a row per strategy, each checked.
+    for s in ["naive", "lru", "prefetch", "batched", "inode-order"] {
+        let row = so
+            .lines()
+            .find(|l| l.starts_with(&format!("{s} ")))
+            .unwrap_or_else(|| panic!("no row for {s}:\n{so}"));
+        assert!(row.trim_end().ends_with("ok"), "{row}");
+    }
+    assert!(
+        so.contains("phase 1 (modelled)") && so.contains("digest hit"),
+        "{so}"
+    );
+    // Three findings, in the threads' terms.
+    let findings: Vec<&str> = so.lines().filter(|l| l.starts_with("* ")).collect();
+    assert_eq!(findings.len(), 3, "{so}");
+    assert!(findings[0].contains("marks fastest"), "{}", findings[0]);
+    assert!(findings[1].contains("3.3.5") && findings[1].contains("thread 000"));
+    assert!(findings[2].contains("65,536") && findings[2].contains("thread 001"));
+    assert!(so.contains(&format!(
+        "report:      {}",
+        report.join("report.html").display()
+    )));
+
+    // The report: JSON with the same rows, Markdown, HTML that shows the plots.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["mode"], "fuse");
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    let referenced = json["referenced_chunks"].as_u64().unwrap();
+    assert!(referenced > 1000);
+    for r in rows {
+        assert_eq!(r["check_ok"], true);
+        assert!(r["phase1_modeled_ns"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["metadata_reads"].as_u64().unwrap() > 0, "{r}");
+        // Every strategy touches every referenced chunk at least once.
+        assert!(r["touches"].as_u64().unwrap() >= referenced, "{r}");
+    }
+    let touches = |s: &str| {
+        rows.iter().find(|r| r["strategy"] == s).unwrap()["touches"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(touches("naive") > touches("lru"));
+    assert_eq!(touches("lru"), referenced);
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("| strategy |") && md.contains("![svg/mrc-digests.svg]"));
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<table>"));
+    let imgs: Vec<&str> = html
+        .split("<img src=\"")
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect();
+    assert!(imgs.len() >= 4, "{html}");
+    for img in imgs {
+        assert_svg(&report.join(img));
+    }
+    for s in ["naive", "inode-order"] {
+        assert!(report.join(format!("traces/{s}.trace")).is_file());
+        assert!(report.join(format!("logs/gc-{s}.log")).is_file());
+    }
+
+    // Nothing left behind: no mount, no mount process, no work directory.
+    assert!(demo_mounts().is_empty(), "{:?}", demo_mounts());
+    assert!(demo_mount_processes().is_empty());
+    let after = work_dirs();
+    assert!(after.iter().all(|d| before.contains(d)), "{after:?}");
+}
+
+#[test]
+fn demo_interrupted_unmounts_and_cleans_up() {
+    let _one = serial();
+    let out = tempfile::tempdir().unwrap();
+    let before = work_dirs();
+    let mut child = bin()
+        .args(["demo", "--preset", "tiny", "--out"])
+        .arg(out.path().join("report"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until a strategy's mount is up, then interrupt the demo (our child, by pid).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while demo_mounts().is_empty() {
+        assert!(Instant::now() < deadline, "the demo never mounted");
+        assert!(child.try_wait().unwrap().is_none(), "the demo ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a signal to the process we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted; unmounting and cleaning up"),
+        "{err}"
+    );
+    assert!(demo_mounts().is_empty(), "{:?}", demo_mounts());
+    // The mount process may take a moment to exit after its unmount.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !demo_mount_processes().is_empty() {
+        assert!(Instant::now() < deadline, "mount processes left behind");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = work_dirs();
+    assert!(after.iter().all(|d| before.contains(d)), "{after:?}");
+}
+
+#[test]
+fn demo_simulated_says_so_and_reports_the_same_columns() {
+    let _one = serial();
+    let out = tempfile::tempdir().unwrap();
+    let report = out.path().join("report");
+    let o = run(&[
+        "demo",
+        "--preset",
+        "tiny",
+        "--simulate",
+        "--strategies",
+        "naive,lru",
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    let (so, se) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{so}\n{se}");
+    assert!(
+        se.contains("runs on the simulated store instead: --simulate was given"),
+        "{se}"
+    );
+    assert!(so.starts_with("\nSimulated store `tiny`"), "{so}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["mode"], "simulated");
+    assert_eq!(json["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        so.lines().filter(|l| l.starts_with("* ")).count(),
+        2,
+        "{so}"
+    );
+    assert!(report.join("report.html").is_file());
+}
+
+#[test]
+fn demo_refuses_bad_arguments_by_name() {
+    let o = run(&["demo", "--preset", "thread000"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("thread000"), "{}", stderr(&o));
+    let o = run(&["demo", "--model", "nonsense", "--out", "/tmp/x-never"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--model nonsense"), "{}", stderr(&o));
+    assert!(!Path::new("/tmp/x-never").exists());
+}
