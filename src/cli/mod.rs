@@ -73,6 +73,15 @@ pub fn run() -> i32 {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::ProblemsFound) => 1,
         Err(_) if crate::demo::was_interrupted() => 130,
+        // The reader of our output went away (`| head`): nothing is wrong, stop quietly.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            0
+        }
         Err(e) => {
             eprintln!("chunkscope: error: {e:#}");
             2

@@ -28,15 +28,22 @@ pub struct TraceArgs {
 #[derive(Subcommand, Debug)]
 enum TraceCommand {
     /// One readable line per record.
+    #[command(after_help = "Example:\n  chunkscope trace dump gc.trace | less")]
     Dump { file: PathBuf },
     /// Export every record as CSV or JSON Lines (columns documented in trace::export), or as
     /// Chrome trace-event JSON for a timeline in ui.perfetto.dev (alias: perfetto).
+    #[command(
+        after_help = "Examples:\n  chunkscope trace export --format csv gc.trace > gc.csv\n  \
+        chunkscope trace export --format jsonl gc.trace > gc.jsonl\n  \
+        chunkscope trace export --format chrome gc.trace > gc.json   (open in ui.perfetto.dev)"
+    )]
     Export {
         file: PathBuf,
         #[arg(long, value_enum, default_value = "csv")]
         format: Format,
     },
     /// Records, errors and time per operation.
+    #[command(after_help = "Example:\n  chunkscope trace stats gc.trace")]
     Stats { file: PathBuf },
 }
 
