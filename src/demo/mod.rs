@@ -156,6 +156,27 @@ fn handle_signals() -> Result<()> {
     Ok(())
 }
 
+/// Keeps this thread (and every thread and process it starts from now on) on one CPU: the
+/// first it may run on. A FUSE request is a round trip between the GC and the mount's
+/// threads, and on a VM waking a thread on the other CPU costs more than the request itself
+/// (BENCHMARKS.md: lru's phase 1 on `small` took 4.0 s on one CPU, 9.0 s on two). The modelled
+/// costs do not depend on it; the wall column does.
+fn pin_to_one_cpu() {
+    // SAFETY: cpu_set_t is plain data; the calls only read and write it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return;
+        }
+        let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) else {
+            return;
+        };
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one);
+    }
+}
+
 /// Why a FUSE mount cannot work here, with what to do about it; `None` when it can.
 pub fn fuse_unavailable() -> Option<String> {
     let dev = Path::new("/dev/fuse");
@@ -288,6 +309,7 @@ pub fn run(o: &DemoOptions, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
 }
 
 fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
+    pin_to_one_cpu();
     let work = work_dir()?;
     let store = work.path().join("store");
     let mnt = work.path().join("mnt");
