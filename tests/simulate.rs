@@ -55,3 +55,93 @@ fn bad_simulation_arguments_are_named() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--model nope"), "{}", stderr(&o));
 }
+
+/// `simulate --trace` writes what the mount's trace records, so `analyze` gives the same
+/// phase-1 figures for a simulated run as for the real one; a sampled trace keeps a share of
+/// the metadata blocks.
+#[test]
+fn simulated_trace_analyses_like_the_mount_trace() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "6"]);
+    let d = dir.path().join("mnt");
+    std::fs::create_dir(&d).unwrap();
+    let mut m = Mount::start(
+        &store,
+        &d,
+        true,
+        &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
+    );
+    let (code, _, out) = gc(
+        &m.mnt,
+        &["--no-lock", "--strategy", "inode-order", "--phase", "mark"],
+    );
+    assert_eq!(code, 0, "{out}");
+    m.stop();
+    let real = m.trace.clone().unwrap();
+    let sim = dir.path().join("sim.trace");
+    let sampled = dir.path().join("sampled.trace");
+    for (t, rate) in [(&sim, "100%"), (&sampled, "10%")] {
+        simulate(
+            &store,
+            "tiny",
+            "6",
+            &[
+                "--strategy",
+                "inode-order",
+                "--phase",
+                "mark",
+                "--trace",
+                t.to_str().unwrap(),
+                "--trace-sample",
+                rate,
+            ],
+        );
+    }
+    let phase1 = |trace: &std::path::Path| -> serde_json::Value {
+        let o = run(&["analyze", "--json", trace.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "phase1 strategy=inode-order")
+            .unwrap_or_else(|| panic!("no phase 1 in {}", trace.display()))
+            .clone()
+    };
+    let ops = |p: &serde_json::Value, op: &str| -> u64 {
+        p["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["op"] == op)
+            .map(|o| o["count"].as_u64().unwrap())
+            .sum()
+    };
+    let (r, s) = (phase1(&real), phase1(&sim));
+    for key in ["count", "distinct_inodes", "distinct_blocks", "gap_p50"] {
+        assert_eq!(r["touches"][key], s["touches"][key], "touches.{key}");
+    }
+    for op in ["lookup", "setattr", "readdir"] {
+        assert_eq!(ops(&r, op), ops(&s, op), "{op} requests");
+    }
+    assert_eq!(r["listings"]["entries"], s["listings"]["entries"]);
+    let (m_real, m_sim) = (
+        r["modeled_ns"].as_f64().unwrap(),
+        s["modeled_ns"].as_f64().unwrap(),
+    );
+    assert!(
+        (m_real - m_sim).abs() / m_real < 0.05,
+        "{m_real} vs {m_sim}"
+    );
+    // A 10% sample of the blocks: about a tenth of the touches, and still a phase 1.
+    let p = phase1(&sampled);
+    let (all, some) = (
+        s["touches"]["count"].as_u64().unwrap(),
+        p["touches"]["count"].as_u64().unwrap(),
+    );
+    assert!(
+        some > 0 && some * 4 < all,
+        "{some} of {all} touches sampled"
+    );
+}

@@ -422,20 +422,6 @@ pub fn write_csv(dir: &Path, rows: &[Labelled], block_bytes: u64) -> Result<Vec<
     Ok(files)
 }
 
-/// Parses a rate given as a fraction (0.01) or a percentage (1%).
-fn parse_rate(s: &str) -> Result<f64> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    }
-    .map_err(|_| anyhow::anyhow!("--shards {s}: expected a rate such as 1% or 0.01"))?;
-    if !(v > 0.0 && v <= 1.0) {
-        anyhow::bail!("--shards {s}: the rate must be above 0 and at most 100%");
-    }
-    Ok(v)
-}
-
 pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
     let block_bytes = parse_size::parse_size(&args.block_size).map_err(|e| {
         anyhow::anyhow!(
@@ -455,7 +441,7 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
         sample_rate: args
             .shards
             .as_deref()
-            .map(parse_rate)
+            .map(|s| super::parse_rate(s, "--shards"))
             .transpose()?
             .unwrap_or(1.0),
         // The access-pattern points only matter for the plots.

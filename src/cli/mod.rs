@@ -106,6 +106,20 @@ fn stderr_is_terminal() -> bool {
     std::io::stderr().is_terminal()
 }
 
+/// Parses a rate given as a fraction (0.01) or a percentage (1%), for option `flag`.
+fn parse_rate(s: &str, flag: &str) -> anyhow::Result<f64> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| anyhow::anyhow!("{flag} {s}: expected a rate such as 1% or 0.01"))?;
+    if !(v > 0.0 && v <= 1.0) {
+        anyhow::bail!("{flag} {s}: the rate must be above 0 and at most 100%");
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,6 +58,14 @@ pub struct SimulateArgs {
     /// Print the runs as JSON.
     #[arg(long)]
     json: bool,
+    /// Write the simulated requests of every run to FILE in the trace format (markers
+    /// separate the strategies' phases), for `chunkscope analyze`.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
+    /// Keep this share of the metadata blocks in the trace (e.g. 1% or 0.01), chosen by a
+    /// hash of the block: everything on a kept block is recorded.
+    #[arg(long, value_name = "RATE", requires = "trace", default_value = "100%")]
+    trace_sample: String,
 }
 
 pub fn run(args: SimulateArgs) -> Result<Outcome> {
@@ -88,8 +96,21 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         first_ino: args.first_ino,
         now: crate::fsutil::now_epoch_coarse(),
     };
+    let progress = !args.json && super::stderr_is_terminal();
+    let spinner = if progress {
+        let s = indicatif::ProgressBar::new_spinner();
+        s.set_message(format!(
+            "building the simulated {} store (the history, then its chunks in creation order)",
+            args.preset
+        ));
+        s.enable_steady_tick(std::time::Duration::from_millis(100));
+        s
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     let built = std::time::Instant::now();
     let store = sim::build(&setup)?;
+    spinner.finish_and_clear();
     if !args.json {
         eprintln!(
             "chunkscope: simulated store {} (seed {}): {} chunks, built in {:.1} s; model {}",
@@ -100,6 +121,30 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             params.name
         );
     }
+    let writer = match &args.trace {
+        Some(path) => {
+            let rate = super::parse_rate(&args.trace_sample, "--trace-sample")?;
+            let mut meta = crate::trace::TraceMeta {
+                store: format!("/simulated/{}", args.preset),
+                ..Default::default()
+            };
+            let o = &mut meta.options;
+            o.insert("simulated".into(), true.into());
+            o.insert("preset".into(), args.preset.clone().into());
+            o.insert("seed".into(), args.seed.into());
+            o.insert("model".into(), serde_json::to_value(&params)?);
+            o.insert("sample_rate".into(), rate.into());
+            let (w, sink) = crate::trace::TraceWriter::start(path, meta)
+                .map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))?;
+            let per_block = match params.layout {
+                crate::model::Layout::Zfs { per_block } => per_block,
+                crate::model::Layout::Ext4 { per_block, .. } => per_block,
+            };
+            store.set_trace(Some(sim::SimTrace::new(sink, rate, per_block)));
+            Some(w)
+        }
+        None => None,
+    };
     let mut runs: Vec<SimRun> = Vec::new();
     for &strategy in &args.strategy {
         let opts = GcOptions {
@@ -111,7 +156,17 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             atime_check: false,
             ..GcOptions::default()
         };
-        runs.push(sim::run(&store, &params, &opts)?);
+        runs.push(sim::run(&store, &params, &opts, progress)?);
+    }
+    if let Some(w) = writer {
+        drop(store.set_trace(None)); // the sink: the writer finishes when it is gone
+        let stats = w.finish()?;
+        eprintln!(
+            "chunkscope: trace {}: {} records ({} lost)",
+            args.trace.as_ref().expect("a trace path").display(),
+            stats.written,
+            stats.lost
+        );
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);

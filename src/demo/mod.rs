@@ -612,7 +612,7 @@ fn run_simulated(
             atime_check: false,
             ..GcOptions::default()
         };
-        let r = crate::sim::run(&store, &o.model, &opts)?;
+        let r = crate::sim::run(&store, &o.model, &opts, false)?;
         references = r.counters.references;
         rows.push(Row {
             strategy,

@@ -9,6 +9,8 @@ pub struct TaskLog {
     out: Box<dyn Write>,
     bar: Option<ProgressBar>,
     terminal: bool,
+    /// Shown before the bar's text (e.g. the strategy of a simulated run).
+    label: String,
     pub warnings: u64,
 }
 
@@ -19,8 +21,15 @@ impl TaskLog {
             out,
             bar: None,
             terminal,
+            label: String::new(),
             warnings: 0,
         }
+    }
+
+    /// Prefixes the progress bar's text with `label`.
+    pub fn labelled(mut self, label: &str) -> TaskLog {
+        self.label = format!("{label}: ");
+        self
     }
 
     pub fn info(&mut self, line: &str) {
@@ -46,7 +55,8 @@ impl TaskLog {
             let bar = ProgressBar::new(total);
             bar.set_style(
                 ProgressStyle::with_template(&format!(
-                    "{{spinner}} {what} [{{wide_bar}}] {{pos}}/{{len}} ({{per_sec}}, eta {{eta}})"
+                    "{{spinner}} {}{what} [{{wide_bar}}] {{pos}}/{{len}} ({{per_sec}}, eta {{eta}})",
+                    self.label
                 ))
                 .expect("valid template"),
             );

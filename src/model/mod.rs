@@ -483,12 +483,12 @@ impl Model {
         ns
     }
 
-    /// Ends the run: the last transaction group is synced.
     /// Blocks dirtied in the open transaction group (written at its sync).
     pub fn dirty_blocks(&self) -> u64 {
         self.dirty.len() as u64
     }
 
+    /// Ends the run: the last transaction group is synced.
     pub fn flush(&mut self) {
         if !self.dirty.is_empty() {
             self.sync();

@@ -17,7 +17,7 @@ use crate::gc::log::TaskLog;
 use crate::gc::{self, Counters, GcOptions, Hooks, Strategy};
 use crate::gen::GenConfig;
 use crate::model::{Model, ModelParams, Totals};
-pub use store::{DigestMode, RequestCounts, SimStore};
+pub use store::{DigestMode, RequestCounts, SimStore, SimTrace};
 
 /// One strategy's simulated run.
 #[derive(Clone, Debug, Serialize)]
@@ -63,8 +63,14 @@ pub fn build(setup: &SimSetup) -> Result<SimStore> {
     )
 }
 
-/// Runs one GC with `opts` on `store` from its built state and a cold model.
-pub fn run(store: &SimStore, params: &ModelParams, opts: &GcOptions) -> Result<SimRun> {
+/// Runs one GC with `opts` on `store` from its built state and a cold model; `progress` draws
+/// a bar on standard error (index files marked, chunk directories swept).
+pub fn run(
+    store: &SimStore,
+    params: &ModelParams,
+    opts: &GcOptions,
+    progress: bool,
+) -> Result<SimRun> {
     store.reset(Model::new(params.clone()));
     let started = Instant::now();
     store.open_requests();
@@ -72,6 +78,7 @@ pub fn run(store: &SimStore, params: &ModelParams, opts: &GcOptions) -> Result<S
     let mut phase1_requests = RequestCounts::default();
     let (mut phase1_reads, mut phase1_block_writes) = (0, 0);
     let mut marker = |text: &str| -> Result<()> {
+        store.mark(text);
         marks.push((text.to_string(), store.with_model(|m| m.clock_ns())));
         if text.starts_with("phase1 end") {
             phase1_requests = store.counts();
@@ -84,7 +91,7 @@ pub fn run(store: &SimStore, params: &ModelParams, opts: &GcOptions) -> Result<S
         }
         Ok(())
     };
-    let mut log = TaskLog::new(Box::new(std::io::sink()), false);
+    let mut log = TaskLog::new(Box::new(std::io::sink()), progress).labelled(opts.strategy.name());
     let report = gc::run(
         store,
         opts,

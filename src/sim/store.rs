@@ -45,7 +45,8 @@ use crate::gen::writer::{archive_index_bytes, config_blob_name, group_dir};
 use crate::gen::GenConfig;
 use crate::model::{Model, ModelOp};
 use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
-use crate::trace::Op;
+use crate::trace::format::flags;
+use crate::trace::{Op, RawRecord, TraceSink};
 
 /// How chunk digests are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -105,6 +106,48 @@ struct State {
     counts: RequestCounts,
     /// Listing scratch: the inodes a readdir returned.
     listing: Vec<u64>,
+    trace: Option<SimTrace>,
+}
+
+/// The simulated requests as a trace (`simulate --trace`), in the format a mount writes, so
+/// `analyze` reads simulated runs too. A sampled trace keeps the requests on a fraction of the
+/// metadata blocks, chosen by a hash of the block number (as SHARDS samples keys): everything
+/// that happens to a kept block is in it, with consecutive request numbers.
+pub struct SimTrace {
+    sink: TraceSink,
+    /// A request is kept when the hash of its block is below this (`u64::MAX`: all).
+    cut: u64,
+    per_block: u64,
+    seq: u64,
+}
+
+impl SimTrace {
+    /// `rate` in (0, 1]: the share of metadata blocks (of `per_block` inodes) kept.
+    pub fn new(sink: TraceSink, rate: f64, per_block: u64) -> SimTrace {
+        let cut = if rate >= 1.0 {
+            u64::MAX
+        } else {
+            (rate.max(0.0) * u64::MAX as f64) as u64
+        };
+        SimTrace {
+            sink,
+            cut,
+            per_block: per_block.max(1),
+            seq: 0,
+        }
+    }
+
+    fn keep(&self, ino: u64) -> bool {
+        self.cut == u64::MAX || crate::rng::hash(&[0x5349_4d54, ino / self.per_block]) < self.cut
+    }
+
+    fn next(&mut self, op: Op, start: u64) -> RawRecord {
+        let mut r = RawRecord::new(op);
+        r.seq = self.seq;
+        r.start_ns = start;
+        r.pid = std::process::id();
+        r
+    }
 }
 
 /// The simulated datastore.
@@ -187,6 +230,7 @@ impl SimStore {
                 chunks: Vec::new(),
                 counts: RequestCounts::default(),
                 listing: Vec::new(),
+                trace: None,
             }),
         };
         let mut ino = first_ino;
@@ -359,13 +403,33 @@ impl SimStore {
         st.counts = RequestCounts::default();
     }
 
+    /// Records the requests of the following runs into `trace` (replacing any before), or
+    /// stops recording; returns the trace that was recording.
+    pub fn set_trace(&self, trace: Option<SimTrace>) -> Option<SimTrace> {
+        std::mem::replace(&mut self.lock().trace, trace)
+    }
+
+    /// A marker in the trace (phase boundaries), at the model's clock.
+    pub fn mark(&self, text: &str) {
+        let mut st = self.lock();
+        let clock = st.model.clock_ns();
+        if let Some(t) = &mut st.trace {
+            let mut r = t.next(Op::Marker, clock);
+            r.set_name(text.as_bytes());
+            t.sink.record(r);
+            t.seq += 1;
+        }
+    }
+
     /// Emits what opening the store does on a mount (chunkscope's `DirStore::open`: lookup
     /// `.chunks`, opendir).
     pub fn open_requests(&self) {
         let mut st = self.lock();
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let root = self.nodes[0].ino;
-        st.req(Op::Lookup, chunks, root, 0);
+        st.req_with(Op::Lookup, chunks, root, 0, |r| {
+            r.set_name(CHUNK_DIR.as_bytes())
+        });
         st.req(Op::Opendir, chunks, 0, 0);
     }
 
@@ -400,13 +464,14 @@ impl SimStore {
                 continue;
             };
             let parent = self.nodes[at as usize].ino;
+            let named = |r: &mut RawRecord| r.set_name(name.as_encoded_bytes());
             match name.to_str().and_then(|n| self.child(at, n)) {
                 Some(n) => {
-                    st.req(Op::Lookup, self.nodes[n as usize].ino, parent, 0);
+                    st.req_with(Op::Lookup, self.nodes[n as usize].ino, parent, 0, named);
                     at = n;
                 }
                 None => {
-                    st.req(Op::Lookup, 0, parent, libc::ENOENT);
+                    st.req_with(Op::Lookup, 0, parent, libc::ENOENT, named);
                     return Err(io::Error::from_raw_os_error(libc::ENOENT));
                 }
             }
@@ -423,8 +488,12 @@ impl SimStore {
     fn walk_chunk_dir(&self, st: &mut State, prefix: u16) -> u64 {
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let dir = self.chunk_dir_ino(prefix);
-        st.req(Op::Lookup, chunks, self.nodes[0].ino, 0);
-        st.req(Op::Lookup, dir, chunks, 0);
+        st.req_with(Op::Lookup, chunks, self.nodes[0].ino, 0, |r| {
+            r.set_name(CHUNK_DIR.as_bytes())
+        });
+        st.req_with(Op::Lookup, dir, chunks, 0, |r| {
+            r.set_name(chunk_subdir_name(prefix).as_bytes())
+        });
         dir
     }
 
@@ -432,13 +501,14 @@ impl SimStore {
     /// returns the chunk's index if it exists.
     fn walk_chunk(&self, st: &mut State, d: &Digest) -> Option<u32> {
         let dir = self.walk_chunk_dir(st, d.prefix());
+        let named = |r: &mut RawRecord| r.set_name(d.to_hex().as_bytes());
         match self.find(d).filter(|&i| !st.chunks[i as usize].removed) {
             Some(i) => {
-                st.req(Op::Lookup, st.chunks[i as usize].ino, dir, 0);
+                st.req_with(Op::Lookup, st.chunks[i as usize].ino, dir, 0, named);
                 Some(i)
             }
             None => {
-                st.req(Op::Lookup, 0, dir, libc::ENOENT);
+                st.req_with(Op::Lookup, 0, dir, libc::ENOENT, named);
                 None
             }
         }
@@ -486,7 +556,22 @@ impl SimStore {
 impl State {
     #[inline]
     fn req(&mut self, op: Op, ino: u64, parent: u64, errno: i32) {
-        self.model.charge_request(
+        self.req_with(op, ino, parent, errno, |_| {});
+    }
+
+    /// A request; `fill` adds what a trace record carries beyond the numbers (a name, flags),
+    /// and runs only when the request is traced.
+    #[inline]
+    fn req_with(
+        &mut self,
+        op: Op,
+        ino: u64,
+        parent: u64,
+        errno: i32,
+        fill: impl FnOnce(&mut RawRecord),
+    ) {
+        let start = self.model.clock_ns();
+        let ns = self.model.charge_request(
             &ModelOp {
                 op,
                 ino,
@@ -496,6 +581,19 @@ impl State {
             None,
         );
         self.count(op);
+        if let Some(t) = &mut self.trace {
+            if t.keep(if ino != 0 { ino } else { parent }) {
+                let mut r = t.next(op, start);
+                r.duration_ns = ns;
+                r.modeled_ns = ns;
+                r.ino = ino;
+                r.parent = parent;
+                r.errno = errno;
+                fill(&mut r);
+                t.sink.record(r);
+                t.seq += 1;
+            }
+        }
     }
 
     #[inline]
@@ -523,10 +621,33 @@ impl State {
             parent: 0,
             errno: 0,
         };
-        self.model.charge_request(&m, Some(&listing));
-        self.model.charge_request(&m, Some(&[]));
+        let start = self.model.clock_ns();
+        let ns = self.model.charge_request(&m, Some(&listing));
+        let end_start = self.model.clock_ns();
+        let end_ns = self.model.charge_request(&m, Some(&[]));
         self.count(Op::Readdir);
         self.count(Op::Readdir);
+        if let Some(t) = &mut self.trace {
+            if t.keep(ino) {
+                // The entries first, under the listing's number, as the overlay writes them.
+                for (i, &e) in listing.iter().enumerate() {
+                    let mut r = t.next(Op::Dirent, start);
+                    r.ino = e;
+                    r.parent = ino;
+                    r.arg = i as u64;
+                    t.sink.record(r);
+                }
+                for (at, cost, n) in [(start, ns, listing.len()), (end_start, end_ns, 0)] {
+                    let mut r = t.next(Op::Readdir, at);
+                    r.ino = ino;
+                    r.arg = n as u64;
+                    r.duration_ns = cost;
+                    r.modeled_ns = cost;
+                    t.sink.record(r);
+                    t.seq += 1;
+                }
+            }
+        }
         self.listing = listing;
     }
 }
@@ -571,9 +692,10 @@ impl SimDir<'_> {
             .filter(|d| d.prefix() == self.prefix)
             .and_then(|d| self.store.find(&d))
             .filter(|&i| !st.chunks[i as usize].removed);
+        let named = |r: &mut RawRecord| r.set_name(name);
         match found {
-            Some(i) => st.req(Op::Lookup, st.chunks[i as usize].ino, self.ino, 0),
-            None => st.req(Op::Lookup, 0, self.ino, libc::ENOENT),
+            Some(i) => st.req_with(Op::Lookup, st.chunks[i as usize].ino, self.ino, 0, named),
+            None => st.req_with(Op::Lookup, 0, self.ino, libc::ENOENT, named),
         }
         found
     }
@@ -618,7 +740,7 @@ impl ChunkDir for SimDir<'_> {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         };
         let ino = st.chunks[i as usize].ino;
-        st.req(Op::Unlink, ino, self.ino, 0);
+        st.req_with(Op::Unlink, ino, self.ino, 0, |r| r.set_name(name));
         st.chunks[i as usize].removed = true;
         Ok(())
     }
@@ -637,8 +759,12 @@ impl ChunkStore for SimStore {
             return Ok(false);
         };
         let ino = st.chunks[i as usize].ino;
-        st.req(Op::Setattr, ino, 0, 0);
-        st.chunks[i as usize].atime = crate::fsutil::now_epoch_coarse();
+        let now = crate::fsutil::now_epoch_coarse();
+        st.req_with(Op::Setattr, ino, 0, 0, |r| {
+            r.flags = flags::SET_ATIME;
+            r.arg = now as u64 * 1_000_000_000;
+        });
+        st.chunks[i as usize].atime = now;
         Ok(true)
     }
 
@@ -646,7 +772,9 @@ impl ChunkStore for SimStore {
         // No `.bad` files here: the walk ends at a failed lookup.
         let mut st = self.lock();
         let dir = self.walk_chunk_dir(&mut st, digest.prefix());
-        st.req(Op::Lookup, 0, dir, libc::ENOENT);
+        st.req_with(Op::Lookup, 0, dir, libc::ENOENT, |r| {
+            r.set_name(format!("{digest}.{_n}.bad").as_bytes())
+        });
         Ok(false)
     }
 
@@ -678,7 +806,9 @@ impl ChunkStore for SimStore {
         let mut st = self.lock();
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let ino = self.chunk_dir_ino(prefix);
-        st.req(Op::Lookup, ino, chunks, 0);
+        st.req_with(Op::Lookup, ino, chunks, 0, |r| {
+            r.set_name(chunk_subdir_name(prefix).as_bytes())
+        });
         st.req(Op::Opendir, ino, 0, 0);
         Ok(Some(SimDir {
             store: self,
