@@ -1,4 +1,4 @@
-//! Small filesystem helpers with the project's I/O policy in one place.
+//! Small filesystem and process helpers with the project's I/O policy in one place.
 //!
 //! Atimes are the GC's state: anything that reads a chunk for a check or an analysis goes
 //! through [`open_noatime`], so looking at a store never changes what a GC will do to it.
@@ -89,6 +89,21 @@ pub fn now_epoch() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts from now on
+/// (and the processes it spawns), so one thread can wait for them with `sigwait` and clean up
+/// (unmount) before the process ends. Returns the blocked set, for `sigwait`.
+pub fn block_termination_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-mask manipulation.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
 }
 
 #[cfg(test)]

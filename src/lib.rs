@@ -13,7 +13,8 @@
 //! * [`demo`]: the whole experiment in one command: generate, mount, GC per strategy, report.
 //! * [`table`]: aligned text, Markdown and HTML tables, CSV quoting.
 //! * [`cli`]: argument parsing and wiring, nothing else.
-//! * [`fsutil`], [`time`]: `O_NOATIME` reads and file times; RFC3339 for snapshot names.
+//! * [`fsutil`], [`time`]: `O_NOATIME` reads, file times, termination signals; RFC3339 for
+//!   snapshot names.
 
 pub mod analysis;
 pub mod check;

@@ -12,12 +12,7 @@ use std::path::{Path, PathBuf};
 fn phase1_trace(store: &Path, dir: &Path, strategy: &str) -> (PathBuf, Value) {
     let d = dir.join(strategy);
     std::fs::create_dir(&d).unwrap();
-    let mut m = Mount::start(
-        store,
-        &d,
-        true,
-        &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
-    );
+    let mut m = Mount::shadow_zfs_hdd(store, &d);
     let (code, report, out) = gc(
         &m.mnt,
         &["--no-lock", "--phase", "mark", "--strategy", strategy],

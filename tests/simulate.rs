@@ -18,12 +18,7 @@ fn simulation_matches_the_mount_on_tiny() {
         let strategy = sim["strategy"].as_str().unwrap();
         let d = dir.path().join(strategy);
         std::fs::create_dir(&d).unwrap();
-        let mut m = Mount::start(
-            &store,
-            &d,
-            true,
-            &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
-        );
+        let mut m = Mount::shadow_zfs_hdd(&store, &d);
         let (code, report, out) = gc(&m.mnt, &["--no-lock", "--strategy", strategy]);
         assert_eq!(code, 0, "{out}");
         m.stop();
@@ -65,12 +60,7 @@ fn simulated_trace_analyses_like_the_mount_trace() {
     let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "6"]);
     let d = dir.path().join("mnt");
     std::fs::create_dir(&d).unwrap();
-    let mut m = Mount::start(
-        &store,
-        &d,
-        true,
-        &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
-    );
+    let mut m = Mount::shadow_zfs_hdd(&store, &d);
     let (code, _, out) = gc(
         &m.mnt,
         &["--no-lock", "--strategy", "inode-order", "--phase", "mark"],

@@ -104,20 +104,6 @@ fn seconds(v: f64, flag: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// Blocks SIGINT and SIGTERM in this thread (and every thread it starts), so that one thread
-/// can wait for them with `sigwait` and unmount cleanly.
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-mask manipulation.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
 pub fn run(args: MountArgs) -> Result<Outcome> {
     let store = args
         .store
@@ -181,7 +167,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         }
     };
 
-    let set = block_signals();
+    let set = crate::fsutil::block_termination_signals();
     let (writer, sink) = match &args.trace {
         Some(path) => {
             let mut meta = TraceMeta {

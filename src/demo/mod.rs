@@ -132,15 +132,7 @@ fn unmount(mnt: &Path) -> bool {
 /// Blocks SIGINT and SIGTERM in this process and handles them on a thread: mark the demo
 /// interrupted and unmount the current mount, which makes the running GC fail at once.
 fn handle_signals() -> Result<()> {
-    // SAFETY: plain signal-mask manipulation.
-    let set = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    };
+    let set = crate::fsutil::block_termination_signals();
     std::thread::Builder::new()
         .name("demo-signals".into())
         .spawn(move || loop {

@@ -8,6 +8,8 @@
 //! use, the owner file, the snapshot directory, the config blob, the index files and the
 //! manifest. Inode numbers are allocated in that order from `first_ino`, as ZFS allocates
 //! object ids and tmpfs numbers inodes; listings return entries newest first, as tmpfs does.
+//! (tmpfs numbers from one counter per filesystem: a store matches its simulation block for
+//! block only if nothing else created files on that tmpfs while it was generated.)
 //! Index files are not stored: their bytes are built from the history when the walk opens one.
 //!
 //! **What the filesystem sees.** Each operation is turned into the FUSE requests the kernel

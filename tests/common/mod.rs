@@ -20,12 +20,21 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// One store is generated at a time in a test binary: tmpfs numbers inodes from one counter
+/// per filesystem, so two stores written at once would interleave their inode numbers, and
+/// the tests that compare a store with its simulation rely on each store's numbers following
+/// its own creation order.
+static GENERATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Generates a store into `dir/name` and returns (store path, ground truth JSON).
 pub fn gen(dir: &Path, name: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
     let store = dir.join(name);
     let mut args = vec!["gen", "--quiet", "--out", store.to_str().unwrap()];
     args.extend_from_slice(extra);
-    let o = run(&args);
+    let o = {
+        let _one = GENERATING.lock().unwrap_or_else(|p| p.into_inner());
+        run(&args)
+    };
     assert!(o.status.success(), "gen failed: {}", stderr(&o));
     let truth_path = dir.join(format!("{name}.truth.json"));
     let truth =
@@ -85,6 +94,17 @@ fn is_mounted(mnt: &Path) -> bool {
 
 impl Mount {
     /// Mounts `store` on a new directory inside `dir`, with `extra` arguments.
+    /// A traced shadow mount with the `zfs-hdd` model accounting only (`--time-scale 0`):
+    /// how the simulation tests and the analysis tests watch a GC.
+    pub fn shadow_zfs_hdd(store: &Path, dir: &Path) -> Mount {
+        Mount::start(
+            store,
+            dir,
+            true,
+            &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
+        )
+    }
+
     pub fn start(store: &Path, dir: &Path, trace: bool, extra: &[&str]) -> Mount {
         let mnt = dir.join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
