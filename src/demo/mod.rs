@@ -337,6 +337,10 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
     )?;
     interrupted()?;
 
+    // The mounts load the model from a file: presets and model files alike.
+    let model_file = logs.join("model.json");
+    std::fs::write(&model_file, serde_json::to_vec_pretty(&o.model)?)
+        .with_context(|| format!("writing {}", model_file.display()))?;
     let mut rows = Vec::new();
     let mut phases = Vec::new();
     for &strategy in &o.strategies {
@@ -348,8 +352,6 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         let trace = traces.join(format!("{name}.trace"));
         let stats = logs.join(format!("mount-{name}.json"));
         let log = std::fs::File::create(logs.join(format!("mount-{name}.log")))?;
-        let model_file = logs.join("model.json");
-        std::fs::write(&model_file, serde_json::to_vec_pretty(&o.model)?)?;
         *MOUNTED.lock().unwrap_or_else(|p| p.into_inner()) = Some(mnt.clone());
         let child = Command::new(&o.exe)
             .arg("mount")
