@@ -457,6 +457,20 @@ mod tests {
             .contains("tiny, small, thread000, datastore-b, datastore-a"));
     }
 
+    /// Above a million references the churn is solved on samples of the slots: the whole
+    /// store must still land near the requested dedup factor.
+    #[test]
+    fn sampled_churn_solve_hits_the_dedup_of_the_whole_store() {
+        let mut cfg = GenConfig::preset("thread000").unwrap();
+        cfg.scale = 0.04;
+        let h = build_history(&cfg).unwrap();
+        assert!(h.reference_count() > COARSE_REFERENCES, "the sampled path");
+        let (refs, distinct) = h.dedup_counts();
+        let d = refs as f64 / distinct as f64;
+        let want = cfg.dedup.unwrap();
+        assert!((d - want).abs() / want < 0.015, "{d} vs {want}");
+    }
+
     #[test]
     fn unreachable_dedup_is_refused_with_advice() {
         let mut cfg = GenConfig::preset("tiny").unwrap();
