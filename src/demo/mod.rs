@@ -236,11 +236,12 @@ impl Cleanup {
         let mnt = self.mnt.take().expect("a mountpoint with the child");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if child.try_wait()?.is_some() {
-                break;
-            }
+            // Unmount first: a mount process that died leaves its mount behind (ENOTCONN).
             if is_mounted(&mnt) {
                 unmount(&mnt);
+            }
+            if child.try_wait()?.is_some() && !is_mounted(&mnt) {
+                break;
             }
             if Instant::now() > deadline {
                 // Our own child, by its pid: it did not end after its unmount.
