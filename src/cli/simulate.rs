@@ -136,11 +136,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             o.insert("sample_rate".into(), rate.into());
             let (w, sink) = crate::trace::TraceWriter::start(path, meta)
                 .map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))?;
-            let per_block = match params.layout {
-                crate::model::Layout::Zfs { per_block } => per_block,
-                crate::model::Layout::Ext4 { per_block, .. } => per_block,
-            };
-            store.set_trace(Some(sim::SimTrace::new(sink, rate, per_block)));
+            store.set_trace(Some(sim::SimTrace::new(sink, rate, params.layout)));
             Some(w)
         }
         None => None,
@@ -193,7 +189,6 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
     ]);
     for r in runs {
         let c = &r.counters;
-        let lookups = c.cache_hits + c.cache_misses;
         t.row(vec![
             r.strategy.name().to_string(),
             c.utimensat_calls.to_string(),
@@ -212,11 +207,8 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
             } else {
                 "-".into()
             },
-            if lookups > 0 {
-                format!("{:.1}%", 100.0 * c.cache_hits as f64 / lookups as f64)
-            } else {
-                "-".into()
-            },
+            c.digest_hit_ratio()
+                .map_or("-".into(), |h| format!("{:.1}%", 100.0 * h)),
             format!("{:.1} s", r.wall_seconds),
         ]);
     }

@@ -351,8 +351,11 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
             o.model.name
         ));
         let trace = traces.join(format!("{name}.trace"));
+        // The mount's final counters (sweep included) stay in the report's logs for the user.
         let stats = logs.join(format!("mount-{name}.json"));
-        let log = std::fs::File::create(logs.join(format!("mount-{name}.log")))?;
+        let mount_log = logs.join(format!("mount-{name}.log"));
+        let log = std::fs::File::create(&mount_log)
+            .with_context(|| format!("creating {}", mount_log.display()))?;
         *MOUNTED.lock().unwrap_or_else(|p| p.into_inner()) = Some(mnt.clone());
         let child = Command::new(&o.exe)
             .arg("mount")
@@ -375,7 +378,7 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
             .with_context(|| format!("starting {} mount", o.exe.display()))?;
         cleanup.child = Some(child);
         cleanup.mnt = Some(mnt.clone());
-        wait_mounted(&mut cleanup, &logs.join(format!("mount-{name}.log")))?;
+        wait_mounted(&mut cleanup, &mount_log)?;
 
         let gc = gc_and_check(&mnt, strategy, &logs, &truth)?;
         cleanup.unmount()?;
@@ -566,17 +569,12 @@ fn row(
         phase1_chunks_per_s: truth.referenced_chunks as f64
             / (p1.modeled_ns as f64 / 1e9).max(1e-9),
         wall_seconds: gc.wall,
-        digest_hit_ratio: hit_ratio(&c),
+        digest_hit_ratio: c.digest_hit_ratio(),
         removed_chunks: c.removed_chunks,
         check_ok: gc.check_ok,
         counters: c,
         model: gc.phase1.totals,
     }
-}
-
-fn hit_ratio(c: &Counters) -> Option<f64> {
-    let n = c.cache_hits + c.cache_misses;
-    (n > 0).then(|| c.cache_hits as f64 / n as f64)
 }
 
 fn run_simulated(
@@ -620,7 +618,7 @@ fn run_simulated(
             phase2_modeled_ns: r.phase2_ns,
             phase1_chunks_per_s: r.phase1_chunks_per_s,
             wall_seconds: r.wall_seconds,
-            digest_hit_ratio: hit_ratio(&r.counters),
+            digest_hit_ratio: r.counters.digest_hit_ratio(),
             removed_chunks: r.counters.removed_chunks,
             check_ok: r.counters.missing_chunks == 0,
             counters: r.counters,

@@ -128,6 +128,14 @@ pub struct Counters {
     pub phase2_seconds: f64,
 }
 
+impl Counters {
+    /// Share of phase-1 references the digest cache answered; `None` without a cache.
+    pub fn digest_hit_ratio(&self) -> Option<f64> {
+        let lookups = self.cache_hits + self.cache_misses;
+        (lookups > 0).then(|| self.cache_hits as f64 / lookups as f64)
+    }
+}
+
 /// The result of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct GcReport {

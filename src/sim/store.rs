@@ -45,7 +45,7 @@ use crate::gen::history::{ChunkSets, ContentId, Event, History};
 use crate::gen::payload::PayloadModel;
 use crate::gen::writer::{archive_index_bytes, config_blob_name, group_dir};
 use crate::gen::GenConfig;
-use crate::model::{Model, ModelOp};
+use crate::model::{Layout, Model, ModelOp};
 use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
 use crate::trace::format::flags;
 use crate::trace::{Op, RawRecord, TraceSink};
@@ -119,13 +119,14 @@ pub struct SimTrace {
     sink: TraceSink,
     /// A request is kept when the hash of its block is below this (`u64::MAX`: all).
     cut: u64,
-    per_block: u64,
+    /// The model's layout: which metadata block an inode is in.
+    layout: Layout,
     seq: u64,
 }
 
 impl SimTrace {
-    /// `rate` in (0, 1]: the share of metadata blocks (of `per_block` inodes) kept.
-    pub fn new(sink: TraceSink, rate: f64, per_block: u64) -> SimTrace {
+    /// `rate` in (0, 1]: the share of the metadata blocks of `layout` kept.
+    pub fn new(sink: TraceSink, rate: f64, layout: Layout) -> SimTrace {
         let cut = if rate >= 1.0 {
             u64::MAX
         } else {
@@ -134,13 +135,13 @@ impl SimTrace {
         SimTrace {
             sink,
             cut,
-            per_block: per_block.max(1),
+            layout,
             seq: 0,
         }
     }
 
     fn keep(&self, ino: u64) -> bool {
-        self.cut == u64::MAX || crate::rng::hash(&[0x5349_4d54, ino / self.per_block]) < self.cut
+        self.cut == u64::MAX || crate::rng::hash(&[0x5349_4d54, self.layout.block(ino)]) < self.cut
     }
 
     fn next(&mut self, op: Op, start: u64) -> RawRecord {
