@@ -147,7 +147,18 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             args.time_scale
         );
     }
-    let params = args.model.params()?;
+    let mut params = args.model.params()?;
+    if let Some(p) = params
+        .as_mut()
+        .filter(|p| p.zap_leaf_entries > 0 && p.dir_entries == 0)
+    {
+        p.dir_entries = crate::model::order::sample_dir_entries(&store)
+            .context("counting chunk directory entries for the model's ZAP layout")?;
+        eprintln!(
+            "chunkscope: model {}: ~{} entries per chunk directory (256 sampled)",
+            p.name, p.dir_entries
+        );
+    }
     let faults = Faults::load(&args.faults, &args.fault_files, args.seed)?;
     let rule_texts: Vec<String> = faults.stats().into_iter().map(|r| r.rule).collect();
     let order = match args.layout_order {

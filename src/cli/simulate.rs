@@ -43,8 +43,22 @@ pub struct SimulateArgs {
     strategy: Vec<Strategy>,
     #[command(flatten)]
     model: ModelArgs,
-    #[command(flatten)]
-    tuning: TuningArgs,
+    /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
+    #[arg(long, default_value_t = crate::gc::DEFAULT_CACHE_CAPACITY, value_name = "N")]
+    cache_capacity: usize,
+    /// Digests per batch (batched, inode-order); several (comma-separated) run each of those
+    /// strategies once per size.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1048576",
+        value_name = "N[,N...]"
+    )]
+    batch_size: Vec<usize>,
+    /// Threads listing chunk directories in the prefetch pass; several (comma-separated) run
+    /// prefetch once per count.
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N[,N...]")]
+    prefetch_jobs: Vec<u16>,
     /// Run only phase 1 (mark) or both phases.
     #[arg(long, value_enum, default_value = "all")]
     phase: Phases,
@@ -55,6 +69,10 @@ pub struct SimulateArgs {
     /// Number the simulated inodes from N (a real store's root inode, to compare block by block).
     #[arg(long, default_value_t = 1000, value_name = "N")]
     first_ino: u64,
+    /// Start every strategy with the model's cache holding the store's metadata (as far as it
+    /// fits), as a pool that ran a GC shortly before does; the default is a cold cache.
+    #[arg(long)]
+    warm: bool,
     /// Print the runs as JSON.
     #[arg(long)]
     json: bool,
@@ -81,11 +99,19 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         cfg.scale = 1.0; // the thread's store, not the generator's 1% of it
     }
     args.shape.apply(&mut cfg);
-    args.tuning.validate()?;
+    TuningArgs {
+        cache_capacity: args.cache_capacity,
+        batch_size: args.batch_size[0],
+        prefetch_jobs: args.prefetch_jobs[0],
+    }
+    .validate()?;
+    if let Some(0) = args.batch_size.iter().min() {
+        bail!("--batch-size 0: a batch holds at least one digest");
+    }
     if args.phase == Phases::Sweep {
         bail!("--phase sweep: a simulated sweep needs the mark before it; use mark or all");
     }
-    let params = args
+    let mut params = args
         .model
         .params_or(Some("zfs-hdd"))?
         .expect("a default model");
@@ -111,6 +137,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     let built = std::time::Instant::now();
     let store = sim::build(&setup)?;
     spinner.finish_and_clear();
+    if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
+        params.dir_entries = store.dir_entries();
+    }
     if !args.json {
         eprintln!(
             "chunkscope: simulated store {} (seed {}): {} chunks, built in {:.1} s; model {}",
@@ -143,16 +172,42 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     };
     let mut runs: Vec<SimRun> = Vec::new();
     for &strategy in &args.strategy {
-        let opts = GcOptions {
-            strategy,
-            cache_capacity: args.tuning.cache_capacity,
-            batch_size: args.tuning.batch_size,
-            prefetch_jobs: args.tuning.prefetch_jobs as usize,
-            phases: args.phase,
-            atime_check: false,
-            ..GcOptions::default()
+        // One run per value of the tuning option the strategy uses, labelled when there are
+        // several.
+        let variants: Vec<(usize, u16, Option<String>)> = match strategy {
+            Strategy::Batched | Strategy::InodeOrder if args.batch_size.len() > 1 => args
+                .batch_size
+                .iter()
+                .map(|&b| (b, 1, Some(format!("batch {b}"))))
+                .collect(),
+            Strategy::Prefetch if args.prefetch_jobs.len() > 1 => args
+                .prefetch_jobs
+                .iter()
+                .map(|&j| {
+                    let jobs = if j == 1 {
+                        "1 job".into()
+                    } else {
+                        format!("{j} jobs")
+                    };
+                    (args.batch_size[0], j, Some(jobs))
+                })
+                .collect(),
+            _ => vec![(args.batch_size[0], args.prefetch_jobs[0], None)],
         };
-        runs.push(sim::run(&store, &params, &opts, progress)?);
+        for (batch_size, jobs, variant) in variants {
+            let opts = GcOptions {
+                strategy,
+                cache_capacity: args.cache_capacity,
+                batch_size,
+                prefetch_jobs: jobs as usize,
+                phases: args.phase,
+                atime_check: false,
+                ..GcOptions::default()
+            };
+            let mut run = sim::run(&store, &params, &opts, args.warm, progress)?;
+            run.variant = variant;
+            runs.push(run);
+        }
     }
     if let Some(w) = writer {
         drop(store.set_trace(None)); // the sink: the writer finishes when it is gone
@@ -174,7 +229,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
 
 /// One row per strategy.
 pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
-    let mut t = Table::new([
+    // The prefetch pass's share of phase 1, when a run has one.
+    let pass = runs.iter().any(|r| r.counters.prefetch_listings > 0);
+    let mut head = vec![
         "strategy",
         "touches",
         "listings",
@@ -182,15 +239,19 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
         "metadata reads",
         "block writes",
         "phase 1",
-        "chunks/s",
-        "phase 2",
-        "digest hit",
-        "wall",
-    ]);
+    ];
+    if pass {
+        head.push("of it, pass");
+    }
+    head.extend(["chunks/s", "phase 2", "digest hit", "wall"]);
+    let mut t = Table::new(head);
     for r in runs {
         let c = &r.counters;
-        t.row(vec![
-            r.strategy.name().to_string(),
+        let mut row = vec![
+            match &r.variant {
+                Some(v) => format!("{} ({v})", r.strategy.name()),
+                None => r.strategy.name().to_string(),
+            },
             c.utimensat_calls.to_string(),
             (c.listings + c.sweep_listings).to_string(),
             c.stat_calls.to_string(),
@@ -201,6 +262,15 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
             ),
             r.model.blocks_written.to_string(),
             duration_ns(r.phase1_ns),
+        ];
+        if pass {
+            row.push(if c.prefetch_listings > 0 {
+                duration_ns(r.pass_ns)
+            } else {
+                "-".into()
+            });
+        }
+        row.extend([
             format!("{:.0}", r.phase1_chunks_per_s),
             if r.phase2_ns > 0 {
                 duration_ns(r.phase2_ns)
@@ -211,6 +281,7 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
                 .map_or("-".into(), |h| format!("{:.1}%", 100.0 * h)),
             format!("{:.1} s", r.wall_seconds),
         ]);
+        t.row(row);
     }
     t
 }

@@ -605,7 +605,7 @@ fn run_simulated(
             atime_check: false,
             ..GcOptions::default()
         };
-        let r = crate::sim::run(&store, &o.model, &opts, false)?;
+        let r = crate::sim::run(&store, &o.model, &opts, false, false)?;
         references = r.counters.references;
         rows.push(Row {
             strategy,

@@ -218,6 +218,24 @@ impl ContentModel {
 
     /// The content of slot `slot` of archive `ai` of group `gi` at backup `k`.
     pub fn content(&self, gi: u32, g: &GroupSpec, ai: u32, slot: u32, k: u32) -> ContentId {
+        if g.archives[ai as usize].kind == ArchiveKind::Catalog {
+            return self.content_at(gi, g, ai, slot, k, 0);
+        }
+        self.content_at(gi, g, ai, slot, k, self.version(gi, ai, slot, k))
+    }
+
+    /// [`ContentModel::content`] with the slot's version (the backup number of its last
+    /// change at or before `k`) known.
+    #[inline]
+    fn content_at(
+        &self,
+        gi: u32,
+        g: &GroupSpec,
+        ai: u32,
+        slot: u32,
+        k: u32,
+        version: u32,
+    ) -> ContentId {
         let a = &g.archives[ai as usize];
         let dynamic = a.kind != ArchiveKind::Disk;
         if a.kind == ArchiveKind::Catalog {
@@ -226,7 +244,6 @@ impl ContentModel {
                 true,
             );
         }
-        let version = self.version(gi, ai, slot, k);
         if version > 0 {
             return ContentId::new(
                 hash(&[
@@ -256,6 +273,21 @@ impl ContentModel {
         )
     }
 
+    /// The backup after `at` at which the slot changes next.
+    #[inline]
+    fn next_change(&self, gi: u32, ai: u32, slot: u32, at: u32) -> u64 {
+        let u = 1.0
+            - unit(hash(&[
+                self.seed,
+                5,
+                gi as u64,
+                ai as u64,
+                slot as u64,
+                at as u64,
+            ]));
+        at as u64 + ((u.ln() / self.ln_keep).ceil() as u64).max(1)
+    }
+
     /// The backup number of the last change of a slot at or before backup `k` (0: never).
     fn version(&self, gi: u32, ai: u32, slot: u32, k: u32) -> u32 {
         if self.churn <= 0.0 {
@@ -264,26 +296,27 @@ impl ContentModel {
         if self.churn >= 1.0 {
             return k;
         }
-        let ln_keep = self.ln_keep;
         let mut at = 0u32;
         loop {
-            let u = 1.0
-                - unit(hash(&[
-                    self.seed,
-                    5,
-                    gi as u64,
-                    ai as u64,
-                    slot as u64,
-                    at as u64,
-                ]));
-            let gap = ((u.ln() / ln_keep).ceil() as u64).max(1);
-            let next = at as u64 + gap;
+            let next = self.next_change(gi, ai, slot, at);
             if next > k as u64 {
                 return at;
             }
             at = next as u32;
         }
     }
+}
+
+/// Where each slot of one archive stands in its history of changes, so that walking the
+/// backups of a group in order costs a step per change instead of a replay from backup 0 per
+/// slot and backup (see [`History::for_each_content_cached`]). 12 bytes a slot, one archive at
+/// a time.
+#[derive(Clone, Debug, Default)]
+pub struct VersionCursor {
+    /// (group, archive, backup) the state is at.
+    at: Option<(u32, u32, u32)>,
+    /// Per slot: its last change at or before that backup, and its next change.
+    slots: Vec<(u32, u64)>,
 }
 
 /// A namespace directory, relative to the datastore root ("" is the root namespace).
@@ -370,6 +403,51 @@ impl History {
         }
     }
 
+    /// [`History::for_each_content`], faster when consecutive calls walk one archive's
+    /// backups in order (as the GC's index walk does): `cursor` keeps every slot's place in
+    /// its history of changes. Same contents, same order.
+    pub fn for_each_content_cached(
+        &self,
+        cursor: &mut VersionCursor,
+        e: &Event,
+        ai: usize,
+        mut f: impl FnMut(ContentId),
+    ) {
+        let m = &self.model;
+        let g = &self.groups[e.group as usize];
+        let a = &g.archives[ai];
+        if e.failed || m.churn <= 0.0 || m.churn >= 1.0 || a.kind == ArchiveKind::Catalog {
+            return self.for_each_content(e, ai, f);
+        }
+        let (gi, ai32, k) = (e.group, ai as u32, e.k);
+        let resume = matches!(cursor.at, Some((cg, ca, ck)) if cg == gi && ca == ai32 && ck <= k)
+            && cursor.slots.len() == a.slots as usize;
+        if !resume {
+            cursor.slots.clear();
+            cursor
+                .slots
+                .extend((0..a.slots).map(|slot| (0, m.next_change(gi, ai32, slot, 0))));
+        }
+        cursor.at = Some((gi, ai32, k));
+        for (slot, state) in cursor.slots.iter_mut().enumerate() {
+            let slot = slot as u32;
+            while state.1 <= k as u64 {
+                state.0 = state.1 as u32;
+                state.1 = m.next_change(gi, ai32, slot, state.0);
+            }
+            f(m.content_at(gi, g, ai32, slot, k, state.0));
+        }
+    }
+
+    /// A cursor for every archive of every group (empty until used), for walks in time order
+    /// that interleave the groups: each archive's backups still come in order.
+    pub fn cursors(&self) -> Vec<Vec<VersionCursor>> {
+        self.groups
+            .iter()
+            .map(|g| vec![VersionCursor::default(); g.archives.len()])
+            .collect()
+    }
+
     /// True if the event's snapshot exists at `now`.
     pub fn is_retained(&self, e: &Event) -> bool {
         !e.failed && self.groups[e.group as usize].retained[e.k as usize]
@@ -386,14 +464,15 @@ impl History {
     pub fn chunk_sets(&self) -> ChunkSets {
         let mut sets = ChunkSets::default();
         let mut contents = Vec::new();
+        let mut cursors = self.cursors();
         for e in &self.events() {
             let (now, prev) = (self.is_retained(e), self.was_retained_at_prev_gc(e));
             if !(now || prev || e.time > self.prev_gc) {
                 continue; // pruned and collected before the previous GC
             }
-            for ai in 0..self.groups[e.group as usize].archives.len() {
+            for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
                 contents.clear();
-                self.for_each_content(e, ai, |c| contents.push(c));
+                self.for_each_content_cached(cursor, e, ai, |c| contents.push(c));
                 for &c in &contents {
                     sets.present.insert(c);
                     if now {
@@ -525,6 +604,43 @@ mod tests {
             retained_prev: vec![],
             failed: None,
         }
+    }
+
+    #[test]
+    fn the_version_cursor_gives_the_contents_of_a_replay_from_backup_zero() {
+        let mut cfg = crate::gen::GenConfig::preset("tiny").unwrap();
+        cfg.seed = 3;
+        let h = crate::gen::build_history(&cfg).unwrap();
+        assert!(h.model.churn() > 0.0 && h.model.churn() < 1.0);
+        let mut cursor = VersionCursor::default();
+        let (mut compared, mut resumed) = (0usize, 0usize);
+        // The GC's order (a group's backups in order, archive by archive) resumes the cursor;
+        // the events' time order (groups interleaved) restarts it; both must agree.
+        let mut by_group = h.events();
+        by_group.sort_by_key(|e| (e.group, e.k));
+        for events in [by_group, h.events()] {
+            for e in &events {
+                for ai in 0..h.groups[e.group as usize].archives.len() {
+                    let (mut plain, mut cached) = (Vec::new(), Vec::new());
+                    h.for_each_content(e, ai, |c| plain.push(c));
+                    let before = cursor.at;
+                    h.for_each_content_cached(&mut cursor, e, ai, |c| cached.push(c));
+                    if before.is_some_and(|(g, a, _)| g == e.group && a == ai as u32) {
+                        resumed += 1;
+                    }
+                    assert_eq!(
+                        plain, cached,
+                        "group {} backup {} archive {ai}",
+                        e.group, e.k
+                    );
+                    compared += plain.len();
+                }
+            }
+        }
+        assert!(
+            compared > 10_000 && resumed > 10,
+            "{compared} contents, {resumed} resumed"
+        );
     }
 
     #[test]

@@ -8,15 +8,21 @@
 //!   (`(ino-1) / inodes_per_group`, `((ino-1) % inodes_per_group) / 16`).
 //! * **Cache** ([`cache::BlockLru`]): metadata blocks, LRU (ZFS's ARC is not an LRU; see there).
 //!   A demand miss costs `miss_ns` and is serialised (a GC touches one chunk at a time).
-//! * **Directories**: each directory's entries live in its own block (its ZAP leaf / htree
-//!   block), read by a lookup or listing and dirtied by an unlink or create.
+//! * **Directories**: a directory's entries live in its own block (its ZAP header / htree
+//!   block), read by a lookup or listing and dirtied by an unlink or create. With
+//!   `zap_leaf_entries` set, a directory is a ZFS fat ZAP: the header block plus one leaf per
+//!   `zap_leaf_entries` entries (`dir_entries` per directory, which the simulator and the
+//!   mount fill in from the store); a lookup, unlink or create also reads (and dirties) the
+//!   leaf its name hashes to, and a listing prefetches the leaves with the entries' blocks.
 //! * **Readdir prefetch**: a listing brings the blocks of the entries it returned into the
 //!   cache, as `zfs_readdir` prefetches dnodes; these reads go `queue_depth` at a time.
 //! * **Write-back**: setattr, unlink and create dirty blocks; every `txg_ns` of modelled time
 //!   (or at the dirty limit) the dirty blocks are written, `queue_depth` at a time, off the
-//!   request path. Above `throttle_start` of the limit each dirtying operation is delayed as
-//!   ZFS's write throttle does: `delay_scale_ns * (dirty - start) / (limit - dirty)`. At the
-//!   limit the operation waits for a sync.
+//!   request path. A sync that takes longer than `txg_ns` delays the next one (ZFS syncs one
+//!   transaction group at a time), so the open group keeps collecting dirty blocks. Above
+//!   `throttle_start` of the limit each dirtying operation is delayed as ZFS's write throttle
+//!   does: `delay_scale_ns * (dirty - start) / (limit - dirty)`. At the limit the operation
+//!   waits for the running sync, then for a sync of everything dirty.
 //!
 //! Same operations, same order, same parameters: same costs. Modelled time is a number;
 //! sleeping is the overlay's business.
@@ -62,9 +68,14 @@ impl Layout {
     }
 }
 
-/// The block holding directory `dir`'s entries.
+/// The block holding directory `dir`'s entries (its ZAP header, with `zap_leaf_entries`).
 pub fn dir_block(dir: u64) -> u64 {
     (1 << 63) | dir
+}
+
+/// Leaf `leaf` of directory `dir`'s fat ZAP (leaves are below 2^16, inode numbers below 2^46).
+pub fn zap_leaf_block(dir: u64, leaf: u64) -> u64 {
+    (1 << 63) | (1 << 62) | (dir << 16) | (leaf & 0xffff)
 }
 
 /// Model parameters; see [`ModelParams::preset`].
@@ -90,10 +101,32 @@ pub struct ModelParams {
     pub delay_scale_ns: u64,
     /// CPU and syscall cost of any metadata operation.
     pub op_ns: u64,
+    /// Directory entries per ZAP leaf block (0: a directory is one block). A ZFS fat ZAP leaf
+    /// of 16 KiB holds at most ~106 entries of a 64-character chunk name and splits when
+    /// full, so leaves hold ~75 on average.
+    #[serde(default)]
+    pub zap_leaf_entries: u64,
+    /// Entries per directory the ZAP layout assumes: a property of the store, not the pool
+    /// (`simulate` and `mount` fill it in from the store when `zap_leaf_entries` is set).
+    #[serde(default)]
+    pub dir_entries: u64,
+    /// Listing prefetches are asynchronous, as ZFS's `dmu_prefetch_dnode` is: a listing
+    /// returns without waiting for them, and waits only for the previous listing's prefetch
+    /// reads still in flight (the pool serves them `queue_depth` at a time, alongside). Off:
+    /// a listing waits for its own prefetch reads (the older presets).
+    #[serde(default)]
+    pub async_prefetch: bool,
 }
 
 /// Names of the presets.
-pub const PRESETS: [&str; 4] = ["none", "zfs-hdd", "zfs-ssd", "ext4-hdd"];
+pub const PRESETS: [&str; 6] = [
+    "none",
+    "zfs-hdd",
+    "zfs-ssd",
+    "ext4-hdd",
+    "zfs-raidz-hdd",
+    "zfs-special-ssd",
+];
 
 impl ModelParams {
     pub fn preset(name: &str) -> anyhow::Result<ModelParams> {
@@ -110,6 +143,9 @@ impl ModelParams {
             throttle_start: 0.6,
             delay_scale_ns: 500_000,
             op_ns: 2_000,
+            zap_leaf_entries: 0,
+            dir_entries: 0,
+            async_prefetch: false,
         };
         Ok(match name {
             "none" => ModelParams {
@@ -135,6 +171,42 @@ impl ModelParams {
                 block_bytes: 4 << 10,
                 queue_depth: 4,
                 dirty_limit_blocks: (1u64 << 30) / (4 << 10),
+                ..zfs
+            },
+            // The pool of thread 001's datastore B, where its readdir and lstat figures were
+            // measured: 7 raidz1 vdevs of 4 HDDs. Every value comes from the thread's hardware
+            // and measurements, none from a result this model is compared with (BENCHMARKS.md,
+            // "Calibration"): a demand read costs 8 ms (270.9 s for 33,944 demand misses);
+            // 1.37 device reads per 16 KiB read over 28 disks serve ~20 reads at a time; the
+            // ARC held everything the prefetch pass read (phase 1 after it read nothing):
+            // ~5 GiB of dnodes and ~3 GiB of ZAP headers and leaves, so 16 GiB (the next power
+            // of two; at 8 GiB the LRU would evict the pass before phase 1 used it);
+            // copy-on-write writes go out aggregated, ~10 us of pool time per 16 KiB block
+            // (200 us at 20 at a time); fat ZAP directories.
+            // op_ns is the one fitted value: the warm phase 1 after the prefetch pass (9.85 M
+            // touches in 11 min 59 s, no reads, no throttle) is 73 us per touch, 4 requests.
+            "zfs-raidz-hdd" => ModelParams {
+                cache_bytes: 16 << 30,
+                miss_ns: 8_000_000,
+                queue_depth: 20,
+                write_ns: 200_000,
+                op_ns: 18_000,
+                zap_leaf_entries: 75,
+                async_prefetch: true,
+                ..zfs
+            },
+            // Thread 000's pool: 3 mirrors of HDDs with a mirror of 2 NVMe SSDs as the special
+            // vdev that holds all metadata. NVMe reads of 16 KiB take ~100 us, 32 at a time;
+            // writes ~50 us; the same 16 GiB ARC assumption. op_ns fitted on the thread's
+            // capacity table: 1.8 us per extra touch (1 Ki against 1 Mi), 4 requests a touch.
+            "zfs-special-ssd" => ModelParams {
+                cache_bytes: 16 << 30,
+                miss_ns: 100_000,
+                queue_depth: 32,
+                write_ns: 50_000,
+                op_ns: 450,
+                zap_leaf_entries: 75,
+                async_prefetch: true,
                 ..zfs
             },
             other => anyhow::bail!(
@@ -268,6 +340,12 @@ pub struct Model {
     dirty: HashSet<u64>,
     clock_ns: u64,
     txg_start_ns: u64,
+    /// When the running sync's writes end (the next sync cannot start before).
+    sync_end_ns: u64,
+    /// When the asynchronous prefetch reads issued so far are all served.
+    prefetch_end_ns: u64,
+    /// Leaves per directory (0: a directory is one block).
+    leaves: u64,
     totals: Totals,
     /// Reused by [`Model::charge_listing`].
     scratch: Vec<u64>,
@@ -278,12 +356,19 @@ pub struct Model {
 
 impl Model {
     pub fn new(params: ModelParams) -> Model {
+        let leaves = match params.zap_leaf_entries {
+            0 => 0,
+            per => params.dir_entries.div_ceil(per).clamp(1, 1 << 16),
+        };
         Model {
             cache: BlockLru::new(params.cache_blocks()),
             params,
             dirty: HashSet::new(),
             clock_ns: 0,
             txg_start_ns: 0,
+            sync_end_ns: 0,
+            prefetch_end_ns: 0,
+            leaves,
             totals: Totals::default(),
             scratch: Vec::new(),
             order: None,
@@ -325,6 +410,34 @@ impl Model {
         self.cache.clear();
     }
 
+    /// Warms the cache with the metadata of `inodes` (in that order, so the last ones are the
+    /// most recently used) and of `dirs` after them: every directory's header and leaves and
+    /// every inode's block, as far as the cache holds them, as a previous pass would leave
+    /// it. Costs nothing and counts nothing.
+    pub fn warm(&mut self, inodes: impl Iterator<Item = u64>, dirs: &[u64]) {
+        for ino in inodes {
+            let b = self.block(ino);
+            self.cache.access(b);
+        }
+        for &d in dirs {
+            for leaf in 0..self.leaves {
+                self.cache.access(zap_leaf_block(d, leaf));
+            }
+            self.cache.access(dir_block(d));
+        }
+    }
+
+    /// The ZAP leaf holding entry `ino` of `dir`, if directories have leaves. The leaf of a
+    /// name is a hash of the name; a hash of the inode number stands in for it (both are
+    /// uncorrelated with everything else the model sees).
+    #[inline]
+    fn leaf(&self, dir: u64, ino: u64) -> Option<u64> {
+        (self.leaves > 0).then(|| {
+            let h = (ino ^ (dir << 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            zap_leaf_block(dir, (h >> 32) % self.leaves)
+        })
+    }
+
     fn read(&mut self, block: u64, c: &mut Cost) {
         if self.cache.access(block) {
             self.totals.hits += 1;
@@ -352,12 +465,18 @@ impl Model {
         ns
     }
 
-    /// Syncs every transaction group that ended before now.
+    /// Syncs every transaction group that ended before now. A group ends `txg_ns` after it
+    /// opened, or when the previous group's sync has finished writing, whichever is later.
     fn advance_txgs(&mut self) {
         let txg = self.params.txg_ns.max(1);
-        while self.clock_ns >= self.txg_start_ns + txg {
-            self.sync();
-            self.txg_start_ns += txg;
+        loop {
+            let due = (self.txg_start_ns + txg).max(self.sync_end_ns);
+            if self.clock_ns < due {
+                break;
+            }
+            let ns = self.sync();
+            self.sync_end_ns = due + ns;
+            self.txg_start_ns = due;
         }
     }
 
@@ -366,9 +485,13 @@ impl Model {
         let dirty = self.dirty.len() as f64;
         let start = self.params.throttle_start * limit;
         if dirty >= limit {
-            // At the limit the operation waits for a sync of everything dirty.
+            // At the limit the operation waits for the running sync to end, then for a sync
+            // of everything dirty.
+            let wait = self.sync_end_ns.saturating_sub(self.clock_ns);
             let ns = self.sync();
-            c.throttle_ns += ns;
+            c.throttle_ns += wait + ns;
+            self.sync_end_ns = self.clock_ns + wait + ns;
+            self.txg_start_ns = self.clock_ns + wait;
         } else if dirty > start {
             c.throttle_ns +=
                 (self.params.delay_scale_ns as f64 * (dirty - start) / (limit - dirty)) as u64;
@@ -405,6 +528,11 @@ impl Model {
         match op.op {
             Op::Lookup => {
                 self.read(dir_block(op.parent), &mut c);
+                // A failed lookup reads the leaf its name hashes to as well (with no inode to
+                // hash, the hash of 0 stands in).
+                if let Some(l) = self.leaf(op.parent, op.ino) {
+                    self.read(l, &mut c);
+                }
                 if ok && op.ino != 0 {
                     self.read(self.block(op.ino), &mut c);
                 }
@@ -437,9 +565,16 @@ impl Model {
             | Op::Mknod
             | Op::Rename => {
                 self.read(dir_block(op.parent), &mut c);
+                let leaf = self.leaf(op.parent, op.ino);
+                if let Some(l) = leaf {
+                    self.read(l, &mut c);
+                }
                 if ok {
                     self.throttle(&mut c);
                     self.dirty(dir_block(op.parent), &mut c);
+                    if let Some(l) = leaf {
+                        self.dirty(l, &mut c);
+                    }
                     if op.ino != 0 {
                         self.dirty(self.block(op.ino), &mut c);
                     }
@@ -450,14 +585,18 @@ impl Model {
         self.finish(c)
     }
 
-    /// Charges the prefetch of a listing's entries: their blocks not yet cached are read
-    /// `queue_depth` at a time and then cached.
-    pub fn charge_listing(&mut self, entries: &[u64]) -> Cost {
+    /// Charges the prefetch of a listing of `dir`'s entries: their blocks (and, with ZAP
+    /// leaves, the leaves holding them) not yet cached are read `queue_depth` at a time and
+    /// then cached.
+    pub fn charge_listing(&mut self, dir: u64, entries: &[u64]) -> Cost {
         self.advance_txgs();
         let mut c = Cost::default();
         let mut blocks = std::mem::take(&mut self.scratch);
         blocks.clear();
         blocks.extend(entries.iter().map(|&i| self.block(i)));
+        if self.leaves > 0 {
+            blocks.extend(entries.iter().filter_map(|&i| self.leaf(dir, i)));
+        }
         blocks.sort_unstable();
         blocks.dedup();
         for &b in &blocks {
@@ -467,7 +606,15 @@ impl Model {
             self.cache.access(b);
         }
         self.scratch = blocks;
-        c.ns = c.prefetched.div_ceil(self.params.queue_depth.max(1)) * self.params.miss_ns;
+        let qd = self.params.queue_depth.max(1);
+        if self.params.async_prefetch {
+            // Wait for the previous listing's reads, then queue this one's behind them.
+            c.ns = self.prefetch_end_ns.saturating_sub(self.clock_ns);
+            let busy = c.prefetched * self.params.miss_ns / qd;
+            self.prefetch_end_ns = self.clock_ns + c.ns + busy;
+        } else {
+            c.ns = c.prefetched.div_ceil(qd) * self.params.miss_ns;
+        }
         let c = self.finish(c);
         self.totals.ops -= 1; // part of the listing, not an operation of its own
         c
@@ -478,7 +625,7 @@ impl Model {
     pub fn charge_request(&mut self, op: &ModelOp, listing: Option<&[u64]>) -> u64 {
         let mut ns = self.charge(op).ns;
         if let Some(entries) = listing {
-            ns += self.charge_listing(entries).ns;
+            ns += self.charge_listing(op.ino, entries).ns;
         }
         ns
     }
@@ -486,6 +633,12 @@ impl Model {
     /// Blocks dirtied in the open transaction group (written at its sync).
     pub fn dirty_blocks(&self) -> u64 {
         self.dirty.len() as u64
+    }
+
+    /// Takes `ns` back from the clock: requests the caller charged one after another that
+    /// in fact overlapped (the simulator's parallel prefetch pass). Totals keep their sums.
+    pub fn rewind(&mut self, ns: u64) {
+        self.clock_ns = self.clock_ns.saturating_sub(ns);
     }
 
     /// Ends the run: the last transaction group is synced.
@@ -514,6 +667,9 @@ mod tests {
             throttle_start: 0.6,
             delay_scale_ns: 500,
             op_ns: 0,
+            zap_leaf_entries: 0,
+            dir_entries: 0,
+            async_prefetch: false,
         }
     }
 
@@ -591,11 +747,15 @@ mod tests {
         let c = m.charge(&op(Op::Readdir, 5, 0));
         assert_eq!(c.misses, 1);
         // Entries in 3 distinct blocks: ceil(3 / 2) = 2 reads of 1000 ns.
-        let c = m.charge_listing(&[64, 65, 96, 128, 130]);
+        let c = m.charge_listing(5, &[64, 65, 96, 128, 130]);
         assert_eq!((c.prefetched, c.ns), (3, 2000));
         // Now a stat of any of them hits.
         assert_eq!(m.charge(&op(Op::Getattr, 130, 0)).misses, 0);
-        assert_eq!(m.charge_listing(&[64, 96]).prefetched, 0, "already cached");
+        assert_eq!(
+            m.charge_listing(5, &[64, 96]).prefetched,
+            0,
+            "already cached"
+        );
     }
 
     #[test]
@@ -645,6 +805,118 @@ mod tests {
             "sync of 10 blocks at queue depth 2, 100 ns each"
         );
         assert_eq!(m.totals().dirty_per_txg, vec![10]);
+    }
+
+    #[test]
+    fn fat_zap_directories_read_a_header_and_the_entrys_leaf() {
+        let mut p = params();
+        p.cache_bytes = 64 * (16 << 10);
+        p.zap_leaf_entries = 10;
+        p.dir_entries = 40; // 4 leaves
+        let mut m = Model::new(p.clone());
+        assert_eq!(m.leaves, 4);
+        assert_eq!(
+            m.charge(&op(Op::Lookup, 100, 7)).misses,
+            3,
+            "header, leaf, dnode block"
+        );
+        // Entries of the same dnode block spread over the leaves: each new leaf is one miss.
+        let leaves: HashSet<u64> = (96..128).filter_map(|i| m.leaf(7, i)).collect();
+        assert_eq!(leaves.len(), 4, "32 names hash to all 4 leaves");
+        let misses: u64 = (96..128)
+            .map(|i| m.charge(&op(Op::Lookup, i, 7)).misses)
+            .sum();
+        assert_eq!(misses, 3, "the 3 leaves not read yet");
+        // A listing prefetches the leaves with the entries' blocks.
+        let mut m = Model::new(p.clone());
+        assert_eq!(m.charge(&op(Op::Readdir, 7, 0)).misses, 1, "the header");
+        let c = m.charge_listing(7, &(96..128).collect::<Vec<_>>());
+        assert_eq!(c.prefetched, 1 + 4, "one dnode block and four leaves");
+        assert_eq!(m.charge(&op(Op::Lookup, 100, 7)).misses, 0);
+        // An unlink dirties the header, the leaf and the dnode block.
+        assert_eq!(m.charge(&op(Op::Unlink, 100, 7)).dirtied, 3);
+        // Without an entry count the layout still has one leaf; without leaves, none.
+        p.dir_entries = 0;
+        assert_eq!(Model::new(p.clone()).leaves, 1);
+        p.zap_leaf_entries = 0;
+        assert_eq!(Model::new(p).charge(&op(Op::Lookup, 100, 7)).misses, 2);
+    }
+
+    #[test]
+    fn async_prefetch_waits_only_for_the_previous_listings_reads() {
+        let mut p = params(); // miss 1000 ns, queue depth 2
+        p.cache_bytes = 1 << 30;
+        p.async_prefetch = true;
+        let mut m = Model::new(p);
+        // 4 blocks: 2000 ns of pool time, not waited for.
+        let c = m.charge_listing(5, &[32, 64, 96, 128]);
+        assert_eq!((c.prefetched, c.ns), (4, 0));
+        // The next listing, 500 ns later, waits for the rest of them, then queues its own.
+        m.charge(&op(Op::Getattr, 32, 0)); // op_ns 0, a hit: no time
+        m.clock_ns += 500;
+        let c = m.charge_listing(6, &[160, 192]);
+        assert_eq!((c.prefetched, c.ns), (2, 1500));
+        // A listing after its reads were served waits for nothing.
+        m.clock_ns += 10_000;
+        assert_eq!(m.charge_listing(7, &[224]).ns, 0);
+    }
+
+    #[test]
+    fn a_sync_longer_than_the_txg_delays_the_next_one() {
+        let mut p = params();
+        p.write_ns = 1_000_000; // 2 blocks at queue depth 2 take 1 ms: as long as a txg
+        p.miss_ns = 10_000;
+        p.dirty_limit_blocks = 1 << 20;
+        p.cache_bytes = 1 << 30;
+        let mut m = Model::new(p);
+        // 4 dirty blocks in the first txg: their sync takes 2 ms, from 1 ms to 3 ms.
+        for b in 1..=4u64 {
+            m.charge(&op(Op::Setattr, b * 32, 0));
+        }
+        let mut b = 5u64;
+        let mut step = |m: &mut Model| {
+            m.charge(&op(Op::Setattr, b * 32, 0));
+            b += 1;
+        };
+        while m.clock_ns() < 1_000_000 {
+            step(&mut m);
+        }
+        step(&mut m);
+        assert_eq!(m.totals().txg_syncs, 1);
+        let first = m.totals().dirty_per_txg[0];
+        let first_ns = first.div_ceil(2) * 1_000_000;
+        // The second group stays open until the first sync ends, not at 2 ms.
+        while m.clock_ns() < 1_000_000 + first_ns {
+            assert_eq!(m.totals().txg_syncs, 1, "at {} ns", m.clock_ns());
+            step(&mut m);
+        }
+        step(&mut m);
+        assert_eq!(m.totals().txg_syncs, 2);
+        assert!(
+            m.totals().dirty_per_txg[1] > first,
+            "the delayed group collected more: {:?}",
+            m.totals().dirty_per_txg
+        );
+    }
+
+    #[test]
+    fn warm_caches_inodes_then_directories() {
+        let mut p = params();
+        p.zap_leaf_entries = 10;
+        p.dir_entries = 10; // one leaf
+        let mut m = Model::new(p); // 4 blocks
+                                   // Two dnode blocks, then a directory's header and leaf: all four fit.
+        m.warm([32u64, 64, 65].into_iter(), &[7]);
+        assert_eq!(
+            m.totals().misses + m.totals().hits,
+            0,
+            "warming counts nothing"
+        );
+        assert_eq!(m.clock_ns(), 0);
+        assert_eq!(m.charge(&op(Op::Lookup, 64, 7)).misses, 0);
+        // A third dnode block evicts the least recent (block 1, inode 32).
+        m.warm([96u64].into_iter(), &[]);
+        assert_eq!(m.charge(&op(Op::Getattr, 32, 0)).misses, 1);
     }
 
     #[test]

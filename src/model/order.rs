@@ -113,6 +113,30 @@ impl InodeOrder {
     }
 }
 
+/// Chunk files per chunk directory of the store at `store`, estimated from 256 chunk
+/// directories spread over the 65,536 (names only: nothing is stat'ed or opened, so no chunk's
+/// atime changes). For [`super::ModelParams::dir_entries`] on a mounted store.
+pub fn sample_dir_entries(store: &std::path::Path) -> std::io::Result<u64> {
+    use crate::datastore::paths::{chunk_subdir_name, CHUNK_DIR, CHUNK_SUBDIRS};
+    const SAMPLES: usize = 256;
+    let mut total = 0u64;
+    for i in 0..SAMPLES {
+        let prefix = (i * CHUNK_SUBDIRS / SAMPLES) as u16;
+        let dir = store.join(CHUNK_DIR).join(chunk_subdir_name(prefix));
+        match std::fs::read_dir(&dir) {
+            Ok(rd) => total += rd.count() as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", dir.display()),
+                ))
+            }
+        }
+    }
+    Ok(total.div_ceil(SAMPLES as u64).max(1))
+}
+
 /// Inode numbers of everything under `store` (itself included) in modelled creation order.
 pub fn scan_creation_order(store: &Path) -> Result<Vec<u64>> {
     let mut dirs: Vec<(std::path::PathBuf, u64)> = Vec::new();

@@ -109,6 +109,11 @@ struct State {
     /// Listing scratch: the inodes a readdir returned.
     listing: Vec<u64>,
     trace: Option<SimTrace>,
+    /// The model's clock when the first index file was opened since the reset.
+    first_index_ns: Option<u64>,
+    /// Before the first index file: modelled time per calling thread (the prefetch pass's
+    /// jobs), see [`State::end_pass`].
+    lanes: Vec<(std::thread::ThreadId, u64)>,
 }
 
 /// The simulated requests as a trace (`simulate --trace`), in the format a mount writes, so
@@ -165,13 +170,18 @@ pub struct SimStore {
     /// Per chunk directory, its chunks in creation order.
     dirs: Vec<Vec<u32>>,
     initial: Vec<Chunk>,
+    /// Content -> chunk, for exact digests (emptied after the build for hashed ones).
     content: HashMap<ContentId, u32>,
+    mode: DigestMode,
     history: History,
     /// Distinct chunks the snapshots present reference.
     referenced: usize,
     cfg: GenConfig,
     payload: PayloadModel,
     state: Mutex<State>,
+    /// Where the index walk stands in the history of the archive it reads (index files are
+    /// read one at a time: never contended).
+    cursor: Mutex<crate::gen::history::VersionCursor>,
 }
 
 fn digest_hash(d: &Digest) -> u64 {
@@ -224,6 +234,7 @@ impl SimStore {
             dirs: vec![Vec::new(); 1 << 16],
             initial: Vec::with_capacity(present.len()),
             content: HashMap::with_capacity(present.len()),
+            mode,
             history,
             referenced: referenced.len(),
             cfg: cfg.clone(),
@@ -234,7 +245,10 @@ impl SimStore {
                 counts: RequestCounts::default(),
                 listing: Vec::new(),
                 trace: None,
+                first_index_ns: None,
+                lanes: Vec::new(),
             }),
+            cursor: Mutex::default(),
         };
         let mut ino = first_ino;
         let mut alloc = || {
@@ -273,11 +287,12 @@ impl SimStore {
             prev_gc: s.history.prev_gc,
         };
         let history = std::mem::replace(&mut s.history, placeholder);
+        let mut cursors = history.cursors();
         for e in history.events() {
             let g = &history.groups[e.group as usize];
-            for ai in 0..g.archives.len() {
+            for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
                 contents.clear();
-                history.for_each_content(&e, ai, |c| contents.push(c));
+                history.for_each_content_cached(cursor, &e, ai, |c| contents.push(c));
                 for &c in &contents {
                     if s.content.contains_key(&c) || !present.contains(&c) {
                         continue;
@@ -353,6 +368,13 @@ impl SimStore {
         }
         s.history = history;
         s.state.get_mut().expect("not shared yet").chunks = s.initial.clone();
+        if mode == DigestMode::Hashed {
+            // Index files name their chunks by a hash of the content: the map from content to
+            // chunk is not needed any more (at datastore A's size it is ~1.5 GiB, and its
+            // random lookups were half of a run's time).
+            s.content = HashMap::new();
+        }
+        s.mode = mode;
         Ok(s)
     }
 
@@ -398,12 +420,49 @@ impl SimStore {
         self.digests.len()
     }
 
+    /// Chunk files per chunk directory, on average (what a model's ZAP layout needs to know,
+    /// [`crate::model::ModelParams::dir_entries`]).
+    pub fn dir_entries(&self) -> u64 {
+        (self.chunk_count() as u64)
+            .div_ceil(crate::datastore::paths::CHUNK_SUBDIRS as u64)
+            .max(1)
+    }
+
+    /// Warms the model's cache with the store's metadata as it stands: every file's inode
+    /// block in creation order, then every directory (as a previous GC leaves a pool whose
+    /// cache holds it all, or the most recent part of it).
+    pub fn warm(&self) {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let files = self
+            .nodes
+            .iter()
+            .filter(|n| !matches!(n.kind, NodeKind::Dir | NodeKind::ChunkDir))
+            .map(|n| n.ino);
+        let chunks = st.chunks.iter().filter(|c| !c.removed).map(|c| c.ino);
+        let dirs: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.kind, NodeKind::Dir | NodeKind::ChunkDir))
+            .map(|n| n.ino)
+            .collect();
+        st.model.warm(files.chain(chunks), &dirs);
+    }
+
     /// Back to the state it was built in, with a fresh model (cold caches) and no counts.
     pub fn reset(&self, model: Model) {
         let mut st = self.lock();
         st.chunks.clone_from(&self.initial);
         st.model = model;
         st.counts = RequestCounts::default();
+        st.first_index_ns = None;
+        st.lanes.clear();
+    }
+
+    /// The model's clock when the first index file was opened since the reset (the end of a
+    /// prefetch pass, for the strategies that have one).
+    pub fn first_index_ns(&self) -> Option<u64> {
+        self.lock().first_index_ns
     }
 
     /// Records the requests of the following runs into `trace` (replacing any before), or
@@ -522,11 +581,19 @@ impl SimStore {
         let g = &self.history.groups[e.group as usize];
         let a = &g.archives[ai];
         let mut refs: Vec<(Digest, u32)> = Vec::new();
-        self.history.for_each_content(e, ai, |c| {
-            if let Some(&i) = self.content.get(&c) {
-                refs.push((self.digests[i as usize], self.payload.len(c) as u32));
-            }
-        });
+        let mut cursor = self.cursor.lock().expect("version cursor poisoned");
+        self.history
+            .for_each_content_cached(&mut cursor, e, ai, |c| match self.mode {
+                // Every content of a snapshot that exists has its chunk (`present`).
+                DigestMode::Hashed => {
+                    refs.push((hashed_digest(self.cfg.seed, c), self.payload.len(c) as u32))
+                }
+                DigestMode::Exact => {
+                    if let Some(&i) = self.content.get(&c) {
+                        refs.push((self.digests[i as usize], self.payload.len(c) as u32));
+                    }
+                }
+            });
         archive_index_bytes(&self.cfg, e, ai, &a.name, &refs).0
     }
 
@@ -537,6 +604,10 @@ impl SimStore {
     ) -> Result<IndexFile, crate::datastore::error::FormatError> {
         let node = {
             let mut st = self.lock();
+            if st.first_index_ns.is_none() {
+                st.end_pass();
+                st.first_index_ns = Some(st.model.clock_ns());
+            }
             let n = self
                 .walk(&mut st, path)
                 .map_err(|e| crate::datastore::error::FormatError::io(path, e))?;
@@ -557,6 +628,39 @@ impl SimStore {
 }
 
 impl State {
+    /// Adds a request's modelled time to the calling thread's lane (before the first index
+    /// file only: the prefetch pass is the one part of a GC that runs on several threads).
+    #[inline]
+    fn lane(&mut self, ns: u64) {
+        if self.first_index_ns.is_some() {
+            return;
+        }
+        let me = std::thread::current().id();
+        match self.lanes.iter_mut().find(|l| l.0 == me) {
+            Some(l) => l.1 += ns,
+            None => self.lanes.push((me, ns)),
+        }
+    }
+
+    /// The end of the part before the first index file. The model charged its requests one
+    /// after another; jobs on several threads wait for their reads side by side, so the part
+    /// took as long as the busiest thread, or as long as the pool needs to serve all its
+    /// reads `queue_depth` at a time, whichever is longer: the clock goes back by the rest.
+    fn end_pass(&mut self) {
+        if self.lanes.len() < 2 {
+            return;
+        }
+        let serial: u64 = self.lanes.iter().map(|l| l.1).sum();
+        let busiest = self.lanes.iter().map(|l| l.1).max().unwrap_or(0);
+        let p = self.model.params();
+        let t = self.model.totals();
+        let device = (t.misses + t.prefetched).div_ceil(p.queue_depth.max(1)) * p.miss_ns;
+        let parallel = busiest.max(device);
+        if parallel < serial {
+            self.model.rewind(serial - parallel);
+        }
+    }
+
     #[inline]
     fn req(&mut self, op: Op, ino: u64, parent: u64, errno: i32) {
         self.req_with(op, ino, parent, errno, |_| {});
@@ -583,6 +687,7 @@ impl State {
             },
             None,
         );
+        self.lane(ns);
         self.count(op);
         if let Some(t) = &mut self.trace {
             if t.keep(if ino != 0 { ino } else { parent }) {
@@ -628,6 +733,7 @@ impl State {
         let ns = self.model.charge_request(&m, Some(&listing));
         let end_start = self.model.clock_ns();
         let end_ns = self.model.charge_request(&m, Some(&[]));
+        self.lane(ns + end_ns);
         self.count(Op::Readdir);
         self.count(Op::Readdir);
         if let Some(t) = &mut self.trace {
