@@ -174,6 +174,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dir_entries_are_estimated_from_sampled_chunk_dirs() {
+        let store = tempfile::tempdir().unwrap();
+        let chunks = store.path().join(".chunks");
+        // Sampled: every 256th prefix. 0000 holds 512 entries, 0100 holds 256, 0001 (not
+        // sampled) holds 1000; the other sampled directories are missing or empty.
+        for (dir, n) in [("0000", 512), ("0100", 256), ("0001", 1000)] {
+            std::fs::create_dir_all(chunks.join(dir)).unwrap();
+            for i in 0..n {
+                std::fs::File::create(chunks.join(dir).join(format!("{i:064x}"))).unwrap();
+            }
+        }
+        std::fs::create_dir_all(chunks.join("0200")).unwrap();
+        assert_eq!(sample_dir_entries(store.path()).unwrap(), (512 + 256) / 256);
+        // A sampled path that is not a directory is an error that names it.
+        std::fs::write(chunks.join("0300"), b"").unwrap();
+        let e = sample_dir_entries(store.path()).unwrap_err().to_string();
+        assert!(e.contains(".chunks/0300"), "{e}");
+    }
+
+    #[test]
     fn ranks_follow_creation_and_survive_a_round_trip() {
         let mut o = InodeOrder::from_creation(vec![900, 12, 500]);
         assert_eq!((o.rank(900), o.rank(12), o.rank(500)), (1, 2, 3));
