@@ -73,6 +73,11 @@ pub fn dir_block(dir: u64) -> u64 {
     (1 << 63) | dir
 }
 
+/// The indirect block of file `ino`'s data (read to free the data when it is removed).
+pub fn indirect_block(ino: u64) -> u64 {
+    (1 << 61) | ino
+}
+
 /// Leaf `leaf` of directory `dir`'s fat ZAP (leaves are below 2^16, inode numbers below 2^46).
 pub fn zap_leaf_block(dir: u64, leaf: u64) -> u64 {
     (1 << 63) | (1 << 62) | (dir << 16) | (leaf & 0xffff)
@@ -116,6 +121,12 @@ pub struct ModelParams {
     /// a listing waits for its own prefetch reads (the older presets).
     #[serde(default)]
     pub async_prefetch: bool,
+    /// Unlinking a file frees its data, which reads the file's indirect block: on ZFS every
+    /// file of more than three records has one (a PBS chunk of 1-4 MiB at 128 KiB records
+    /// does), and nothing else a GC does reads or caches it, so each removal is a demand
+    /// read.
+    #[serde(default)]
+    pub unlink_reads_indirect: bool,
 }
 
 /// Names of the presets.
@@ -146,6 +157,7 @@ impl ModelParams {
             zap_leaf_entries: 0,
             dir_entries: 0,
             async_prefetch: false,
+            unlink_reads_indirect: false,
         };
         Ok(match name {
             "none" => ModelParams {
@@ -193,6 +205,7 @@ impl ModelParams {
                 op_ns: 18_000,
                 zap_leaf_entries: 75,
                 async_prefetch: true,
+                unlink_reads_indirect: true,
                 ..zfs
             },
             // Thread 000's pool: 3 mirrors of HDDs with a mirror of 2 NVMe SSDs as the special
@@ -207,6 +220,7 @@ impl ModelParams {
                 op_ns: 450,
                 zap_leaf_entries: 75,
                 async_prefetch: true,
+                unlink_reads_indirect: true,
                 ..zfs
             },
             other => anyhow::bail!(
@@ -569,6 +583,9 @@ impl Model {
                 if let Some(l) = leaf {
                     self.read(l, &mut c);
                 }
+                if ok && op.op == Op::Unlink && op.ino != 0 && self.params.unlink_reads_indirect {
+                    self.read(indirect_block(op.ino), &mut c);
+                }
                 if ok {
                     self.throttle(&mut c);
                     self.dirty(dir_block(op.parent), &mut c);
@@ -670,6 +687,7 @@ mod tests {
             zap_leaf_entries: 0,
             dir_entries: 0,
             async_prefetch: false,
+            unlink_reads_indirect: false,
         }
     }
 
@@ -835,6 +853,13 @@ mod tests {
         assert_eq!(m.charge(&op(Op::Lookup, 100, 7)).misses, 0);
         // An unlink dirties the header, the leaf and the dnode block.
         assert_eq!(m.charge(&op(Op::Unlink, 100, 7)).dirtied, 3);
+        // Freeing the data reads the file's indirect block, which nothing had cached.
+        let mut q = p.clone();
+        q.unlink_reads_indirect = true;
+        let mut m = Model::new(q);
+        m.charge(&op(Op::Lookup, 101, 7));
+        let c = m.charge(&op(Op::Unlink, 101, 7));
+        assert_eq!((c.misses, c.dirtied), (1, 3), "the indirect block only");
         // Without an entry count the layout still has one leaf; without leaves, none.
         p.dir_entries = 0;
         assert_eq!(Model::new(p.clone()).leaves, 1);
