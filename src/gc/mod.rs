@@ -176,8 +176,8 @@ pub fn run<S: ChunkStore>(
     log: &mut TaskLog,
     mut hooks: Hooks<'_>,
 ) -> Result<GcReport> {
-    // The coarse clock, as file times use it (see `now_epoch_coarse`).
-    let start = crate::fsutil::now_epoch_coarse();
+    // The coarse clock, as file times use it (see `now_epoch_coarse`), or a simulated store's.
+    let start = store.now();
     let cutoff = opts.cutoff_minutes as i64 * 60;
     let min_atime = start - cutoff;
     // The caller holds the exclusive .lock, so no writer is running: oldest writer = start.

@@ -252,4 +252,35 @@ mod tests {
         let after = |r: &SimRun| (r.phase1_ns - r.pass_ns) as f64;
         assert!((after(&one) / after(&four) - 1.0).abs() < 0.01);
     }
+
+    /// A simulated GC runs at the store's time, not the wall clock's: the same store built for
+    /// two times a month apart sweeps the same chunks, and keeps the ones inside the cutoff
+    /// window as pending (were the GC to use the wall clock, a store built for the past would
+    /// lose them).
+    #[test]
+    fn simulated_runs_use_the_stores_clock() {
+        let mut cfg = GenConfig::preset("tiny").unwrap();
+        cfg.seed = 4;
+        let params = ModelParams::preset("none").unwrap();
+        let counts = |now| {
+            let setup = SimSetup {
+                cfg: cfg.clone(),
+                params: params.clone(),
+                digests: DigestMode::Hashed,
+                first_ino: 1000,
+                now,
+            };
+            let store = build(&setup).unwrap();
+            let opts = GcOptions {
+                strategy: Strategy::Batched,
+                atime_check: false,
+                ..GcOptions::default()
+            };
+            let c = run(&store, &params, &opts, false, false).unwrap().counters;
+            (c.removed_chunks, c.pending_chunks, c.unlinks)
+        };
+        let a = counts(1_700_000_000);
+        assert!(a.0 > 0 && a.1 > 0, "removed and pending: {a:?}");
+        assert_eq!(a, counts(1_700_000_000 + 30 * 86_400));
+    }
 }

@@ -173,6 +173,8 @@ pub struct SimStore {
     /// Content -> chunk, for exact digests (emptied after the build for hashed ones).
     content: HashMap<ContentId, u32>,
     mode: DigestMode,
+    /// The simulated clock (epoch seconds): the time the store was built for.
+    now: i64,
     history: History,
     /// Distinct chunks the snapshots present reference.
     referenced: usize,
@@ -235,6 +237,7 @@ impl SimStore {
             initial: Vec::with_capacity(present.len()),
             content: HashMap::with_capacity(present.len()),
             mode,
+            now,
             history,
             referenced: referenced.len(),
             cfg: cfg.clone(),
@@ -862,13 +865,18 @@ impl ChunkStore for SimStore {
         &self.root
     }
 
+    /// The time the store was built for: every run's GC starts then and touches with it.
+    fn now(&self) -> i64 {
+        self.now
+    }
+
     fn touch(&self, digest: &Digest) -> io::Result<bool> {
         let mut st = self.lock();
         let Some(i) = self.walk_chunk(&mut st, digest) else {
             return Ok(false);
         };
         let ino = st.chunks[i as usize].ino;
-        let now = crate::fsutil::now_epoch_coarse();
+        let now = self.now;
         st.req_with(Op::Setattr, ino, 0, 0, |r| {
             r.flags = flags::SET_ATIME;
             r.arg = now as u64 * 1_000_000_000;

@@ -76,6 +76,11 @@ pub trait ChunkStore: Sync {
 
     /// The datastore root (for index files and messages).
     fn root(&self) -> &Path;
+    /// The store's clock, epoch seconds (the coarse clock file times use; a simulated store
+    /// has its own, so that its runs do not depend on when they ran).
+    fn now(&self) -> i64 {
+        crate::fsutil::now_epoch_coarse()
+    }
     /// Sets the chunk's atime to now; `Ok(false)` if it does not exist.
     fn touch(&self, digest: &Digest) -> io::Result<bool>;
     /// The same for `<digest>.<n>.bad`.
