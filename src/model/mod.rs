@@ -653,9 +653,15 @@ impl Model {
     }
 
     /// Takes `ns` back from the clock: requests the caller charged one after another that
-    /// in fact overlapped (the simulator's parallel prefetch pass). Totals keep their sums.
+    /// in fact overlapped (the simulator's parallel prefetch pass). Everything scheduled on
+    /// the clock (the open group's start, the running sync's end, the prefetch reads' end)
+    /// moves back with it; totals keep their sums.
     pub fn rewind(&mut self, ns: u64) {
-        self.clock_ns = self.clock_ns.saturating_sub(ns);
+        let ns = ns.min(self.clock_ns);
+        self.clock_ns -= ns;
+        self.txg_start_ns = self.txg_start_ns.saturating_sub(ns);
+        self.sync_end_ns = self.sync_end_ns.saturating_sub(ns);
+        self.prefetch_end_ns = self.prefetch_end_ns.saturating_sub(ns);
     }
 
     /// Ends the run: the last transaction group is synced.

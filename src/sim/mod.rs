@@ -213,44 +213,55 @@ mod tests {
     fn parallel_prefetch_jobs_overlap_their_reads() {
         let mut cfg = GenConfig::preset("tiny").unwrap();
         cfg.seed = 2;
-        let params = ModelParams::preset("zfs-hdd").unwrap();
-        let setup = SimSetup {
-            cfg,
-            params: params.clone(),
-            digests: DigestMode::Hashed,
-            first_ino: 1000,
-            now: 1_750_000_000,
-        };
-        let store = build(&setup).unwrap();
-        let pass = |jobs| {
-            let opts = GcOptions {
-                strategy: Strategy::Prefetch,
-                prefetch_jobs: jobs,
-                phases: Phases::Mark,
-                atime_check: false,
-                ..GcOptions::default()
+        // Prefetch reads waited for (zfs-hdd) and asynchronous (zfs-raidz-hdd).
+        for model in ["zfs-hdd", "zfs-raidz-hdd"] {
+            let mut params = ModelParams::preset(model).unwrap();
+            let setup = SimSetup {
+                cfg: cfg.clone(),
+                params: params.clone(),
+                digests: DigestMode::Hashed,
+                first_ino: 1000,
+                now: 1_750_000_000,
             };
-            run(&store, &params, &opts, false, false).unwrap()
-        };
-        let (one, four) = (pass(1), pass(4));
-        assert_eq!(one.counters.listings, four.counters.listings);
-        assert_eq!(one.counters.utimensat_calls, four.counters.utimensat_calls);
-        // The jobs' requests interleave as the threads run, so the cache evicts in another
-        // order: reads agree within 1%, not exactly.
-        let reads = |r: &SimRun| (r.model.misses + r.model.prefetched) as f64;
-        assert!((reads(&one) / reads(&four) - 1.0).abs() < 0.01);
-        let device = (four.model.misses + four.model.prefetched).div_ceil(params.queue_depth)
-            * params.miss_ns;
-        assert!(
-            four.pass_ns < one.pass_ns / 2 && four.pass_ns >= one.pass_ns / 5,
-            "4 jobs: {} ns, 1 job: {} ns",
-            four.pass_ns,
-            one.pass_ns
-        );
-        assert!(four.pass_ns >= device.min(one.pass_ns));
-        // After the pass, marking costs about the same.
-        let after = |r: &SimRun| (r.phase1_ns - r.pass_ns) as f64;
-        assert!((after(&one) / after(&four) - 1.0).abs() < 0.01);
+            let store = build(&setup).unwrap();
+            params.dir_entries = store.dir_entries();
+            let pass = |jobs| {
+                let opts = GcOptions {
+                    strategy: Strategy::Prefetch,
+                    prefetch_jobs: jobs,
+                    phases: Phases::Mark,
+                    atime_check: false,
+                    ..GcOptions::default()
+                };
+                run(&store, &params, &opts, false, false).unwrap()
+            };
+            let (one, four) = (pass(1), pass(4));
+            assert_eq!(one.counters.listings, four.counters.listings);
+            assert_eq!(one.counters.utimensat_calls, four.counters.utimensat_calls);
+            // The jobs' requests interleave as the threads run, so the cache evicts in
+            // another order: reads agree within 1%, not exactly.
+            let reads = |r: &SimRun| (r.model.misses + r.model.prefetched) as f64;
+            assert!((reads(&one) / reads(&four) - 1.0).abs() < 0.01, "{model}");
+            let device = (four.model.misses + four.model.prefetched).div_ceil(params.queue_depth)
+                * params.miss_ns;
+            assert!(
+                four.pass_ns < one.pass_ns / 2 && four.pass_ns >= one.pass_ns / 5,
+                "{model}: 4 jobs: {} ns, 1 job: {} ns",
+                four.pass_ns,
+                one.pass_ns
+            );
+            assert!(four.pass_ns >= device.min(one.pass_ns), "{model}");
+            // After the pass, marking costs about the same (within 3%: the cache evicted in
+            // another order): the time the pass saved is not
+            // spent waiting later (for the pass's reads, or a transaction group).
+            let after = |r: &SimRun| (r.phase1_ns - r.pass_ns) as f64;
+            assert!(
+                (after(&one) / after(&four) - 1.0).abs() < 0.03,
+                "{model}: after the pass {} s against {} s",
+                after(&four) / 1e9,
+                after(&one) / 1e9
+            );
+        }
     }
 
     /// A simulated GC runs at the store's time, not the wall clock's: the same store built for
