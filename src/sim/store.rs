@@ -645,20 +645,25 @@ impl State {
         }
     }
 
-    /// The end of the part before the first index file. The model charged its requests one
-    /// after another; jobs on several threads wait for their reads side by side, so the part
-    /// took as long as the busiest thread, or as long as the pool needs to serve all its
-    /// reads `queue_depth` at a time, whichever is longer: the clock goes back by the rest.
+    /// The end of the part before the first index file, on the thread that opens it. The
+    /// model charged the part's requests one after another; the prefetch pass's jobs (the
+    /// other threads) wait for their reads side by side, so the pass took as long as its
+    /// busiest job, or as long as the pool needs to serve all the reads `queue_depth` at a
+    /// time, whichever is longer; this thread's own requests come after it. The clock goes
+    /// back by the rest.
     fn end_pass(&mut self) {
-        if self.lanes.len() < 2 {
+        let me = std::thread::current().id();
+        let jobs = self.lanes.iter().filter(|l| l.0 != me);
+        if jobs.clone().count() < 2 {
             return;
         }
+        let busiest = jobs.map(|l| l.1).max().unwrap_or(0);
         let serial: u64 = self.lanes.iter().map(|l| l.1).sum();
-        let busiest = self.lanes.iter().map(|l| l.1).max().unwrap_or(0);
+        let own: u64 = self.lanes.iter().filter(|l| l.0 == me).map(|l| l.1).sum();
         let p = self.model.params();
         let t = self.model.totals();
         let device = (t.misses + t.prefetched).div_ceil(p.queue_depth.max(1)) * p.miss_ns;
-        let parallel = busiest.max(device);
+        let parallel = (busiest + own).max(device);
         if parallel < serial {
             self.model.rewind(serial - parallel);
         }
