@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use chunkscope::datastore::Digest;
 use chunkscope::gc::lru::DigestLru;
-use chunkscope::rng::{hash, unit};
+use chunkscope::rng::{hash, skewed_reference};
 
 fn digest(k: u64) -> Digest {
     let mut d = [0u8; 32];
@@ -26,12 +26,7 @@ fn main() {
     let n = 16u64 << 20;
     let distinct = 2u64 << 20;
     let stream: Vec<Digest> = (0..n)
-        .map(|i| {
-            let u = unit(hash(&[11, i]));
-            let back = (u * u * u * distinct as f64) as u64;
-            let newest = (i * distinct / n).max(1);
-            digest(newest.saturating_sub(back))
-        })
+        .map(|i| digest(skewed_reference(11, i, n, distinct)))
         .collect();
     for round in 0..3 {
         let mut lru = DigestLru::new(1 << 20);

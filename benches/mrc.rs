@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use chunkscope::analysis::mrc::ReuseDistances;
 use chunkscope::analysis::{PBS_CACHE_DEFAULT, PBS_CACHE_MAX};
-use chunkscope::rng::{hash, unit};
+use chunkscope::rng::{hash, skewed_reference};
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
@@ -21,11 +21,8 @@ fn main() {
     let distinct = 1u64 << 20;
     let keys: Vec<u64> = (0..n)
         .map(|i| {
-            // New keys in order, revisits at a distance skewed towards the recent past.
-            let u = unit(hash(&[7, i]));
-            let back = (u * u * u * distinct as f64) as u64;
-            let newest = (i * distinct / n).max(1);
-            newest.saturating_sub(back) | (hash(&[newest.saturating_sub(back)]) << 32)
+            let k = skewed_reference(7, i, n, distinct);
+            k | (hash(&[k]) << 32)
         })
         .collect();
     for round in 0..3 {

@@ -32,6 +32,16 @@ pub fn unit(h: u64) -> f64 {
     (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// Reference `i` of a stream of `n` references to `distinct` keys, as the benches replay
+/// phase 1's digest stream: new keys in order, revisits at a distance skewed towards the
+/// recent past (the cube of a uniform draw, keyed by `seed`).
+pub fn skewed_reference(seed: u64, i: u64, n: u64, distinct: u64) -> u64 {
+    let u = unit(hash(&[seed, i]));
+    let back = (u * u * u * distinct as f64) as u64;
+    let newest = (i * distinct / n).max(1);
+    newest.saturating_sub(back)
+}
+
 /// A sequential SplitMix64 stream, for filling payload bytes.
 #[derive(Clone, Debug)]
 pub struct SplitMix(pub u64);

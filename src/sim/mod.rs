@@ -158,24 +158,29 @@ mod tests {
     use super::*;
     use crate::gc::Phases;
 
+    /// The `tiny` preset with `seed`, built for `now`.
+    fn tiny(seed: u64, params: &ModelParams, digests: DigestMode, now: i64) -> SimStore {
+        let mut cfg = GenConfig::preset("tiny").unwrap();
+        cfg.seed = seed;
+        build(&SimSetup {
+            cfg,
+            params: params.clone(),
+            digests,
+            first_ino: 1000,
+            now,
+        })
+        .unwrap()
+    }
+
     /// Hashed digests name chunks differently but must make the same store: same references,
-    /// touches, stats, removals, and no chunk missing (listings differ: which directories a
-    /// batch spans depends on the names) (the hashed index walk skips the
-    /// content -> chunk map, trusting that every content of a snapshot has its chunk).
+    /// touches, stats, removals, and no chunk missing (the hashed index walk skips the content
+    /// -> chunk map, trusting that every content of a snapshot has its chunk). Listings
+    /// differ: which directories a batch spans depends on the names.
     #[test]
     fn hashed_digests_give_the_counts_of_exact_ones() {
-        let mut cfg = GenConfig::preset("tiny").unwrap();
-        cfg.seed = 5;
         let params = ModelParams::preset("zfs-hdd").unwrap();
         let runs = |digests| {
-            let setup = SimSetup {
-                cfg: cfg.clone(),
-                params: params.clone(),
-                digests,
-                first_ino: 1000,
-                now: 1_750_000_000,
-            };
-            let store = build(&setup).unwrap();
+            let store = tiny(5, &params, digests, 1_750_000_000);
             [Strategy::Lru, Strategy::Batched]
                 .into_iter()
                 .map(|strategy| {
@@ -211,19 +216,10 @@ mod tests {
     /// reads at its queue depth, not the sum of its jobs; everything else stays the same.
     #[test]
     fn parallel_prefetch_jobs_overlap_their_reads() {
-        let mut cfg = GenConfig::preset("tiny").unwrap();
-        cfg.seed = 2;
         // Prefetch reads waited for (zfs-hdd) and asynchronous (zfs-raidz-hdd).
         for model in ["zfs-hdd", "zfs-raidz-hdd"] {
             let mut params = ModelParams::preset(model).unwrap();
-            let setup = SimSetup {
-                cfg: cfg.clone(),
-                params: params.clone(),
-                digests: DigestMode::Hashed,
-                first_ino: 1000,
-                now: 1_750_000_000,
-            };
-            let store = build(&setup).unwrap();
+            let store = tiny(2, &params, DigestMode::Hashed, 1_750_000_000);
             params.dir_entries = store.dir_entries();
             let pass = |jobs| {
                 let opts = GcOptions {
@@ -270,18 +266,9 @@ mod tests {
     /// lose them).
     #[test]
     fn simulated_runs_use_the_stores_clock() {
-        let mut cfg = GenConfig::preset("tiny").unwrap();
-        cfg.seed = 4;
         let params = ModelParams::preset("none").unwrap();
         let counts = |now| {
-            let setup = SimSetup {
-                cfg: cfg.clone(),
-                params: params.clone(),
-                digests: DigestMode::Hashed,
-                first_ino: 1000,
-                now,
-            };
-            let store = build(&setup).unwrap();
+            let store = tiny(4, &params, DigestMode::Hashed, now);
             let opts = GcOptions {
                 strategy: Strategy::Batched,
                 atime_check: false,
