@@ -377,7 +377,6 @@ impl SimStore {
             // random lookups were half of a run's time).
             s.content = HashMap::new();
         }
-        s.mode = mode;
         Ok(s)
     }
 
