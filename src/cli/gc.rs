@@ -72,15 +72,19 @@ pub struct TuningArgs {
 
 impl TuningArgs {
     pub fn validate(&self) -> Result<()> {
-        if self.cache_capacity > gc::MAX_CACHE_CAPACITY {
-            bail!(
-                "--cache-capacity {} exceeds PBS's maximum of {}",
-                self.cache_capacity,
-                gc::MAX_CACHE_CAPACITY
-            );
-        }
-        Ok(())
+        validate_cache_capacity(self.cache_capacity)
     }
+}
+
+/// Refuses a `--cache-capacity` PBS would refuse.
+pub fn validate_cache_capacity(capacity: usize) -> Result<()> {
+    if capacity > gc::MAX_CACHE_CAPACITY {
+        bail!(
+            "--cache-capacity {capacity} exceeds PBS's maximum of {}",
+            gc::MAX_CACHE_CAPACITY
+        );
+    }
+    Ok(())
 }
 
 /// Takes PBS's chunk-store lock exclusively without waiting (format document 1.6, 3.12).

@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 
-use super::gc::TuningArgs;
+use super::gc::validate_cache_capacity;
 use super::model_args::ModelArgs;
 use super::Outcome;
 use crate::gc::{GcOptions, Phases, Strategy};
@@ -99,12 +99,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         cfg.scale = 1.0; // the thread's store, not the generator's 1% of it
     }
     args.shape.apply(&mut cfg);
-    TuningArgs {
-        cache_capacity: args.cache_capacity,
-        batch_size: args.batch_size[0],
-        prefetch_jobs: args.prefetch_jobs[0],
-    }
-    .validate()?;
+    validate_cache_capacity(args.cache_capacity)?;
     if let Some(0) = args.batch_size.iter().min() {
         bail!("--batch-size 0: a batch holds at least one digest");
     }

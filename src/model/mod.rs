@@ -159,6 +159,16 @@ impl ModelParams {
             async_prefetch: false,
             unlink_reads_indirect: false,
         };
+        // What the two pools of the threads share (see their presets below): a 16 GiB ARC,
+        // fat-ZAP directories, asynchronous listing prefetch, removals that read the indirect
+        // block.
+        let pool = ModelParams {
+            cache_bytes: 16 << 30,
+            zap_leaf_entries: 75,
+            async_prefetch: true,
+            unlink_reads_indirect: true,
+            ..zfs.clone()
+        };
         Ok(match name {
             "none" => ModelParams {
                 cache_bytes: u64::MAX / 2,
@@ -198,30 +208,22 @@ impl ModelParams {
             // op_ns is the one fitted value: the warm phase 1 after the prefetch pass (9.85 M
             // touches in 11 min 59 s, no reads, no throttle) is 73 us per touch, 4 requests.
             "zfs-raidz-hdd" => ModelParams {
-                cache_bytes: 16 << 30,
                 miss_ns: 8_000_000,
                 queue_depth: 20,
                 write_ns: 200_000,
                 op_ns: 18_000,
-                zap_leaf_entries: 75,
-                async_prefetch: true,
-                unlink_reads_indirect: true,
-                ..zfs
+                ..pool
             },
             // Thread 000's pool: 3 mirrors of HDDs with a mirror of 2 NVMe SSDs as the special
             // vdev that holds all metadata. NVMe reads of 16 KiB take ~100 us, 32 at a time;
-            // writes ~50 us; the same 16 GiB ARC assumption. op_ns fitted on the thread's
+            // writes ~50 us; the same cache and layout as above. op_ns fitted on the thread's
             // capacity table: 1.8 us per extra touch (1 Ki against 1 Mi), 4 requests a touch.
             "zfs-special-ssd" => ModelParams {
-                cache_bytes: 16 << 30,
                 miss_ns: 100_000,
                 queue_depth: 32,
                 write_ns: 50_000,
                 op_ns: 450,
-                zap_leaf_entries: 75,
-                async_prefetch: true,
-                unlink_reads_indirect: true,
-                ..zfs
+                ..pool
             },
             other => anyhow::bail!(
                 "unknown model '{other}': choose one of {}",
