@@ -135,3 +135,41 @@ fn simulated_trace_analyses_like_the_mount_trace() {
         "{some} of {all} touches sampled"
     );
 }
+
+/// A long simulation says each run as it ends (stderr), so a stopped one keeps what it
+/// finished; `--json` on stdout still holds every run, in the same order.
+#[test]
+fn each_finished_run_is_reported_as_it_ends() {
+    let o = run(&[
+        "simulate",
+        "--preset",
+        "tiny",
+        "--strategy",
+        "lru,batched",
+        "--batch-size",
+        "10,100",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("s wall")).collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    for (line, label) in lines
+        .iter()
+        .zip(["lru", "batched (batch 10)", "batched (batch 100)"])
+    {
+        assert!(
+            line.starts_with(&format!("chunkscope: {label}: phase 1 ")),
+            "{line}"
+        );
+        assert!(line.contains("metadata reads"), "{line}");
+    }
+    let runs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let variants: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["variant"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(variants, ["-", "batch 10", "batch 100"]);
+}

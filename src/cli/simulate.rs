@@ -10,7 +10,7 @@ use crate::gc::{GcOptions, Phases, Strategy};
 use crate::gen::{GenConfig, PRESETS};
 use crate::sim::{self, DigestMode, SimRun, SimSetup};
 use crate::table::Table;
-use crate::units::{duration_ns, human_bytes};
+use crate::units::{duration_ns, human_bytes, thousands};
 
 /// Run GC strategies on an in-memory store built from the generator's history, through the
 /// metadata cost model: what each strategy would cost on a store that is not on this machine.
@@ -201,6 +201,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             };
             let mut run = sim::run(&store, &params, &opts, args.warm, progress)?;
             run.variant = variant;
+            // A run at the threads' scale takes minutes to hours: say each one as it ends,
+            // so a long run shows its progress and a stopped one keeps what it finished.
+            eprintln!("chunkscope: {}", run_summary(&run));
             runs.push(run);
         }
     }
@@ -220,6 +223,23 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     }
     print!("{}", table(&runs, params.block_bytes).text());
     Ok(Outcome::Ok)
+}
+
+/// One line for a finished run: its label, modelled phase times and wall time.
+fn run_summary(run: &SimRun) -> String {
+    let label = match &run.variant {
+        Some(v) => format!("{} ({v})", run.strategy.name()),
+        None => run.strategy.name().to_string(),
+    };
+    format!(
+        "{label}: phase 1 {} ({:.0} chunks/s), phase 2 {}, {} metadata reads, {} block writes; {:.1} s wall",
+        duration_ns(run.phase1_ns),
+        run.phase1_chunks_per_s,
+        duration_ns(run.phase2_ns),
+        thousands(run.model.misses),
+        thousands(run.model.blocks_written),
+        run.wall_seconds
+    )
 }
 
 /// One row per strategy.
