@@ -365,3 +365,28 @@ fn the_atime_safety_check_inserts_the_zero_chunk_and_passes() {
     let (_, out2) = (0, gc(&store, &[]).2);
     assert!(out2.contains("Access time update check disabled"), "{out2}");
 }
+
+/// A store whose GC runs daily (`--prev-gc-hours 24`) holds the garbage of the day before
+/// (touched by the GC before the previous one, too young for the previous one's cutoff): the
+/// GC removes exactly those, as the ground truth counts them. On ext4 or tmpfs alike.
+#[test]
+fn a_daily_gc_removes_what_the_day_before_pruned() {
+    let dir = store_dir();
+    let (store, truth) = gen(
+        dir.path(),
+        "s",
+        &["--preset", "tiny", "--seed", "4", "--prev-gc-hours", "24"],
+    );
+    let removable = n(&truth["garbage"]["removable"]);
+    assert!(removable > 0, "{truth:#}");
+    let (code, report, out) = gc(&store, &["--strategy", "lru"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(n(&report["counters"]["removed_chunks"]), removable);
+    assert_eq!(
+        n(&report["counters"]["pending_chunks"]),
+        n(&truth["garbage"]["pending"])
+    );
+    let (code, after) = check(&store, false);
+    assert_eq!(code, 0, "{after:#}");
+    assert_eq!(after["referenced_chunks"], truth["referenced_chunks"]);
+}

@@ -11,20 +11,26 @@
 //!   (24h 5m), whatever minute a GC runs soon after generation.
 //! * Prune ran after every backup with the retention policy ([`Retention`], PBS's algorithm),
 //!   so the snapshots present are those the policy keeps at `now`.
-//! * The previous GC ran at `prev_gc`. It kept (and touched) what the snapshots present then
-//!   referenced and removed everything else, so the store holds: chunks referenced now, chunks
-//!   referenced at `prev_gc` but pruned since (garbage, atime `prev_gc`: old), chunks of
-//!   snapshots made after `prev_gc` and pruned since, and chunks uploaded by a failed backup on
-//!   the last day (garbage, atime hours ago: pending).
+//! * GCs run every `now - prev_gc`, the last at `prev_gc`. It kept (and touched) what the
+//!   snapshots present then referenced, kept what was younger than its cutoff (24 h 5 min) and
+//!   removed everything else, so the store holds: chunks referenced now, chunks referenced at
+//!   `prev_gc` but pruned since (garbage, atime `prev_gc`: old), chunks of snapshots made after
+//!   `prev_gc` and pruned since, and chunks uploaded by a failed backup on the last day
+//!   (garbage, atime hours ago: pending). When GCs run more often than the cutoff window (daily),
+//!   the previous GC could not remove what the GC before it had touched: chunks referenced at
+//!   `prev2_gc` and not since are garbage too, with atime `prev2_gc` (old).
 //! * Content: archive slot `j` of a group changes at a given backup with probability `churn`;
 //!   the change points are a hash-driven geometric sequence, so the version at any backup is
 //!   found in `O(1 + churn·k)` without state. At version 0 a slot may be the all-zero chunk
 //!   (sparse disks) or a chunk of the group's OS template (shared across groups). Catalogs
 //!   change completely every backup.
-//! * A chunk's atime is `max(creation, prev_gc if referenced then)`; its mtime is its creation
+//! * A chunk's atime is `max(creation, the last of prev_gc / prev2_gc that referenced it)`; its mtime is its creation
 //!   time plus a sequence number in nanoseconds, strictly increasing in creation order.
 
 use crate::rng::{hash, unit};
+
+/// The GC's default cutoff window, seconds: a GC removes no chunk touched more recently.
+const GC_CUTOFF_SECS: i64 = crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60;
 
 /// A chunk content, identified by a 64-bit hash; the low bit says "dynamic chunk size".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -177,6 +183,9 @@ pub struct GroupSpec {
     pub retained: Vec<bool>,
     /// Kept by prune at the previous GC (false for backups made after it).
     pub retained_prev: Vec<bool>,
+    /// Kept by prune at the GC before the previous one, when its touches still count
+    /// ([`History::prev2_gc`]); empty otherwise.
+    pub retained_prev2: Vec<bool>,
     pub failed: Option<FailedBackup>,
 }
 
@@ -336,6 +345,11 @@ pub struct History {
     pub now: i64,
     /// When the previous GC ran.
     pub prev_gc: i64,
+    /// When the GC before it ran, if GCs run more often than the cutoff window (24 h 5 min):
+    /// the chunks it touched were then too young for the previous GC to remove, so they are
+    /// still in the store, old now (datastore B's daily GC removes what the day before
+    /// pruned). `None` when the interval is longer: the previous GC removed them.
+    pub prev2_gc: Option<i64>,
 }
 
 /// See [`History::chunk_sets`].
@@ -344,6 +358,8 @@ pub struct ChunkSets {
     pub present: hashbrown::HashSet<ContentId>,
     pub referenced: hashbrown::HashSet<ContentId>,
     pub referenced_prev: hashbrown::HashSet<ContentId>,
+    /// Referenced at the GC before the previous one (empty unless [`History::prev2_gc`]).
+    pub referenced_prev2: hashbrown::HashSet<ContentId>,
 }
 
 /// One backup event (successful or failed) of the history.
@@ -458,6 +474,25 @@ impl History {
         !e.failed && self.groups[e.group as usize].retained_prev[e.k as usize]
     }
 
+    /// True if the event's chunks were referenced when the GC before the previous one ran
+    /// and its touches still count ([`History::prev2_gc`]).
+    pub fn was_retained_at_prev2_gc(&self, e: &Event) -> bool {
+        let r = &self.groups[e.group as usize].retained_prev2;
+        !e.failed && !r.is_empty() && r[e.k as usize]
+    }
+
+    /// The atime of a chunk created at `created` with content `c`: the last GC that found
+    /// it referenced touched it (the previous one, or the one before), else its creation.
+    pub fn initial_atime(&self, sets: &ChunkSets, c: ContentId, created: i64) -> i64 {
+        if sets.referenced_prev.contains(&c) {
+            created.max(self.prev_gc)
+        } else if let (Some(t), true) = (self.prev2_gc, sets.referenced_prev2.contains(&c)) {
+            created.max(t)
+        } else {
+            created
+        }
+    }
+
     /// The contents whose chunks exist in the store at `now` (`present`), and which of them
     /// the snapshots present now and at the previous GC reference. Everything pruned and
     /// collected before the previous GC is absent.
@@ -467,8 +502,12 @@ impl History {
         let mut cursors = self.cursors();
         for e in &self.events() {
             let (now, prev) = (self.is_retained(e), self.was_retained_at_prev_gc(e));
-            if !(now || prev || e.time > self.prev_gc) {
-                continue; // pruned and collected before the previous GC
+            let prev2 = self.was_retained_at_prev2_gc(e);
+            // The previous GC kept what was referenced and what was younger than its cutoff:
+            // created in its window, or touched by the GC before it.
+            let young = e.time > self.prev_gc - GC_CUTOFF_SECS;
+            if !(now || prev || prev2 || young) {
+                continue; // pruned and collected by the previous GC or earlier
             }
             for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
                 contents.clear();
@@ -480,6 +519,9 @@ impl History {
                     }
                     if prev {
                         sets.referenced_prev.insert(c);
+                    }
+                    if prev2 {
+                        sets.referenced_prev2.insert(c);
                     }
                 }
             }
@@ -602,6 +644,7 @@ mod tests {
             backups: vec![],
             retained: vec![],
             retained_prev: vec![],
+            retained_prev2: vec![],
             failed: None,
         }
     }

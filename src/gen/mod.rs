@@ -232,6 +232,11 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
     let day0 = cfg.history_end.div_euclid(86_400) - (cfg.days as i64 - 1);
     let now = (day0 + cfg.days as i64 - 1) * 86_400 + 22 * 3600;
     let prev_gc = now - (cfg.prev_gc_hours * 3600.0) as i64;
+    // GCs run every `prev_gc_hours`; the one before the previous still matters when that is
+    // shorter than the cutoff window (see `History::prev2_gc`).
+    let interval = now - prev_gc;
+    let prev2_gc =
+        (interval < crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60).then(|| prev_gc - interval);
 
     let mut namespaces = vec![NamespaceSpec {
         rel: String::new(),
@@ -314,6 +319,15 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
         let before_prev = backups.iter().take_while(|&&t| t <= prev_gc).count();
         let mut retained_prev = cfg.retention.keep(&backups[..before_prev]);
         retained_prev.resize(backups.len(), false);
+        let retained_prev2 = match prev2_gc {
+            Some(t) => {
+                let before = backups.iter().take_while(|&&b| b <= t).count();
+                let mut r = cfg.retention.keep(&backups[..before]);
+                r.resize(backups.len(), false);
+                r
+            }
+            None => Vec::new(),
+        };
         let failed = (unit(h(5)) < cfg.failed_backups).then(|| FailedBackup {
             time: backups.last().expect("at least one backup") + 1800,
             fraction: 0.2 + 0.7 * unit(h(6)),
@@ -331,6 +345,7 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
             backups,
             retained,
             retained_prev,
+            retained_prev2,
             failed,
         });
     }
@@ -342,6 +357,7 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
         model,
         now,
         prev_gc,
+        prev2_gc,
     };
     if let Some(target) = cfg.dedup {
         let churn = solve_churn(&mut history, target)?;
@@ -480,6 +496,38 @@ mod tests {
             e.contains("out of reach") && e.contains("--zero-fraction"),
             "{e}"
         );
+    }
+
+    /// With a daily GC the previous one could not remove what the one before it touched
+    /// (too young for its cutoff): those chunks are garbage now, old; with a weekly GC the
+    /// previous one removed them.
+    #[test]
+    fn a_daily_gc_leaves_the_garbage_of_the_day_before() {
+        let mut cfg = GenConfig::preset("tiny").unwrap();
+        cfg.prev_gc_hours = 24.0;
+        let h = build_history(&cfg).unwrap();
+        let prev2 = h.prev2_gc.expect("a GC 24 h before the previous one");
+        assert_eq!(prev2, h.prev_gc - 24 * 3600);
+        let sets = h.chunk_sets();
+        let only_prev2: Vec<_> = sets
+            .referenced_prev2
+            .iter()
+            .filter(|&c| !sets.referenced.contains(c) && !sets.referenced_prev.contains(c))
+            .collect();
+        assert!(!only_prev2.is_empty(), "the day before pruned something");
+        let cutoff = h.now - crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60;
+        for &&c in &only_prev2 {
+            assert!(sets.present.contains(&c));
+            let atime = h.initial_atime(&sets, c, prev2 - 3600);
+            assert_eq!(atime, prev2);
+            assert!(atime < cutoff, "old enough for this GC to remove");
+        }
+
+        cfg.prev_gc_hours = 169.0;
+        let h = build_history(&cfg).unwrap();
+        assert_eq!(h.prev2_gc, None);
+        let sets = h.chunk_sets();
+        assert!(sets.referenced_prev2.is_empty());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use hashbrown::{HashMap, HashSet};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::history::{BackupType, ChunkSets, ContentId, Event, History};
+use super::history::{BackupType, ContentId, Event, History};
 use super::payload::PayloadModel;
 use super::truth::{GarbageCounts, GroundTruth};
 use super::GenConfig;
@@ -33,8 +33,7 @@ use crate::datastore::{blob, Digest};
 use crate::fsutil::{set_file_times, Timestamp};
 use crate::rng::hash;
 
-/// The default GC cutoff (`gc-atime-cutoff`), minutes.
-pub const DEFAULT_CUTOFF_MINUTES: u64 = 1445;
+use crate::gc::DEFAULT_CUTOFF_MINUTES;
 
 /// How to write.
 #[derive(Clone, Debug)]
@@ -262,11 +261,8 @@ pub fn write_store(
     let events = history.events();
 
     // Which contents exist, and which were referenced now and at the previous GC.
-    let ChunkSets {
-        present,
-        referenced,
-        referenced_prev,
-    } = history.chunk_sets();
+    let sets = history.chunk_sets();
+    let (present, referenced) = (&sets.present, &sets.referenced);
     let mut contents = Vec::new();
 
     // Damage, chosen by hash so it does not depend on iteration order.
@@ -329,11 +325,7 @@ pub fn write_store(
                 let entry = match written.get(&c) {
                     Some(entry) => *entry,
                     None if present.contains(&c) => {
-                        let atime = if referenced_prev.contains(&c) {
-                            e.time.max(history.prev_gc)
-                        } else {
-                            e.time
-                        };
+                        let atime = history.initial_atime(&sets, c, e.time);
                         let enc = encoded.next().expect("one encoding per fresh content");
                         let entry = w.create_chunk(&enc, e, atime, missing.contains(&c))?;
                         written.insert(c, entry);

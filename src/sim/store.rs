@@ -41,7 +41,7 @@ use crate::datastore::paths::{
 };
 use crate::datastore::snapshots::{EntryKind, Tree};
 use crate::datastore::{Digest, IndexFile};
-use crate::gen::history::{ChunkSets, ContentId, Event, History};
+use crate::gen::history::{ContentId, Event, History};
 use crate::gen::payload::PayloadModel;
 use crate::gen::writer::{archive_index_bytes, config_blob_name, group_dir};
 use crate::gen::GenConfig;
@@ -221,11 +221,8 @@ impl SimStore {
             entropy: cfg.entropy,
             incompressible: cfg.incompressible,
         };
-        let ChunkSets {
-            present,
-            referenced,
-            referenced_prev,
-        } = history.chunk_sets();
+        let sets = history.chunk_sets();
+        let (present, referenced) = (&sets.present, &sets.referenced);
         let mut s = SimStore {
             root: PathBuf::from(format!("/simulated/{}", cfg.preset)),
             nodes: Vec::new(),
@@ -288,6 +285,7 @@ impl SimStore {
             model: s.history.model,
             now: s.history.now,
             prev_gc: s.history.prev_gc,
+            prev2_gc: s.history.prev2_gc,
         };
         let history = std::mem::replace(&mut s.history, placeholder);
         let mut cursors = history.cursors();
@@ -307,11 +305,7 @@ impl SimStore {
                         }
                         DigestMode::Hashed => hashed_digest(cfg.seed, c),
                     };
-                    let atime = if referenced_prev.contains(&c) {
-                        e.time.max(history.prev_gc)
-                    } else {
-                        e.time
-                    };
+                    let atime = history.initial_atime(&sets, c, e.time);
                     let idx = s.digests.len() as u32;
                     s.digests.push(digest);
                     let digests = &s.digests;
