@@ -24,13 +24,14 @@
 //!   found in `O(1 + churn·k)` without state. At version 0 a slot may be the all-zero chunk
 //!   (sparse disks) or a chunk of the group's OS template (shared across groups). Catalogs
 //!   change completely every backup.
-//! * A chunk's atime is `max(creation, the last of prev_gc / prev2_gc that referenced it)`; its mtime is its creation
-//!   time plus a sequence number in nanoseconds, strictly increasing in creation order.
+//! * A chunk's atime is `max(creation, the last of prev_gc / prev2_gc that referenced it)`; its
+//!   mtime is its creation time plus a sequence number in nanoseconds, strictly increasing in
+//!   creation order.
 
 use crate::rng::{hash, unit};
 
 /// The GC's default cutoff window, seconds: a GC removes no chunk touched more recently.
-const GC_CUTOFF_SECS: i64 = crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60;
+pub const GC_CUTOFF_SECS: i64 = crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60;
 
 /// A chunk content, identified by a 64-bit hash; the low bit says "dynamic chunk size".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -15,7 +15,7 @@ use anyhow::{bail, Result};
 use crate::rng::{hash, unit};
 use history::{
     ArchiveKind, ArchiveSpec, BackupType, ContentModel, FailedBackup, GroupSpec, History,
-    NamespaceSpec, Retention,
+    NamespaceSpec, Retention, GC_CUTOFF_SECS,
 };
 
 /// Damage to inject, for tests of checks and GC.
@@ -235,8 +235,7 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
     // GCs run every `prev_gc_hours`; the one before the previous still matters when that is
     // shorter than the cutoff window (see `History::prev2_gc`).
     let interval = now - prev_gc;
-    let prev2_gc =
-        (interval < crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60).then(|| prev_gc - interval);
+    let prev2_gc = (interval < GC_CUTOFF_SECS).then(|| prev_gc - interval);
 
     let mut namespaces = vec![NamespaceSpec {
         rel: String::new(),
@@ -316,18 +315,15 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
             .map(|d| (day0 + d) * 86_400 + hour)
             .collect();
         let retained = cfg.retention.keep(&backups);
-        let before_prev = backups.iter().take_while(|&&t| t <= prev_gc).count();
-        let mut retained_prev = cfg.retention.keep(&backups[..before_prev]);
-        retained_prev.resize(backups.len(), false);
-        let retained_prev2 = match prev2_gc {
-            Some(t) => {
-                let before = backups.iter().take_while(|&&b| b <= t).count();
-                let mut r = cfg.retention.keep(&backups[..before]);
-                r.resize(backups.len(), false);
-                r
-            }
-            None => Vec::new(),
+        // What prune kept at a GC at `t` (false for backups made after it).
+        let kept_at = |t: i64| {
+            let before = backups.iter().take_while(|&&b| b <= t).count();
+            let mut kept = cfg.retention.keep(&backups[..before]);
+            kept.resize(backups.len(), false);
+            kept
         };
+        let retained_prev = kept_at(prev_gc);
+        let retained_prev2 = prev2_gc.map_or_else(Vec::new, kept_at);
         let failed = (unit(h(5)) < cfg.failed_backups).then(|| FailedBackup {
             time: backups.last().expect("at least one backup") + 1800,
             fraction: 0.2 + 0.7 * unit(h(6)),
@@ -515,7 +511,7 @@ mod tests {
             .filter(|&c| !sets.referenced.contains(c) && !sets.referenced_prev.contains(c))
             .collect();
         assert!(!only_prev2.is_empty(), "the day before pruned something");
-        let cutoff = h.now - crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60;
+        let cutoff = h.now - GC_CUTOFF_SECS;
         for &&c in &only_prev2 {
             assert!(sets.present.contains(&c));
             let atime = h.initial_atime(&sets, c, prev2 - 3600);
