@@ -227,12 +227,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
 
 /// One line for a finished run: its label, modelled phase times and wall time.
 fn run_summary(run: &SimRun) -> String {
-    let label = match &run.variant {
-        Some(v) => format!("{} ({v})", run.strategy.name()),
-        None => run.strategy.name().to_string(),
-    };
     format!(
-        "{label}: phase 1 {} ({:.0} chunks/s), phase 2 {}, {} metadata reads, {} block writes; {:.1} s wall",
+        "{}: phase 1 {} ({:.0} chunks/s), phase 2 {}, {} metadata reads, {} block writes; {:.1} s wall",
+        run.label(),
         duration_ns(run.phase1_ns),
         run.phase1_chunks_per_s,
         duration_ns(run.phase2_ns),
@@ -263,10 +260,7 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
     for r in runs {
         let c = &r.counters;
         let mut row = vec![
-            match &r.variant {
-                Some(v) => format!("{} ({v})", r.strategy.name()),
-                None => r.strategy.name().to_string(),
-            },
+            r.label(),
             c.utimensat_calls.to_string(),
             (c.listings + c.sweep_listings).to_string(),
             c.stat_calls.to_string(),

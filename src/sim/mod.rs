@@ -47,6 +47,16 @@ pub struct SimRun {
     pub wall_seconds: f64,
 }
 
+impl SimRun {
+    /// The strategy, with the tuning value in parentheses when the run has one.
+    pub fn label(&self) -> String {
+        match &self.variant {
+            Some(v) => format!("{} ({v})", self.strategy.name()),
+            None => self.strategy.name().to_string(),
+        }
+    }
+}
+
 /// What the simulation was asked.
 pub struct SimSetup {
     pub cfg: GenConfig,
