@@ -616,9 +616,11 @@ impl SimStore {
     }
 
     /// Opens an index file of the walk: lookups, open, getattr (size), getattr (after reading).
-    pub fn open_index(
+    /// Its bytes come from `ahead` when the generating thread made them already.
+    fn open_index(
         &self,
         path: &Path,
+        ahead: Option<&mut Ahead>,
     ) -> Result<IndexFile, crate::datastore::error::FormatError> {
         let node = {
             let mut st = self.lock();
@@ -641,10 +643,144 @@ impl SimStore {
                 io::Error::new(io::ErrorKind::InvalidData, "not an index file"),
             ));
         };
-        // The bytes were made a moment ago by the writer's own function, checksum included:
-        // verifying it would check SHA-256 against itself, at a tenth of a naive run's time.
-        IndexFile::parse_unverified(self.index_bytes(&event, archive as usize))
-            .map_err(|e| e.in_file(path))
+        let bytes = match ahead.and_then(|a| a.take(node)) {
+            Some(bytes) => bytes,
+            None => self.index_bytes(&event, archive as usize),
+        };
+        // The bytes were made by the writer's own function, checksum included: verifying it
+        // would check SHA-256 against itself, at a tenth of a naive run's time.
+        IndexFile::parse_unverified(bytes).map_err(|e| e.in_file(path))
+    }
+
+    /// The node at `path`, without requests.
+    fn node_at(&self, path: &Path) -> Option<u32> {
+        let rel = path.strip_prefix(&self.root).ok()?;
+        let mut at = 0u32;
+        for comp in rel.components() {
+            if let Component::Normal(name) = comp {
+                at = self.child(at, name.to_str()?)?;
+            }
+        }
+        Some(at)
+    }
+
+    /// The entries of node `n` as a listing returns them (newest first).
+    fn entries(&self, n: u32) -> Vec<(String, EntryKind)> {
+        self.nodes[n as usize]
+            .children
+            .iter()
+            .rev()
+            .map(|&c| {
+                let child = &self.nodes[c as usize];
+                let kind = match child.kind {
+                    NodeKind::Dir | NodeKind::ChunkDir => EntryKind::Dir,
+                    NodeKind::Index { .. } | NodeKind::File => EntryKind::File,
+                };
+                (child.name.to_string(), kind)
+            })
+            .collect()
+    }
+
+    /// The index walk of hashed stores: a second thread runs the same walk over the same
+    /// tree without requests, building each index file's bytes ahead of the GC (up to
+    /// [`AHEAD`] files), so that building them (half of an LRU run's time at thread 000's
+    /// scale) overlaps the GC's touches. Exact stores read their digests from the chunk
+    /// records under the state's lock, which the GC's touches hold: they build on the GC's
+    /// thread.
+    fn walk_indexes_ahead(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()> {
+        use crate::datastore::error::FormatError;
+        if self.mode == DigestMode::Exact {
+            return crate::store::walk_indexes(
+                self,
+                &self.root,
+                &mut |p| self.open_index(p, None),
+                visitor,
+            );
+        }
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(AHEAD);
+            scope.spawn(move || {
+                let quiet = Quiet(self);
+                let mut build = |p: &Path| {
+                    let node = self.node_at(p);
+                    if let Some(n) = node {
+                        if let NodeKind::Index { event, archive } = self.nodes[n as usize].kind {
+                            let bytes = self.index_bytes(&event, archive as usize);
+                            if tx.send((n, bytes)).is_err() {
+                                // The GC's walk ended (an error): stop.
+                                return Err(FormatError::io(p, io::ErrorKind::Interrupted.into()));
+                            }
+                        }
+                    }
+                    // Nothing to visit here: "vanished" makes the walk go on to the next.
+                    Err(FormatError::io(p, io::ErrorKind::NotFound.into()))
+                };
+                let _ = crate::store::walk_indexes(&quiet, &self.root, &mut build, &mut Unvisited);
+            });
+            let mut ahead = Ahead { rx, next: None };
+            crate::store::walk_indexes(
+                self,
+                &self.root,
+                &mut |p| self.open_index(p, Some(&mut ahead)),
+                visitor,
+            )
+        })
+    }
+}
+
+/// Index files the generating thread may build ahead of the GC's walk.
+const AHEAD: usize = 8;
+
+/// The GC's end of the index files built ahead.
+struct Ahead {
+    rx: std::sync::mpsc::Receiver<(u32, Vec<u8>)>,
+    /// Received but not yet asked for.
+    next: Option<(u32, Vec<u8>)>,
+}
+
+impl Ahead {
+    /// The bytes of index node `node`, if they are the next ones built. Both walks list the
+    /// same tree in the same order, so they are; if not, the caller builds them itself.
+    fn take(&mut self, node: u32) -> Option<Vec<u8>> {
+        if self.next.is_none() {
+            self.next = self.rx.recv().ok();
+        }
+        match self.next.take() {
+            Some((n, bytes)) if n == node => Some(bytes),
+            other => {
+                debug_assert!(other.is_none(), "the walks went apart at index node {node}");
+                self.next = other;
+                None
+            }
+        }
+    }
+}
+
+/// The simulated store's tree, listed without requests (for the walk that builds ahead).
+struct Quiet<'a>(&'a SimStore);
+
+impl Tree for Quiet<'_> {
+    fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
+        let n = self.0.node_at(dir).ok_or(io::ErrorKind::NotFound)?;
+        if !matches!(self.0.nodes[n as usize].kind, NodeKind::Dir) {
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        Ok(self.0.entries(n))
+    }
+}
+
+/// A visitor for a walk that visits nothing.
+struct Unvisited;
+
+impl Phase1Visitor for Unvisited {
+    fn start(&mut self, _: usize) {}
+    fn index(
+        &mut self,
+        _: &Path,
+        _: IndexFile,
+        _: crate::store::IndexOrigin,
+    ) -> anyhow::Result<()> {
+        Ok(())
     }
 }
 
@@ -797,19 +933,15 @@ impl Tree for SimStore {
         }
         st.req(Op::Opendir, node.ino, 0, 0);
         st.req(Op::Getattr, node.ino, 0, 0);
-        let mut out = Vec::with_capacity(node.children.len());
         st.listing.clear();
-        for &c in node.children.iter().rev() {
-            let child = &self.nodes[c as usize];
-            st.listing.push(child.ino);
-            let kind = match child.kind {
-                NodeKind::Dir | NodeKind::ChunkDir => EntryKind::Dir,
-                NodeKind::Index { .. } | NodeKind::File => EntryKind::File,
-            };
-            out.push((child.name.to_string(), kind));
-        }
+        let inos = node
+            .children
+            .iter()
+            .rev()
+            .map(|&c| self.nodes[c as usize].ino);
+        st.listing.extend(inos);
         st.readdir(node.ino);
-        Ok(out)
+        Ok(self.entries(n))
     }
 }
 
@@ -958,6 +1090,6 @@ impl ChunkStore for SimStore {
     }
 
     fn walk_indexes(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()> {
-        crate::store::walk_indexes(self, &self.root, &mut |p| self.open_index(p), visitor)
+        self.walk_indexes_ahead(visitor)
     }
 }
