@@ -428,6 +428,33 @@ impl History {
         cursor: &mut VersionCursor,
         e: &Event,
         ai: usize,
+        f: impl FnMut(ContentId),
+    ) {
+        self.walk_contents_cached(cursor, e, ai, false, f)
+    }
+
+    /// The contents of [`History::for_each_content_cached`] that the cursor's previous place
+    /// in the same archive did not have (all of them when the cursor starts here): a walk
+    /// over every backup in order that needs each content once (the order in which chunks
+    /// are created) sees every content, with a call per change instead of a call per slot
+    /// and backup. A content may still come again (another archive has it, or a slot goes
+    /// back to it).
+    pub fn for_each_new_content_cached(
+        &self,
+        cursor: &mut VersionCursor,
+        e: &Event,
+        ai: usize,
+        f: impl FnMut(ContentId),
+    ) {
+        self.walk_contents_cached(cursor, e, ai, true, f)
+    }
+
+    fn walk_contents_cached(
+        &self,
+        cursor: &mut VersionCursor,
+        e: &Event,
+        ai: usize,
+        only_new: bool,
         mut f: impl FnMut(ContentId),
     ) {
         let m = &self.model;
@@ -448,11 +475,15 @@ impl History {
         cursor.at = Some((gi, ai32, k));
         for (slot, state) in cursor.slots.iter_mut().enumerate() {
             let slot = slot as u32;
+            let changed = state.1 <= k as u64;
             while state.1 <= k as u64 {
                 state.0 = state.1 as u32;
                 state.1 = m.next_change(gi, ai32, slot, state.0);
             }
-            f(m.content_at(gi, g, ai32, slot, k, state.0));
+            // Outside catalogs (above) a slot's content is a function of its version.
+            if changed || !resume || !only_new {
+                f(m.content_at(gi, g, ai32, slot, k, state.0));
+            }
         }
     }
 
@@ -684,6 +715,41 @@ mod tests {
         assert!(
             compared > 10_000 && resumed > 10,
             "{compared} contents, {resumed} resumed"
+        );
+    }
+
+    #[test]
+    fn new_contents_in_creation_order_are_the_first_seen_of_all_contents() {
+        let mut cfg = crate::gen::GenConfig::preset("tiny").unwrap();
+        cfg.seed = 5;
+        let h = crate::gen::build_history(&cfg).unwrap();
+        // The build's walk: every event in time order, a cursor per archive.
+        let first_seen = |only_new: bool| {
+            let mut cursors = h.cursors();
+            let (mut seen, mut order, mut calls) = (hashbrown::HashSet::new(), Vec::new(), 0usize);
+            for e in h.events() {
+                for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
+                    let mut f = |c: ContentId| {
+                        calls += 1;
+                        if seen.insert(c) {
+                            order.push(c);
+                        }
+                    };
+                    if only_new {
+                        h.for_each_new_content_cached(cursor, &e, ai, &mut f);
+                    } else {
+                        h.for_each_content_cached(cursor, &e, ai, &mut f);
+                    }
+                }
+            }
+            (order, calls)
+        };
+        let ((all, all_calls), (new, new_calls)) = (first_seen(false), first_seen(true));
+        assert!(all.len() > 1_000, "{} contents", all.len());
+        assert_eq!(all, new);
+        assert!(
+            new_calls * 3 < all_calls,
+            "{new_calls} calls for new contents against {all_calls}"
         );
     }
 

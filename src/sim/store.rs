@@ -303,7 +303,8 @@ impl SimStore {
             let g = &history.groups[e.group as usize];
             for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
                 contents.clear();
-                history.for_each_content_cached(cursor, &e, ai, |c| contents.push(c));
+                // Contents this archive had at its previous backup were seen there.
+                history.for_each_new_content_cached(cursor, &e, ai, |c| contents.push(c));
                 for &c in &contents {
                     if s.content.contains_key(&c) || !present.contains(&c) {
                         continue;
