@@ -30,7 +30,9 @@
 //! bytes), its atime as built (8, for [`SimStore::reset`]), a 4-byte slot in its directory's
 //! list, an 8-byte slot in the digest table (which is 4/7 to 7/8 full: 9-14 bytes), and, for
 //! exact digests, a content map entry (about 20; hashed digests drop the map after the
-//! build): around 90 bytes.
+//! build): around 80 bytes with hashed digests, 100 with exact ones. The peak is higher,
+//! during the build (the history's sets of contents): 172 bytes a chunk at datastore A's
+//! size (BENCHMARKS.md).
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
