@@ -4,29 +4,43 @@
 //! an LRU is the simplest deterministic stand-in, and the one whose miss-ratio curve the
 //! analysis computes, so model and analysis agree on what "cache size" means.
 
-use hashbrown::HashMap;
+use hashbrown::HashTable;
 
 const NIL: u32 = u32::MAX;
 
+/// A cached block and its neighbours in recency order: one cache line holds what a hit
+/// reads and relinks of it.
+#[derive(Clone, Copy)]
+struct Entry {
+    block: u64,
+    prev: u32,
+    next: u32,
+}
+
 #[derive(Clone)]
 pub struct BlockLru {
-    map: HashMap<u64, u32>,
-    keys: Vec<u64>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    /// Entry numbers, by a hash of their block.
+    map: HashTable<u32>,
+    entries: Vec<Entry>,
     head: u32,
     tail: u32,
     capacity: usize,
+}
+
+/// Block ids have structure in their high and low bits (kinds, directory and leaf numbers):
+/// mixed, so that both ends of the hash vary.
+#[inline]
+fn mix(block: u64) -> u64 {
+    let x = (block ^ (block >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 29)
 }
 
 impl BlockLru {
     /// `capacity` blocks; 0 caches nothing.
     pub fn new(capacity: usize) -> BlockLru {
         BlockLru {
-            map: HashMap::with_capacity(capacity.min(1 << 24)),
-            keys: Vec::new(),
-            prev: Vec::new(),
-            next: Vec::new(),
+            map: HashTable::with_capacity(capacity.min(1 << 24)),
+            entries: Vec::new(),
             head: NIL,
             tail: NIL,
             capacity,
@@ -34,24 +48,26 @@ impl BlockLru {
     }
 
     fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
-        if p == NIL {
-            self.head = n
+        let Entry { prev, next, .. } = self.entries[i as usize];
+        if prev == NIL {
+            self.head = next
         } else {
-            self.next[p as usize] = n
+            self.entries[prev as usize].next = next
         }
-        if n == NIL {
-            self.tail = p
+        if next == NIL {
+            self.tail = prev
         } else {
-            self.prev[n as usize] = p
+            self.entries[next as usize].prev = prev
         }
     }
 
     fn push_front(&mut self, i: u32) {
-        self.prev[i as usize] = NIL;
-        self.next[i as usize] = self.head;
-        if self.head != NIL {
-            self.prev[self.head as usize] = i;
+        let head = self.head;
+        let e = &mut self.entries[i as usize];
+        e.prev = NIL;
+        e.next = head;
+        if head != NIL {
+            self.entries[head as usize].prev = i;
         }
         self.head = i;
         if self.tail == NIL {
@@ -59,43 +75,62 @@ impl BlockLru {
         }
     }
 
+    #[inline]
+    fn find(&self, block: u64) -> Option<u32> {
+        let entries = &self.entries;
+        self.map
+            .find(mix(block), |&i| entries[i as usize].block == block)
+            .copied()
+    }
+
     /// True if `block` was cached; either way it is now the most recent.
     pub fn access(&mut self, block: u64) -> bool {
-        if let Some(&i) = self.map.get(&block) {
-            self.unlink(i);
-            self.push_front(i);
+        if let Some(i) = self.find(block) {
+            if i != self.head {
+                self.unlink(i);
+                self.push_front(i);
+            }
             return true;
         }
         if self.capacity == 0 {
             return false;
         }
-        let i = if self.keys.len() < self.capacity {
-            self.keys.push(block);
-            self.prev.push(NIL);
-            self.next.push(NIL);
-            (self.keys.len() - 1) as u32
+        let i = if self.entries.len() < self.capacity {
+            self.entries.push(Entry {
+                block,
+                prev: NIL,
+                next: NIL,
+            });
+            (self.entries.len() - 1) as u32
         } else {
             let t = self.tail;
             self.unlink(t);
-            self.map.remove(&self.keys[t as usize]);
-            self.keys[t as usize] = block;
+            let old = self.entries[t as usize].block;
+            let entries = &self.entries;
+            if let Ok(slot) = self
+                .map
+                .find_entry(mix(old), |&i| entries[i as usize].block == old)
+            {
+                slot.remove();
+            }
+            self.entries[t as usize].block = block;
             t
         };
-        self.map.insert(block, i);
+        let entries = &self.entries;
+        self.map
+            .insert_unique(mix(block), i, |&j| mix(entries[j as usize].block));
         self.push_front(i);
         false
     }
 
     /// True if cached, without changing recency.
     pub fn contains(&self, block: u64) -> bool {
-        self.map.contains_key(&block)
+        self.find(block).is_some()
     }
 
     pub fn clear(&mut self) {
         self.map.clear();
-        self.keys.clear();
-        self.prev.clear();
-        self.next.clear();
+        self.entries.clear();
         self.head = NIL;
         self.tail = NIL;
     }
