@@ -105,11 +105,10 @@ impl BlockLru {
         } else {
             let t = self.tail;
             self.unlink(t);
-            let old = self.entries[t as usize].block;
-            let entries = &self.entries;
+            // The tail's own entry number is what the map holds for its block.
             if let Ok(slot) = self
                 .map
-                .find_entry(mix(old), |&i| entries[i as usize].block == old)
+                .find_entry(mix(self.entries[t as usize].block), |&i| i == t)
             {
                 slot.remove();
             }

@@ -692,13 +692,16 @@ impl SimStore {
     /// thread.
     fn walk_indexes_ahead(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()> {
         use crate::datastore::error::FormatError;
-        if self.mode == DigestMode::Exact {
-            return crate::store::walk_indexes(
+        let walk = |mut ahead: Option<Ahead>, visitor: &mut dyn Phase1Visitor| {
+            crate::store::walk_indexes(
                 self,
                 &self.root,
-                &mut |p| self.open_index(p, None),
+                &mut |p| self.open_index(p, ahead.as_mut()),
                 visitor,
-            );
+            )
+        };
+        if self.mode == DigestMode::Exact {
+            return walk(None, visitor);
         }
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::sync_channel(AHEAD);
@@ -720,13 +723,7 @@ impl SimStore {
                 };
                 let _ = crate::store::walk_indexes(&quiet, &self.root, &mut build, &mut Unvisited);
             });
-            let mut ahead = Ahead { rx, next: None };
-            crate::store::walk_indexes(
-                self,
-                &self.root,
-                &mut |p| self.open_index(p, Some(&mut ahead)),
-                visitor,
-            )
+            walk(Some(Ahead { rx, next: None }), visitor)
         })
     }
 }
