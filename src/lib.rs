@@ -25,6 +25,7 @@ pub mod faults;
 pub mod fsutil;
 pub mod gc;
 pub mod gen;
+pub mod lru;
 pub mod model;
 pub mod overlay;
 pub mod replay;

@@ -2,127 +2,51 @@
 //!
 //! `insert` returns true on a hit (the digest moves to the front) and false on a miss (it is
 //! added at the front, and the least recently used entry is evicted when over capacity).
-//! Nodes live in one vector with indices for links and a free list, so the cache allocates
-//! once at its full size and never in the marking loop. The hash table holds only node
-//! numbers (4 bytes a slot, not the 32-byte digest again) and hashes a digest by mixing its
-//! first 8 bytes: a SHA-256 digest is already uniform, so hashing it again is wasted work, and
-//! the smaller table stays in the CPU's caches longer (BENCHMARKS.md, "The digest LRU").
-
-use hashbrown::HashTable;
+//! The cache is [`crate::lru::Lru`], allocated once at its full size, so never in the marking
+//! loop. Its hash table holds only entry numbers (4 bytes a slot, not the 32-byte digest
+//! again) and hashes a digest by mixing its first 8 bytes: a SHA-256 digest is already
+//! uniform, so hashing it again is wasted work, and the smaller table stays in the CPU's
+//! caches longer (BENCHMARKS.md, "The digest LRU").
 
 use crate::datastore::Digest;
-
-const NIL: u32 = u32::MAX;
+use crate::lru::{Lru, LruKey};
 
 /// A digest's hash: its first 8 bytes, mixed (SHA-256 output is uniform already; the mix
 /// keeps made-up test digests such as `[i; 32]` spread too).
-#[inline]
-fn hash(d: &Digest) -> u64 {
-    let x = u64::from_le_bytes(d.0[..8].try_into().expect("8 bytes"));
-    (x ^ (x >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+impl LruKey for Digest {
+    #[inline]
+    fn lru_hash(&self) -> u64 {
+        let x = u64::from_le_bytes(self.0[..8].try_into().expect("8 bytes"));
+        (x ^ (x >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
 }
 
-struct Node {
-    digest: Digest,
-    prev: u32,
-    next: u32,
-}
-
-pub struct DigestLru {
-    map: HashTable<u32>,
-    nodes: Vec<Node>,
-    head: u32,
-    tail: u32,
-    capacity: usize,
-}
+pub struct DigestLru(Lru<Digest>);
 
 impl DigestLru {
-    /// A cache of `capacity` digests (at least 1, as PBS forces).
+    /// A cache of `capacity` digests (at least 1, as PBS forces), allocated in full now.
     pub fn new(capacity: usize) -> DigestLru {
         let capacity = capacity.max(1);
-        DigestLru {
-            map: HashTable::with_capacity(capacity),
-            nodes: Vec::with_capacity(capacity),
-            head: NIL,
-            tail: NIL,
-            capacity,
-        }
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.nodes[i as usize].prev, self.nodes[i as usize].next);
-        if p == NIL {
-            self.head = n;
-        } else {
-            self.nodes[p as usize].next = n;
-        }
-        if n == NIL {
-            self.tail = p;
-        } else {
-            self.nodes[n as usize].prev = p;
-        }
-    }
-
-    fn push_front(&mut self, i: u32) {
-        self.nodes[i as usize].prev = NIL;
-        self.nodes[i as usize].next = self.head;
-        if self.head != NIL {
-            self.nodes[self.head as usize].prev = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
-        }
+        DigestLru(Lru::new(capacity, capacity))
     }
 
     /// True if `d` was cached (a hit).
+    #[inline]
     pub fn insert(&mut self, d: Digest) -> bool {
-        let h = hash(&d);
-        let nodes = &self.nodes;
-        if let Some(&i) = self.map.find(h, |&j| nodes[j as usize].digest == d) {
-            if self.head != i {
-                self.unlink(i);
-                self.push_front(i);
-            }
-            return true;
-        }
-        let i = if self.nodes.len() < self.capacity {
-            self.nodes.push(Node {
-                digest: d,
-                prev: NIL,
-                next: NIL,
-            });
-            (self.nodes.len() - 1) as u32
-        } else {
-            // Reuse the least recently used node.
-            let t = self.tail;
-            self.unlink(t);
-            let old = hash(&self.nodes[t as usize].digest);
-            if let Ok(e) = self.map.find_entry(old, |&j| j == t) {
-                e.remove();
-            }
-            self.nodes[t as usize].digest = d;
-            t
-        };
-        let nodes = &self.nodes;
-        self.map
-            .insert_unique(h, i, |&j| hash(&nodes[j as usize].digest));
-        self.push_front(i);
-        false
+        self.0.insert(d)
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.0.is_empty()
     }
 
     /// Bytes reserved by the cache: its hash table and node vector at their allocated sizes.
     pub fn reserved_bytes(&self) -> u64 {
-        let slot = std::mem::size_of::<u32>() + 1; // entry plus control byte
-        (self.map.capacity() * slot + self.nodes.capacity() * std::mem::size_of::<Node>()) as u64
+        self.0.reserved_bytes()
     }
 }
 

@@ -4,142 +4,53 @@
 //! an LRU is the simplest deterministic stand-in, and the one whose miss-ratio curve the
 //! analysis computes, so model and analysis agree on what "cache size" means.
 
-use hashbrown::HashTable;
+use crate::lru::{Lru, LruKey};
 
-const NIL: u32 = u32::MAX;
+/// A metadata block number ([`super::Layout::block`], [`super::dir_block`], ...).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Block(u64);
 
-/// A cached block and its neighbours in recency order: one cache line holds what a hit
-/// reads and relinks of it.
-#[derive(Clone, Copy)]
-struct Entry {
-    block: u64,
-    prev: u32,
-    next: u32,
+/// Block numbers have structure in their high and low bits (kinds, directory and leaf
+/// numbers): mixed, so that both ends of the hash vary.
+impl LruKey for Block {
+    #[inline]
+    fn lru_hash(&self) -> u64 {
+        let x = (self.0 ^ (self.0 >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^ (x >> 29)
+    }
 }
 
 #[derive(Clone)]
-pub struct BlockLru {
-    /// Entry numbers, by a hash of their block.
-    map: HashTable<u32>,
-    entries: Vec<Entry>,
-    head: u32,
-    tail: u32,
-    capacity: usize,
-}
-
-/// Block ids have structure in their high and low bits (kinds, directory and leaf numbers):
-/// mixed, so that both ends of the hash vary.
-#[inline]
-fn mix(block: u64) -> u64 {
-    let x = (block ^ (block >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x ^ (x >> 29)
-}
+pub struct BlockLru(Lru<Block>);
 
 impl BlockLru {
-    /// `capacity` blocks; 0 caches nothing.
+    /// `capacity` blocks; 0 caches nothing. Room for up to 16 Mi blocks is allocated now
+    /// (a model's cache may be far larger than anything it will hold).
     pub fn new(capacity: usize) -> BlockLru {
-        BlockLru {
-            map: HashTable::with_capacity(capacity.min(1 << 24)),
-            entries: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            capacity,
-        }
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let Entry { prev, next, .. } = self.entries[i as usize];
-        if prev == NIL {
-            self.head = next
-        } else {
-            self.entries[prev as usize].next = next
-        }
-        if next == NIL {
-            self.tail = prev
-        } else {
-            self.entries[next as usize].prev = prev
-        }
-    }
-
-    fn push_front(&mut self, i: u32) {
-        let head = self.head;
-        let e = &mut self.entries[i as usize];
-        e.prev = NIL;
-        e.next = head;
-        if head != NIL {
-            self.entries[head as usize].prev = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
-        }
-    }
-
-    #[inline]
-    fn find(&self, block: u64) -> Option<u32> {
-        let entries = &self.entries;
-        self.map
-            .find(mix(block), |&i| entries[i as usize].block == block)
-            .copied()
+        BlockLru(Lru::new(capacity, 1 << 24))
     }
 
     /// True if `block` was cached; either way it is now the most recent.
+    #[inline]
     pub fn access(&mut self, block: u64) -> bool {
-        if let Some(i) = self.find(block) {
-            if i != self.head {
-                self.unlink(i);
-                self.push_front(i);
-            }
-            return true;
-        }
-        if self.capacity == 0 {
-            return false;
-        }
-        let i = if self.entries.len() < self.capacity {
-            self.entries.push(Entry {
-                block,
-                prev: NIL,
-                next: NIL,
-            });
-            (self.entries.len() - 1) as u32
-        } else {
-            let t = self.tail;
-            self.unlink(t);
-            // The tail's own entry number is what the map holds for its block.
-            if let Ok(slot) = self
-                .map
-                .find_entry(mix(self.entries[t as usize].block), |&i| i == t)
-            {
-                slot.remove();
-            }
-            self.entries[t as usize].block = block;
-            t
-        };
-        let entries = &self.entries;
-        self.map
-            .insert_unique(mix(block), i, |&j| mix(entries[j as usize].block));
-        self.push_front(i);
-        false
+        self.0.insert(Block(block))
     }
 
     /// True if cached, without changing recency.
     pub fn contains(&self, block: u64) -> bool {
-        self.find(block).is_some()
+        self.0.contains(&Block(block))
     }
 
     pub fn clear(&mut self) {
-        self.map.clear();
-        self.entries.clear();
-        self.head = NIL;
-        self.tail = NIL;
+        self.0.clear()
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.0.is_empty()
     }
 }
 
