@@ -143,3 +143,43 @@ impl<K: LruKey> Lru<K> {
             as u64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    impl LruKey for u16 {
+        fn lru_hash(&self) -> u64 {
+            (*self as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        }
+    }
+
+    proptest! {
+        /// Against a list kept in recency order, capacity 0 included.
+        #[test]
+        fn matches_a_recency_list(
+            ops in prop::collection::vec(0u16..40, 0..3000),
+            cap in 0usize..24,
+        ) {
+            let mut c = Lru::<u16>::new(cap, 8);
+            let mut model: Vec<u16> = Vec::new(); // most recent last
+            for x in ops {
+                let hit = model.contains(&x);
+                prop_assert_eq!(c.insert(x), hit);
+                prop_assert_eq!(c.contains(&x), cap > 0);
+                model.retain(|&y| y != x);
+                if cap > 0 {
+                    model.push(x);
+                }
+                if model.len() > cap {
+                    model.remove(0);
+                }
+            }
+            prop_assert_eq!(c.len(), model.len());
+            for y in 0u16..40 {
+                prop_assert_eq!(c.contains(&y), model.contains(&y));
+            }
+        }
+    }
+}
