@@ -3,6 +3,7 @@
 
 mod common;
 
+use chunkscope::units::thousands;
 use common::*;
 
 /// Every strategy, mark and sweep, on `tiny`: the simulation of the generator's shape gives
@@ -172,4 +173,42 @@ fn each_finished_run_is_reported_as_it_ends() {
         .map(|r| r["variant"].as_str().unwrap_or("-"))
         .collect();
     assert_eq!(variants, ["-", "batch 10", "batch 100"]);
+}
+
+/// The table counts every metadata read the model charged, prefetch reads included (the
+/// prefetch pass's are most of its I/O on a store with many chunks a directory), and says
+/// when its reads and writes cover the sweep too.
+#[test]
+fn the_table_counts_demand_and_prefetch_reads() {
+    let args = ["simulate", "--preset", "tiny", "--strategy", "lru,prefetch"];
+    let o = run(&[&args[..], &["--json"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let runs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let table = String::from_utf8(o.stdout).unwrap();
+    let mut lines = table.lines();
+    let head = lines.next().unwrap();
+    assert!(
+        head.contains("metadata reads, phases 1+2 (demand + prefetch)"),
+        "{table}"
+    );
+    let prefetched: Vec<u64> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["model"]["prefetched"].as_u64().unwrap())
+        .collect();
+    assert!(prefetched.iter().all(|&p| p > 0), "{prefetched:?}");
+    for (r, line) in runs.as_array().unwrap().iter().zip(lines.skip(1)) {
+        let reads = format!(
+            "{} + {} (",
+            thousands(r["model"]["misses"].as_u64().unwrap()),
+            thousands(r["model"]["prefetched"].as_u64().unwrap())
+        );
+        assert!(
+            line.starts_with(r["strategy"].as_str().unwrap()) && line.contains(&reads),
+            "{reads} not in {line}"
+        );
+    }
 }

@@ -228,12 +228,13 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
 /// One line for a finished run: its label, modelled phase times and wall time.
 fn run_summary(run: &SimRun) -> String {
     format!(
-        "{}: phase 1 {} ({:.0} chunks/s), phase 2 {}, {} metadata reads, {} block writes; {:.1} s wall",
+        "{}: phase 1 {} ({:.0} chunks/s), phase 2 {}, {} + {} metadata reads (demand + prefetch), {} block writes; {:.1} s wall",
         run.label(),
         duration_ns(run.phase1_ns),
         run.phase1_chunks_per_s,
         duration_ns(run.phase2_ns),
         thousands(run.model.misses),
+        thousands(run.model.prefetched),
         thousands(run.model.blocks_written),
         run.wall_seconds
     )
@@ -243,13 +244,23 @@ fn run_summary(run: &SimRun) -> String {
 pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
     // The prefetch pass's share of phase 1, when a run has one.
     let pass = runs.iter().any(|r| r.counters.prefetch_listings > 0);
+    // Reads and writes are the whole run's: say so when it swept too (the demo's are phase 1's).
+    let swept = runs.iter().any(|r| r.phase2_ns > 0);
     let mut head = vec![
         "strategy",
         "touches",
         "listings",
         "stats",
-        "metadata reads",
-        "block writes",
+        if swept {
+            "metadata reads, phases 1+2 (demand + prefetch)"
+        } else {
+            "metadata reads (demand + prefetch)"
+        },
+        if swept {
+            "block writes, 1+2"
+        } else {
+            "block writes"
+        },
         "phase 1",
     ];
     if pass {
@@ -261,15 +272,16 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
         let c = &r.counters;
         let mut row = vec![
             r.label(),
-            c.utimensat_calls.to_string(),
-            (c.listings + c.sweep_listings).to_string(),
-            c.stat_calls.to_string(),
+            thousands(c.utimensat_calls),
+            thousands(c.listings + c.sweep_listings),
+            thousands(c.stat_calls),
             format!(
-                "{} ({})",
-                r.model.misses,
-                human_bytes(r.model.misses * block_bytes)
+                "{} + {} ({})",
+                thousands(r.model.misses),
+                thousands(r.model.prefetched),
+                human_bytes((r.model.misses + r.model.prefetched) * block_bytes)
             ),
-            r.model.blocks_written.to_string(),
+            thousands(r.model.blocks_written),
             duration_ns(r.phase1_ns),
         ];
         if pass {
@@ -280,7 +292,7 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
             });
         }
         row.extend([
-            format!("{:.0}", r.phase1_chunks_per_s),
+            thousands(r.phase1_chunks_per_s.round() as u64),
             if r.phase2_ns > 0 {
                 duration_ns(r.phase2_ns)
             } else {
