@@ -59,7 +59,7 @@ pub struct Row {
     pub listings: u64,
     /// FUSE lookups of phase 1 (the path walks of the touches and the index reads).
     pub lookups: u64,
-    /// Metadata blocks the model read on demand in phase 1.
+    /// Metadata blocks the model read in phase 1: on demand, and by readdir prefetch.
     pub metadata_reads: u64,
     /// Blocks phase 1 wrote back at transaction groups (each dirty block once per group),
     /// the last, still open group included.
@@ -475,7 +475,7 @@ fn gc_and_check(
             let totals: Totals = serde_json::from_value(v["model"]["totals"].clone())?;
             let open_txg = v["model"]["dirty_blocks"].as_u64().unwrap_or(0);
             phase1 = Some(Phase1Cost {
-                reads: totals.misses,
+                reads: totals.misses + totals.prefetched,
                 block_writes: totals.blocks_written + open_txg,
                 totals,
             });
@@ -529,6 +529,7 @@ fn gc_and_check(
 /// What phase 1 cost the model.
 #[derive(Clone, Debug, Default)]
 pub struct Phase1Cost {
+    /// Demand and prefetch reads.
     pub reads: u64,
     /// Blocks written back, the still open transaction group included.
     pub block_writes: u64,
@@ -612,7 +613,7 @@ fn run_simulated(
             touches: r.counters.utimensat_calls,
             listings: r.counters.listings + r.counters.sweep_listings,
             lookups: r.phase1_requests.lookup,
-            metadata_reads: r.phase1_reads,
+            metadata_reads: r.phase1_reads + r.phase1_prefetch_reads,
             block_writes: r.phase1_block_writes,
             phase1_modeled_ns: r.phase1_ns,
             phase2_modeled_ns: r.phase2_ns,

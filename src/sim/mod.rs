@@ -32,8 +32,10 @@ pub struct SimRun {
     pub requests: RequestCounts,
     /// The requests up to the end of phase 1.
     pub phase1_requests: RequestCounts,
-    /// Metadata reads of phase 1, and its block writes (the open transaction group included).
+    /// Demand reads (the model's misses) of phase 1, its prefetch reads, and its block
+    /// writes (the open transaction group included).
     pub phase1_reads: u64,
+    pub phase1_prefetch_reads: u64,
     pub phase1_block_writes: u64,
     /// Model totals after the final transaction group was written.
     pub model: Totals,
@@ -99,15 +101,16 @@ pub fn run(
     store.open_requests();
     let mut marks: Vec<(String, u64)> = Vec::new();
     let mut phase1_requests = RequestCounts::default();
-    let (mut phase1_reads, mut phase1_block_writes) = (0, 0);
+    let (mut phase1_reads, mut phase1_prefetch_reads, mut phase1_block_writes) = (0, 0, 0);
     let mut marker = |text: &str| -> Result<()> {
         store.mark(text);
         marks.push((text.to_string(), store.with_model(|m| m.clock_ns())));
         if text.starts_with("phase1 end") {
             phase1_requests = store.counts();
-            (phase1_reads, phase1_block_writes) = store.with_model(|m| {
+            (phase1_reads, phase1_prefetch_reads, phase1_block_writes) = store.with_model(|m| {
                 (
                     m.totals().misses,
+                    m.totals().prefetched,
                     m.totals().blocks_written + m.dirty_blocks(),
                 )
             });
@@ -154,6 +157,7 @@ pub fn run(
         requests: store.counts(),
         phase1_requests,
         phase1_reads,
+        phase1_prefetch_reads,
         phase1_block_writes,
         model,
         phase1_ns,
