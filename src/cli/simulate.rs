@@ -245,23 +245,16 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
     // The prefetch pass's share of phase 1, when a run has one.
     let pass = runs.iter().any(|r| r.counters.prefetch_listings > 0);
     // Reads and writes are the whole run's: say so when it swept too (the demo's are phase 1's).
-    let swept = runs.iter().any(|r| r.phase2_ns > 0);
+    let (reads, writes) = if runs.iter().any(|r| r.phase2_ns > 0) {
+        (
+            "metadata reads, phases 1+2 (demand + prefetch)",
+            "block writes, 1+2",
+        )
+    } else {
+        ("metadata reads (demand + prefetch)", "block writes")
+    };
     let mut head = vec![
-        "strategy",
-        "touches",
-        "listings",
-        "stats",
-        if swept {
-            "metadata reads, phases 1+2 (demand + prefetch)"
-        } else {
-            "metadata reads (demand + prefetch)"
-        },
-        if swept {
-            "block writes, 1+2"
-        } else {
-            "block writes"
-        },
-        "phase 1",
+        "strategy", "touches", "listings", "stats", reads, writes, "phase 1",
     ];
     if pass {
         head.push("of it, pass");
