@@ -272,7 +272,7 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
                 "{} + {} ({})",
                 thousands(r.model.misses),
                 thousands(r.model.prefetched),
-                human_bytes((r.model.misses + r.model.prefetched) * block_bytes)
+                human_bytes(r.model.reads() * block_bytes)
             ),
             thousands(r.model.blocks_written),
             duration_ns(r.phase1_ns),

@@ -475,7 +475,7 @@ fn gc_and_check(
             let totals: Totals = serde_json::from_value(v["model"]["totals"].clone())?;
             let open_txg = v["model"]["dirty_blocks"].as_u64().unwrap_or(0);
             phase1 = Some(Phase1Cost {
-                reads: totals.misses + totals.prefetched,
+                reads: totals.reads(),
                 block_writes: totals.blocks_written + open_txg,
                 totals,
             });

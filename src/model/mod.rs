@@ -350,6 +350,13 @@ pub struct Totals {
     pub dirty_per_txg: Vec<u64>,
 }
 
+impl Totals {
+    /// Metadata blocks read from the disks: demand misses and prefetch reads.
+    pub fn reads(&self) -> u64 {
+        self.misses + self.prefetched
+    }
+}
+
 pub struct Model {
     params: ModelParams,
     cache: BlockLru,

@@ -251,10 +251,9 @@ mod tests {
             assert_eq!(one.counters.utimensat_calls, four.counters.utimensat_calls);
             // The jobs' requests interleave as the threads run, so the cache evicts in
             // another order: reads agree within 1%, not exactly.
-            let reads = |r: &SimRun| (r.model.misses + r.model.prefetched) as f64;
+            let reads = |r: &SimRun| r.model.reads() as f64;
             assert!((reads(&one) / reads(&four) - 1.0).abs() < 0.01, "{model}");
-            let device = (four.model.misses + four.model.prefetched).div_ceil(params.queue_depth)
-                * params.miss_ns;
+            let device = four.model.reads().div_ceil(params.queue_depth) * params.miss_ns;
             assert!(
                 four.pass_ns < one.pass_ns / 2 && four.pass_ns >= one.pass_ns / 5,
                 "{model}: 4 jobs: {} ns, 1 job: {} ns",

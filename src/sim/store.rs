@@ -816,7 +816,7 @@ impl State {
         let own: u64 = self.lanes.iter().filter(|l| l.0 == me).map(|l| l.1).sum();
         let p = self.model.params();
         let t = self.model.totals();
-        let device = (t.misses + t.prefetched).div_ceil(p.queue_depth.max(1)) * p.miss_ns;
+        let device = t.reads().div_ceil(p.queue_depth.max(1)) * p.miss_ns;
         let parallel = (busiest + own).max(device);
         if parallel < serial {
             self.model.rewind(serial - parallel);
