@@ -85,6 +85,9 @@ pub struct ChunkScan {
     pub ignored_files: u64,
     pub deep_verified: u64,
     pub corrupt_chunks: Vec<Problem>,
+    /// Entries with a chunk's name that are not regular files (a symlink, a directory, ...):
+    /// never followed; the data they stand for is not in the store.
+    pub irregular_chunks: Vec<Problem>,
 }
 
 impl ChunkScan {
@@ -102,6 +105,7 @@ impl ChunkScan {
         self.ignored_files += o.ignored_files;
         self.deep_verified += o.deep_verified;
         self.corrupt_chunks.extend(o.corrupt_chunks);
+        self.irregular_chunks.extend(o.irregular_chunks);
     }
 }
 
@@ -113,6 +117,7 @@ impl CheckReport {
             && self.missing_chunks.is_empty()
             && self.chunks.missing_chunk_dirs.is_empty()
             && self.chunks.corrupt_chunks.is_empty()
+            && self.chunks.irregular_chunks.is_empty()
     }
 }
 
@@ -164,8 +169,19 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
         }
         report.references += idx.entries() as u64;
         report.index_data_bytes += idx.index_bytes();
-        for d in idx.digests() {
-            referenced.entry(d).or_insert(n);
+        let digests =
+            idx.for_each_digest(|d| -> Result<(), crate::datastore::error::FormatError> {
+                referenced.entry(d).or_insert(n);
+                Ok(())
+            });
+        if let Err(e) = digests {
+            // A streamed index found bad while read (its digests stay counted as referenced:
+            // that only keeps chunks).
+            report.corrupt_indexes.push(Problem {
+                path: path.display().to_string(),
+                problem: e.kind.to_string(),
+            });
+            continue;
         }
         check_manifest(path, &idx, &mut manifest_cache, &mut report);
     }
@@ -200,6 +216,10 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
         .chunks
         .corrupt_chunks
         .sort_by(|a, b| a.path.cmp(&b.path));
+    report
+        .chunks
+        .irregular_chunks
+        .sort_by(|a, b| a.path.cmp(&b.path));
     report.chunk_dirs_with_referenced = dirs.len() as u64;
     let mut missing: Vec<(&Digest, &u32)> = referenced
         .iter()
@@ -227,7 +247,7 @@ fn check_manifest(
     };
     if cache.as_ref().is_none_or(|(p, _)| p != snapshot) {
         let mpath = snapshot.join(MANIFEST_BLOB_NAME);
-        let manifest = match crate::fsutil::read_noatime(&mpath) {
+        let manifest = match blob::read_file(&mpath, blob::MAX_BLOB_FILE_SIZE) {
             Ok(raw) => match Manifest::from_blob(&raw) {
                 Ok(m) => Some(m),
                 Err(e) => {
@@ -238,11 +258,21 @@ fn check_manifest(
                     None
                 }
             },
-            Err(_) => {
+            Err(e) if e.is_not_found() => {
                 report.snapshots_without_manifest += 1;
                 None
             }
+            Err(e) => {
+                report.manifest_problems.push(Problem {
+                    path: mpath.display().to_string(),
+                    problem: e.kind.to_string(),
+                });
+                None
+            }
         };
+        if let Some(m) = &manifest {
+            check_listed_files(snapshot, m, report);
+        }
         *cache = Some((snapshot.to_path_buf(), manifest));
     }
     let Some((_, Some(manifest))) = cache else {
@@ -274,6 +304,70 @@ fn check_manifest(
     }
 }
 
+/// What a manifest lists besides the index being checked: every blob with its size, checksum
+/// and CRC, and every index present (format document 2.6).
+fn check_listed_files(snapshot: &Path, manifest: &Manifest, report: &mut CheckReport) {
+    use sha2::Digest as _;
+    for f in &manifest.files {
+        let path = snapshot.join(&f.filename);
+        let mut problem = |p: String| {
+            report.manifest_problems.push(Problem {
+                path: path.display().to_string(),
+                problem: p,
+            })
+        };
+        if f.filename.is_empty() || f.filename.contains('/') || f.filename.starts_with('.') {
+            problem(format!(
+                "listed in the manifest as {:?}, which is not a file name",
+                f.filename
+            ));
+            continue;
+        }
+        if IndexKind::from_path(Path::new(&f.filename)).is_some() {
+            if std::fs::symlink_metadata(&path).is_err() {
+                problem("listed in the manifest, but missing".to_string());
+            }
+            continue; // its size and checksum: with the index itself
+        }
+        let raw = match blob::read_file(&path, blob::MAX_BLOB_FILE_SIZE) {
+            Ok(raw) => raw,
+            Err(e) if e.is_not_found() => {
+                problem("listed in the manifest, but missing".to_string());
+                continue;
+            }
+            Err(e) => {
+                problem(e.kind.to_string());
+                continue;
+            }
+        };
+        let csum = hex::encode(sha2::Sha256::digest(&raw));
+        if raw.len() as u64 != f.size {
+            problem(format!(
+                "size {} differs from the manifest's {}",
+                raw.len(),
+                f.size
+            ));
+        } else if csum != f.csum {
+            problem(format!(
+                "checksum {csum} differs from the manifest's {}",
+                f.csum
+            ));
+        } else if let Err(e) = blob::inspect(&raw).and_then(|i| {
+            if i.crc_ok() {
+                Ok(())
+            } else {
+                Err(crate::datastore::error::FormatErrorKind::BlobCrc {
+                    stored: i.stored_crc,
+                    computed: i.computed_crc,
+                }
+                .into())
+            }
+        }) {
+            problem(e.to_string());
+        }
+    }
+}
+
 fn scan_chunk_dirs(
     chunks: &Path,
     referenced: &HashMap<Digest, u32>,
@@ -300,9 +394,33 @@ fn scan_chunk_dirs(
             let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
             let name = entry.file_name();
             let class = ChunkName::classify(name.as_encoded_bytes());
-            // lstat: does not change the atime.
+            if class == ChunkName::Ignored {
+                r.ignored_files += 1;
+                continue;
+            }
+            // lstat: does not change the atime, does not follow a symlink.
             let Ok(meta) = entry.metadata() else { continue };
             if !meta.is_file() {
+                let what = crate::fsutil::file_type_name(meta.mode());
+                let referenced = match class {
+                    ChunkName::Chunk(d) => referenced.get(&d),
+                    _ => None,
+                };
+                r.irregular_chunks.push(Problem {
+                    path: entry.path().display().to_string(),
+                    problem: match referenced {
+                        Some(_) => format!(
+                            "{what}, not a regular file: not followed (a referenced chunk: its data is not in the store)"
+                        ),
+                        None => format!("{what}, not a regular file: not followed"),
+                    },
+                });
+                if let ChunkName::Chunk(d) = class {
+                    if referenced.is_some() {
+                        // Reported here; not again as missing.
+                        part.found.push(d);
+                    }
+                }
                 continue;
             }
             match class {
@@ -323,8 +441,8 @@ fn scan_chunk_dirs(
                     }
                     if opts.deep {
                         let path = entry.path();
-                        let verdict = crate::fsutil::read_noatime(&path)
-                            .map_err(|e| e.to_string())
+                        let verdict = blob::read_file(&path, blob::MAX_CHUNK_FILE_SIZE)
+                            .map_err(|e| e.kind.to_string())
                             .and_then(|raw| {
                                 blob::verify_chunk(&raw, &d).map_err(|e| e.to_string())
                             });
@@ -339,7 +457,7 @@ fn scan_chunk_dirs(
                 }
                 ChunkName::Bad(..) => r.bad_files += 1,
                 ChunkName::Using(_) => r.using_markers += 1,
-                ChunkName::Ignored => r.ignored_files += 1,
+                ChunkName::Ignored => unreachable!("counted above"),
             }
         }
         dir.pop();

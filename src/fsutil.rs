@@ -27,6 +27,71 @@ pub fn open_noatime(path: &Path) -> io::Result<(File, bool)> {
     }
 }
 
+/// What a file that is not regular is, for messages.
+pub fn file_type_name(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => "a directory",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "not a regular file",
+    }
+}
+
+/// Opens a regular file read-only with `O_NOATIME` (see [`open_noatime`]) and returns it with
+/// its size. Anything else is refused with `InvalidInput` naming what it is, without blocking:
+/// the open does not wait for a FIFO's writer, and a device is never read.
+pub fn open_regular_noatime(path: &Path) -> io::Result<(File, u64)> {
+    let open = |flags: i32| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let f = match open(libc::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0)?,
+        r => r?,
+    };
+    let meta = f.metadata()?;
+    let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions());
+    if !meta.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} (only regular files are read)", file_type_name(mode)),
+        ));
+    }
+    // A regular file ignores O_NONBLOCK; clear it all the same, so that reads are plain.
+    // SAFETY: valid fd.
+    unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    Ok((f, meta.len()))
+}
+
+/// Reads a whole regular file with `O_NOATIME`, refusing one over `limit` bytes (by its size,
+/// before reading, and by what a read returns, if it grew meanwhile) with `FileTooLarge`.
+pub fn read_regular_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let (f, len) = open_regular_noatime(path)?;
+    let too_large = |found: u64| {
+        io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{found} bytes, more than the {limit} bytes allowed"),
+        )
+    };
+    if len > limit {
+        return Err(too_large(len));
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    f.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(too_large(buf.len() as u64));
+    }
+    Ok(buf)
+}
+
 /// Reads a whole file with `O_NOATIME` (see [`open_noatime`]).
 pub fn read_noatime(path: &Path) -> io::Result<Vec<u8>> {
     let (mut f, _) = open_noatime(path)?;
@@ -89,6 +154,46 @@ pub fn now_epoch() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+/// The soft limit on open files.
+pub fn nofile_limit() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
+    l.rlim_cur
+}
+
+/// Raises the open-file limit as far as this process may: as root (CAP_SYS_RESOURCE) soft and
+/// hard to the kernel's `fs.nr_open`, otherwise the soft limit to the hard one. A daemon that
+/// holds a descriptor for every file its clients have open needs it. Returns the soft limit
+/// now in force.
+pub fn raise_nofile_limit() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let set = |cur: u64, max: u64| {
+        let want = libc::rlimit {
+            rlim_cur: cur,
+            rlim_max: max,
+        };
+        // SAFETY: valid pointer.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 }
+    };
+    if nr_open <= l.rlim_max || !set(nr_open, nr_open) {
+        set(l.rlim_max, l.rlim_max);
+    }
+    nofile_limit()
 }
 
 /// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts from now on

@@ -87,6 +87,9 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
         for p in &r.missing_chunks {
             println!("missing chunk    {} {}", p.path, p.problem);
         }
+        for p in &r.chunks.irregular_chunks {
+            println!("irregular chunk  {}: {}", p.path, p.problem);
+        }
         for p in &r.chunks.corrupt_chunks {
             println!("corrupt chunk    {}: {}", p.path, p.problem);
         }

@@ -22,8 +22,14 @@ use crate::store::dir::DirStore;
     Output is PBS's task log (on a terminal, progress bars instead of percentage lines), then\n\
     chunkscope's counters. On a chunkscope mount, phase markers go into the mount's trace.\n\
     The store's .lock is taken exclusively (fcntl), as an external GC must: the run is refused\n\
-    while a backup, sync or PBS's own GC holds it. Nothing referenced is ever removed: the sweep\n\
-    runs only after phase 1 finished without errors other than missing chunks.")]
+    while a backup, sync or PBS's own GC holds it.\n\n\
+    Nothing referenced is ever removed: the sweep runs only after phase 1 finished without\n\
+    errors other than missing chunks, and it removes a chunk only if no index references it,\n\
+    whatever its atime (--phase sweep alone reads every index first). A referenced chunk PBS\n\
+    would have removed (phase 1 saw it missing, or it was not marked) is kept and named.\n\n\
+    Exit status: 0 finished clean (TASK OK); 1 finished with warnings (missing chunks, kept\n\
+    referenced chunks, chunks that are not regular files, unexpected index files: TASK\n\
+    WARNINGS); 2 aborted (the error says in which phase and what was removed before it).")]
 pub struct GcArgs {
     /// The datastore (or a chunkscope mount of one).
     store: PathBuf,
@@ -187,7 +193,16 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         Ok(r) => r,
         Err(e) => {
             log.info(&format!("TASK ERROR: {e:#}"));
-            return Err(e.context("garbage collection aborted before anything was removed"));
+            if let (Some(dest), Some(a)) = (&args.json, e.downcast_ref::<gc::Aborted>()) {
+                let aborted = serde_json::json!({
+                    "outcome": "aborted",
+                    "error": format!("{e:#}"),
+                    "phase": a.phase,
+                    "report": a.report,
+                });
+                super::write_json(dest, &aborted)?;
+            }
+            return Err(e);
         }
     };
     let c = &report.counters;
@@ -223,9 +238,25 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
             "  phase 2   {:.3} s, listings {}, entries {}, stat {}, unlink {}",
             c.phase2_seconds, c.sweep_listings, c.sweep_entries, c.stat_calls, c.unlinks
         );
+        if c.verify_index_files > 0 {
+            println!(
+                "            no phase 1: {} index files read to learn the referenced chunks",
+                c.verify_index_files
+            );
+        }
+        println!(
+            "  safety    {} referenced chunks kept that PBS would have removed ({}), {} not regular files",
+            c.kept_referenced,
+            crate::units::human_bytes(c.kept_referenced_bytes),
+            c.irregular_chunks
+        );
     }
     if let Some(dest) = &args.json {
         super::write_json(dest, &report)?;
     }
-    Ok(Outcome::Ok)
+    Ok(if report.warnings > 0 {
+        Outcome::ProblemsFound
+    } else {
+        Outcome::Ok
+    })
 }

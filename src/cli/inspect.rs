@@ -17,8 +17,10 @@ use crate::datastore::{Digest, IndexFile, IndexKind};
 #[command(after_help = "Examples:\n  \
     chunkscope inspect /dev/shm/tiny/vm/100/2026-01-31T03:12:00Z/drive-scsi0.img.fidx\n  \
     chunkscope inspect /dev/shm/tiny/.chunks/bb9f/bb9f8df61474d25e71fa00722318cd387396ca1736605e1248821cc0de3d3af8\n\n\
-    The kind is taken from the file's magic, not its name. Exit status 1 on a checksum or CRC\n\
-    mismatch. Files are read with O_NOATIME.")]
+    The kind is taken from the file's magic, not its name. Exit status 1 on a checksum, CRC or\n\
+    digest mismatch; 2 on a file that breaks the format (the error names the file and the\n\
+    rule) or is not a regular file. Files are read with O_NOATIME, within the format's\n\
+    bounds: a chunk decodes to at most 16 MiB, a blob to 128 MiB, an index is streamed.")]
 pub struct InspectArgs {
     /// An index or blob file.
     file: PathBuf,
@@ -36,59 +38,33 @@ fn uuid_string(u: [u8; 16]) -> String {
     )
 }
 
+/// Distinct digests counted one by one up to this many (a hash set of 32-byte digests; a
+/// larger index gets "at least").
+const DISTINCT_COUNTED: usize = 1 << 20;
+
 pub fn run(args: InspectArgs) -> Result<Outcome> {
+    use std::io::Read;
     let path = &args.file;
-    let bytes =
-        crate::fsutil::read_noatime(path).with_context(|| format!("reading {}", path.display()))?;
-    let magic = bytes.get(..8).unwrap_or(&[]);
+    // The magic decides; only a regular file is opened (a FIFO or device is refused).
+    let (mut file, len) = crate::fsutil::open_regular_noatime(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let mut magic = Vec::with_capacity(8);
+    (&mut file)
+        .take(8)
+        .read_to_end(&mut magic)
+        .with_context(|| format!("reading {}", path.display()))?;
+    drop(file);
     if magic == FIXED_SIZED_CHUNK_INDEX_1_0 || magic == DYNAMIC_SIZED_CHUNK_INDEX_1_0 {
-        let idx = IndexFile::parse_unverified(bytes).map_err(|e| e.in_file(path))?;
-        let ok = idx.compute_csum() == idx.stored_csum();
-        let distinct: HashSet<Digest> = idx.digests().collect();
-        println!("file             {}", path.display());
-        println!("kind             {}", idx.kind().name());
-        println!("uuid             {}", uuid_string(idx.uuid()));
-        println!(
-            "ctime            {} ({})",
-            idx.ctime(),
-            crate::time::rfc3339_utc(idx.ctime())
-        );
-        match idx.kind() {
-            IndexKind::Fixed => {
-                println!("size             {} bytes", idx.index_bytes());
-                println!("chunk size       {} bytes", idx.chunk_size().unwrap_or(0));
-            }
-            IndexKind::Dynamic => println!(
-                "size             {} bytes (last end offset)",
-                idx.index_bytes()
-            ),
-        }
-        println!("entries          {}", idx.entries());
-        println!("distinct digests {}", distinct.len());
-        println!(
-            "checksum         {} {}",
-            hex::encode(idx.stored_csum()),
-            if ok { "OK" } else { "MISMATCH" }
-        );
-        if !ok {
-            println!(
-                "                 body hashes to {}",
-                hex::encode(idx.compute_csum())
-            );
-        }
-        return Ok(if ok {
-            Outcome::Ok
-        } else {
-            Outcome::ProblemsFound
-        });
+        return inspect_index(path);
     }
-    let Some(kind) = BlobKind::from_magic(magic) else {
+    let Some(kind) = BlobKind::from_magic(&magic) else {
         bail!(
-            "{}: not an index or blob file (first bytes {})",
+            "{}: not an index or blob file (first bytes {}, {len} bytes)",
             path.display(),
-            hex::encode(&magic[..magic.len().min(8)])
+            hex::encode(&magic)
         );
     };
+    let bytes = blob::read_file(path, blob::MAX_BLOB_FILE_SIZE)?;
     let info = blob::inspect(&bytes).map_err(|e| e.in_file(path))?;
     println!("file             {}", path.display());
     println!("kind             {} blob", kind.name());
@@ -109,14 +85,25 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
         println!("data             encrypted: not decoded");
         return Ok(Outcome::Ok);
     }
-    let data = blob::decode(&bytes).map_err(|e| e.in_file(path))?;
-    println!("data size        {} bytes", data.len());
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    if let Some(named) = Digest::from_hex(name) {
-        let computed = Digest::of(&data);
+    let named = Digest::from_hex(name);
+    // A chunk decodes to at most 16 MiB, any other blob to 128 MiB; the data is hashed as it
+    // is decoded, never held whole.
+    let (limit, what) = match named {
+        Some(_) => (blob::MAX_CHUNK_SIZE, "chunk data"),
+        None => (blob::MAX_BLOB_SIZE, "blob data"),
+    };
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    let size = blob::decode_each(&bytes, limit, what, &mut |piece| {
+        sha2::Digest::update(&mut hasher, piece)
+    })
+    .map_err(|e| e.in_file(path))?;
+    println!("data size        {size} bytes");
+    if let Some(named) = named {
+        let computed = Digest(sha2::Digest::finalize(hasher).into());
         let ok = computed == named;
         println!(
             "digest           {} {}",
@@ -144,4 +131,62 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
         }
     }
     Ok(Outcome::Ok)
+}
+
+/// An index: its header, then one streaming pass over the body (end offsets checked, the
+/// checksum computed, distinct digests counted up to [`DISTINCT_COUNTED`]).
+fn inspect_index(path: &std::path::Path) -> Result<Outcome> {
+    let idx = IndexFile::open_with_limit(path, crate::datastore::index::IN_MEMORY_BODY_LIMIT)?;
+    let mut distinct: HashSet<Digest> = HashSet::new();
+    let mut more = false;
+    let computed = idx
+        .scan(
+            &mut |d| -> Result<(), crate::datastore::error::FormatError> {
+                if distinct.len() < DISTINCT_COUNTED {
+                    distinct.insert(d);
+                } else if !distinct.contains(&d) {
+                    more = true;
+                }
+                Ok(())
+            },
+        )
+        .map_err(|e| if e.path.is_none() { e.in_file(path) } else { e })?;
+    let ok = computed == idx.stored_csum();
+    println!("file             {}", path.display());
+    println!("kind             {}", idx.kind().name());
+    println!("uuid             {}", uuid_string(idx.uuid()));
+    println!(
+        "ctime            {} ({})",
+        idx.ctime(),
+        crate::time::rfc3339_utc(idx.ctime())
+    );
+    match idx.kind() {
+        IndexKind::Fixed => {
+            println!("size             {} bytes", idx.index_bytes());
+            println!("chunk size       {} bytes", idx.chunk_size().unwrap_or(0));
+        }
+        IndexKind::Dynamic => println!(
+            "size             {} bytes (last end offset)",
+            idx.index_bytes()
+        ),
+    }
+    println!("entries          {}", idx.entries());
+    println!(
+        "distinct digests {}{}",
+        if more { "more than " } else { "" },
+        distinct.len()
+    );
+    println!(
+        "checksum         {} {}",
+        hex::encode(idx.stored_csum()),
+        if ok { "OK" } else { "MISMATCH" }
+    );
+    if !ok {
+        println!("                 body hashes to {}", hex::encode(computed));
+    }
+    Ok(if ok {
+        Outcome::Ok
+    } else {
+        Outcome::ProblemsFound
+    })
 }

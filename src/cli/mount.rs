@@ -105,6 +105,9 @@ fn seconds(v: f64, flag: &str) -> Result<Duration> {
 }
 
 pub fn run(args: MountArgs) -> Result<Outcome> {
+    // Every file a client holds open through the mount holds one here too: 20,000 open
+    // directories would otherwise make every lookup fail with EMFILE.
+    crate::fsutil::raise_nofile_limit();
     let store = args
         .store
         .canonicalize()

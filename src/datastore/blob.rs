@@ -29,6 +29,15 @@ pub const BLOB_HEADER_SIZE: usize = 12;
 /// Header size of encrypted blobs (adds IV and tag).
 pub const ENCRYPTED_BLOB_HEADER_SIZE: usize = 44;
 
+/// A chunk's data: at most 16 MiB (format document 1.3, the server's upload limit).
+pub const MAX_CHUNK_SIZE: u64 = 16 << 20;
+/// A chunk file: its data plus the largest header.
+pub const MAX_CHUNK_FILE_SIZE: u64 = MAX_CHUNK_SIZE + ENCRYPTED_BLOB_HEADER_SIZE as u64;
+/// A blob's data: at most `MAX_BLOB_SIZE` (format document 2.4).
+pub const MAX_BLOB_SIZE: u64 = 128 << 20;
+/// A blob file: its data plus the largest header.
+pub const MAX_BLOB_FILE_SIZE: u64 = MAX_BLOB_SIZE + ENCRYPTED_BLOB_HEADER_SIZE as u64;
+
 /// The four kinds of blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlobKind {
@@ -141,8 +150,25 @@ pub fn inspect(raw: &[u8]) -> Result<BlobInfo, FormatError> {
     })
 }
 
-/// Decodes an unencrypted blob to its data, verifying the CRC first.
-pub fn decode(raw: &[u8]) -> Result<Vec<u8>, FormatError> {
+/// Reads a blob or chunk file whole, refusing anything that is not a regular file or is larger
+/// than `limit` bytes (one of the `MAX_*_FILE_SIZE` constants) before reading it.
+pub fn read_file(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, FormatError> {
+    crate::fsutil::read_regular_bounded(path, limit).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::FileTooLarge {
+            FormatError::new(FormatErrorKind::TooLarge {
+                what: "blob file",
+                limit,
+                found: e.to_string(),
+            })
+            .in_file(path)
+        } else {
+            FormatError::io(path, e)
+        }
+    })
+}
+
+/// The CRC check every decode starts with; returns the header.
+fn checked(raw: &[u8]) -> Result<BlobInfo, FormatError> {
     let info = inspect(raw)?;
     if !info.crc_ok() {
         return Err(FormatErrorKind::BlobCrc {
@@ -151,35 +177,93 @@ pub fn decode(raw: &[u8]) -> Result<Vec<u8>, FormatError> {
         }
         .into());
     }
+    Ok(info)
+}
+
+/// The smallest zstd window log that covers `limit` bytes: a frame asking for a larger window
+/// cannot be a valid encoding of data that size, and is refused before any allocation.
+fn window_log(limit: u64) -> u32 {
+    (64 - limit.saturating_sub(1).leading_zeros()).clamp(10, 31)
+}
+
+/// Streams the data of an unencrypted blob through `f` in pieces, verifying the CRC first and
+/// refusing (`TooLarge`, naming `what`) data longer than `limit` bytes as soon as it gets there,
+/// so a zstd bomb costs at most a piece and the decoder's window. Returns the data's length.
+pub fn decode_each(
+    raw: &[u8],
+    limit: u64,
+    what: &'static str,
+    f: &mut dyn FnMut(&[u8]),
+) -> Result<u64, FormatError> {
+    use std::io::Read;
+    let info = checked(raw)?;
     let payload = &raw[info.kind.header_size()..];
+    let too_large =
+        |found: String| FormatError::new(FormatErrorKind::TooLarge { what, limit, found });
     match info.kind {
-        BlobKind::Uncompressed => Ok(payload.to_vec()),
-        BlobKind::Compressed => zstd::stream::decode_all(payload)
-            .map_err(|e| FormatErrorKind::Decompress(e.to_string()).into()),
+        BlobKind::Uncompressed => {
+            if payload.len() as u64 > limit {
+                return Err(too_large(format!("{} bytes", payload.len())));
+            }
+            f(payload);
+            Ok(payload.len() as u64)
+        }
+        BlobKind::Compressed => {
+            let bad =
+                |e: std::io::Error| FormatError::new(FormatErrorKind::Decompress(e.to_string()));
+            let mut dec = zstd::stream::read::Decoder::with_buffer(payload).map_err(bad)?;
+            dec.window_log_max(window_log(limit)).map_err(bad)?;
+            let mut buf = vec![0u8; 128 << 10];
+            let mut total = 0u64;
+            loop {
+                let n = dec.read(&mut buf).map_err(bad)?;
+                if n == 0 {
+                    return Ok(total);
+                }
+                total += n as u64;
+                if total > limit {
+                    return Err(too_large(format!(
+                        "more than that (decompression stopped at {total} bytes)"
+                    )));
+                }
+                f(&buf[..n]);
+            }
+        }
         BlobKind::Encrypted | BlobKind::EncryptedCompressed => {
             Err(FormatErrorKind::Encrypted.into())
         }
     }
 }
 
-/// Verifies a chunk blob fully: CRC, decoding, and that its data hashes to `digest`.
+/// Decodes an unencrypted blob to its data (at most `limit` bytes, see [`decode_each`]).
+pub fn decode_bounded(raw: &[u8], limit: u64, what: &'static str) -> Result<Vec<u8>, FormatError> {
+    let mut data = Vec::new();
+    decode_each(raw, limit, what, &mut |piece| data.extend_from_slice(piece))?;
+    Ok(data)
+}
+
+/// Decodes an unencrypted blob to its data, verifying the CRC first; at most
+/// [`MAX_BLOB_SIZE`] bytes.
+pub fn decode(raw: &[u8]) -> Result<Vec<u8>, FormatError> {
+    decode_bounded(raw, MAX_BLOB_SIZE, "blob data")
+}
+
+/// Verifies a chunk blob fully: CRC, decoding (at most [`MAX_CHUNK_SIZE`] bytes, hashed as
+/// they come, never held whole), and that its data hashes to `digest`.
 ///
 /// Encrypted chunks can only be checked up to the CRC (their digest includes a key).
 /// Returns the kind on success.
 pub fn verify_chunk(raw: &[u8], digest: &Digest) -> Result<BlobKind, FormatError> {
-    let info = inspect(raw)?;
+    use sha2::Digest as _;
+    let info = checked(raw)?;
     if info.kind.is_encrypted() {
-        if !info.crc_ok() {
-            return Err(FormatErrorKind::BlobCrc {
-                stored: info.stored_crc,
-                computed: info.computed_crc,
-            }
-            .into());
-        }
         return Ok(info.kind);
     }
-    let data = decode(raw)?;
-    let computed = Digest::of(&data);
+    let mut hasher = sha2::Sha256::new();
+    decode_each(raw, MAX_CHUNK_SIZE, "chunk data", &mut |piece| {
+        hasher.update(piece)
+    })?;
+    let computed = Digest(hasher.finalize().into());
     if computed != *digest {
         return Err(FormatErrorKind::DigestMismatch {
             name: digest.to_hex(),

@@ -39,6 +39,14 @@ pub enum FormatErrorKind {
     BodyLength { detail: String },
     /// SHA-256 of the body differs from the header's `index_csum`.
     IndexChecksum { stored: String, computed: String },
+    /// A dynamic index whose end offsets do not grow strictly.
+    EndOffsets { entry: u64, prev: u64, end: u64 },
+    /// Larger than the format allows (a chunk decodes to at most 16 MiB, a blob to 128 MiB).
+    TooLarge {
+        what: &'static str,
+        limit: u64,
+        found: String,
+    },
     /// An index with no entries (PBS refuses to write or read them).
     NoEntries,
     /// CRC32 of a blob payload differs from the stored one.
@@ -103,6 +111,14 @@ impl fmt::Display for FormatErrorKind {
                 "index checksum mismatch: header says {stored}, body hashes to {computed}"
             ),
             NoEntries => write!(f, "index has no entries"),
+            EndOffsets { entry, prev, end } => write!(
+                f,
+                "end offsets must grow strictly: entry {entry} ends at {end}, the one before at {prev}"
+            ),
+            TooLarge { what, limit, found } => write!(
+                f,
+                "{what} larger than the format allows: at most {limit} bytes, found {found}"
+            ),
             BlobCrc { stored, computed } => write!(
                 f,
                 "blob CRC mismatch: stored {stored:08x}, payload has {computed:08x}"

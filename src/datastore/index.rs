@@ -76,96 +76,290 @@ impl IndexKind {
     }
 }
 
-/// A validated index file held in memory (header and body as read).
-#[derive(Clone)]
+/// Bodies up to this size are read whole; larger ones are streamed (see [`IndexFile::open`]).
+pub const IN_MEMORY_BODY_LIMIT: u64 = 16 << 20;
+
+/// Bytes read at a time from a streamed body: a whole number of entries of either kind.
+const STREAM_BUFFER: usize = 32 * DYNAMIC_ENTRY_SIZE * 1024;
+
+/// A validated index file: header and body in memory, or (a body over
+/// [`IN_MEMORY_BODY_LIMIT`]) the header in memory and the body streamed from the open file, so
+/// that no index, however large or hostile, costs more memory than the format's header plus a
+/// buffer.
 pub struct IndexFile {
     kind: IndexKind,
+    /// The whole file, or only its header when `stream` is set.
     bytes: Vec<u8>,
+    stream: Option<Streamed>,
+}
+
+/// A body left in the file.
+struct Streamed {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    body_len: u64,
+    /// didx: the last entry's end offset, read at open.
+    last_end: u64,
+}
+
+/// The checks of the header that need no body: length, magic, fidx chunk size and body length
+/// against the size its header implies, didx body a whole number of entries. `header` holds at
+/// least the first 4096 bytes of a file of `len` bytes (or the whole file, if shorter).
+fn validate_header(header: &[u8], len: u64) -> Result<IndexKind, FormatError> {
+    if header.len() < INDEX_HEADER_SIZE || len < INDEX_HEADER_SIZE as u64 {
+        return Err(FormatErrorKind::TooShort {
+            what: "index header",
+            need: INDEX_HEADER_SIZE as u64,
+            found: len,
+        }
+        .into());
+    }
+    let kind = match &header[..8] {
+        m if m == FIXED_SIZED_CHUNK_INDEX_1_0 => IndexKind::Fixed,
+        m if m == DYNAMIC_SIZED_CHUNK_INDEX_1_0 => IndexKind::Dynamic,
+        m => {
+            return Err(FormatErrorKind::BadMagic {
+                expected: "a fixed (2f7f41ed91fd0fcd) or dynamic (1c914ea519bab3cd) index magic",
+                found: m.try_into().expect("8 bytes"),
+            }
+            .into())
+        }
+    };
+    let body = len - INDEX_HEADER_SIZE as u64;
+    match kind {
+        IndexKind::Fixed => {
+            let size = u64::from_le_bytes(header[64..72].try_into().expect("8 bytes"));
+            let chunk_size = u64::from_le_bytes(header[72..80].try_into().expect("8 bytes"));
+            if !chunk_size.is_power_of_two() {
+                return Err(FormatErrorKind::ChunkSizeNotPowerOfTwo { chunk_size }.into());
+            }
+            let entries = size.div_ceil(chunk_size);
+            if entries.checked_mul(32) != Some(body) {
+                return Err(FormatErrorKind::BodyLength {
+                    detail: format!(
+                        "size {size} / chunk size {chunk_size} needs {entries} digests \
+                         ({} bytes), body has {body} bytes",
+                        entries as u128 * 32
+                    ),
+                }
+                .into());
+            }
+            if entries == 0 {
+                return Err(FormatErrorKind::NoEntries.into());
+            }
+        }
+        IndexKind::Dynamic => {
+            if body % DYNAMIC_ENTRY_SIZE as u64 != 0 {
+                return Err(FormatErrorKind::BodyLength {
+                    detail: format!(
+                        "{body} bytes is not a multiple of the {DYNAMIC_ENTRY_SIZE}-byte entry"
+                    ),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(kind)
+}
+
+/// didx: end offsets must grow strictly (every chunk holds at least one byte). Called for
+/// each entry in order with the previous end (0 before the first).
+#[inline]
+fn check_end(entry: u64, prev: u64, end: u64) -> Result<(), FormatError> {
+    if end <= prev {
+        return Err(FormatErrorKind::EndOffsets { entry, prev, end }.into());
+    }
+    Ok(())
 }
 
 impl IndexFile {
-    /// Reads and validates an index file; the kind comes from its magic.
+    /// Opens, validates and (up to [`IN_MEMORY_BODY_LIMIT`]) reads an index file; the kind
+    /// comes from its magic.
+    ///
+    /// Only a regular file is opened (a FIFO, device or directory is refused, without blocking
+    /// on it). The header is checked against the file's size before the body is read: a fixed
+    /// index must be exactly as long as its size and chunk size imply. A larger body stays in
+    /// the file and is streamed by [`IndexFile::for_each_digest`], which verifies end offsets
+    /// and the checksum as it goes; a smaller one is verified here.
     ///
     /// Index files are not chunks, so their atime is not GC state; they are still opened with
     /// `O_NOATIME` where permitted so that inspection leaves no trace.
     pub fn open(path: &Path) -> Result<IndexFile, FormatError> {
-        let bytes = crate::fsutil::read_noatime(path).map_err(|e| FormatError::io(path, e))?;
-        IndexFile::parse(bytes).map_err(|e| e.in_file(path))
+        let index = IndexFile::open_with_limit(path, IN_MEMORY_BODY_LIMIT)?;
+        if index.stream.is_none() {
+            index.verify().map_err(|e| e.in_file(path))?;
+        }
+        Ok(index)
     }
 
-    /// Validates `bytes` as an index of either kind, checksum included.
+    /// [`IndexFile::open`] without verifying an in-memory body (for `inspect`, which reports a
+    /// mismatch instead of refusing the file), with the in-memory limit given.
+    pub fn open_with_limit(path: &Path, limit: u64) -> Result<IndexFile, FormatError> {
+        use std::io::Read;
+        use std::os::unix::fs::FileExt;
+        let io = |e| FormatError::io(path, e);
+        let (mut file, len) = crate::fsutil::open_regular_noatime(path).map_err(io)?;
+        let mut header = vec![0u8; INDEX_HEADER_SIZE.min(len as usize)];
+        file.read_exact(&mut header).map_err(io)?;
+        let kind = validate_header(&header, len).map_err(|e| e.in_file(path))?;
+        let body_len = len - INDEX_HEADER_SIZE as u64;
+        if body_len <= limit {
+            let mut bytes = header;
+            bytes.reserve_exact(body_len as usize);
+            (&mut file)
+                .take(body_len + 1)
+                .read_to_end(&mut bytes)
+                .map_err(io)?;
+            if bytes.len() as u64 != len {
+                return Err(FormatError::new(FormatErrorKind::BodyLength {
+                    detail: format!(
+                        "the file changed size while read: {len} bytes, then {}",
+                        bytes.len()
+                    ),
+                })
+                .in_file(path));
+            }
+            return IndexFile::parse_unverified(bytes).map_err(|e| e.in_file(path));
+        }
+        let mut last_end = 0;
+        if kind == IndexKind::Dynamic {
+            let mut e = [0u8; 8];
+            file.read_exact_at(&mut e, len - DYNAMIC_ENTRY_SIZE as u64)
+                .map_err(io)?;
+            last_end = u64::from_le_bytes(e);
+        }
+        Ok(IndexFile {
+            kind,
+            bytes: header,
+            stream: Some(Streamed {
+                file,
+                path: path.to_path_buf(),
+                body_len,
+                last_end,
+            }),
+        })
+    }
+
+    /// Validates `bytes` as an index of either kind: structure, didx end offsets, checksum.
     pub fn parse(bytes: Vec<u8>) -> Result<IndexFile, FormatError> {
         let index = IndexFile::parse_unverified(bytes)?;
-        let computed = index.compute_csum();
-        if computed != index.stored_csum() {
+        index.verify()?;
+        Ok(index)
+    }
+
+    /// The checks of an in-memory body: didx end offsets, then the checksum.
+    fn verify(&self) -> Result<(), FormatError> {
+        self.check_ends()?;
+        let computed = self.compute_csum();
+        if computed != self.stored_csum() {
             return Err(FormatErrorKind::IndexChecksum {
-                stored: hex::encode(index.stored_csum()),
+                stored: hex::encode(self.stored_csum()),
                 computed: hex::encode(computed),
             }
             .into());
         }
-        Ok(index)
+        Ok(())
     }
 
-    /// Validates the structure (length, magic, chunk size, body length) but not the checksum,
-    /// for tools that report a mismatch rather than refuse the file.
-    pub fn parse_unverified(bytes: Vec<u8>) -> Result<IndexFile, FormatError> {
-        let len = bytes.len() as u64;
-        if bytes.len() < INDEX_HEADER_SIZE {
-            return Err(FormatErrorKind::TooShort {
-                what: "index header",
-                need: INDEX_HEADER_SIZE as u64,
-                found: len,
+    /// didx end offsets strictly increasing (in-memory body).
+    pub fn check_ends(&self) -> Result<(), FormatError> {
+        if self.kind == IndexKind::Dynamic {
+            let mut prev = 0;
+            for i in 0..self.entries() {
+                let end = self.end(i).expect("dynamic");
+                check_end(i as u64, prev, end)?;
+                prev = end;
             }
+        }
+        Ok(())
+    }
+
+    /// Validates the structure (length, magic, chunk size, body length) but neither the end
+    /// offsets nor the checksum, for tools that report a mismatch rather than refuse the file
+    /// and for bytes built by this program.
+    pub fn parse_unverified(bytes: Vec<u8>) -> Result<IndexFile, FormatError> {
+        let kind = validate_header(&bytes, bytes.len() as u64)?;
+        Ok(IndexFile {
+            kind,
+            bytes,
+            stream: None,
+        })
+    }
+
+    /// Whether the body is streamed from the file rather than held in memory.
+    pub fn is_streamed(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    /// Calls `f` with every digest in index order. A streamed body is verified as it is read
+    /// (end offsets, then the checksum at the end, which returns an error after `f` has seen
+    /// every digest: a caller must treat an error as "this index is not valid"); an in-memory
+    /// one was verified when it was opened or parsed.
+    pub fn for_each_digest<E: From<FormatError>>(
+        &self,
+        mut f: impl FnMut(Digest) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if self.stream.is_none() {
+            for d in self.digests() {
+                f(d)?;
+            }
+            return Ok(());
+        }
+        let computed = self.scan(&mut f)?;
+        if computed != self.stored_csum() {
+            let path = &self.stream.as_ref().expect("streamed").path;
+            return Err(FormatError::new(FormatErrorKind::IndexChecksum {
+                stored: hex::encode(self.stored_csum()),
+                computed: hex::encode(computed),
+            })
+            .in_file(path)
             .into());
         }
-        let kind = match &bytes[..8] {
-            m if m == FIXED_SIZED_CHUNK_INDEX_1_0 => IndexKind::Fixed,
-            m if m == DYNAMIC_SIZED_CHUNK_INDEX_1_0 => IndexKind::Dynamic,
-            m => {
-                return Err(FormatErrorKind::BadMagic {
-                    expected:
-                        "a fixed (2f7f41ed91fd0fcd) or dynamic (1c914ea519bab3cd) index magic",
-                    found: m.try_into().expect("8 bytes"),
-                }
-                .into())
+        Ok(())
+    }
+
+    /// Every digest in order through `f`, checking didx end offsets; returns the body's
+    /// SHA-256 (what `index_csum` must be). Reads a streamed body in fixed-size pieces.
+    pub fn scan<E: From<FormatError>>(
+        &self,
+        f: &mut impl FnMut(Digest) -> Result<(), E>,
+    ) -> Result<[u8; 32], E> {
+        let Some(st) = &self.stream else {
+            self.check_ends()?;
+            for d in self.digests() {
+                f(d)?;
             }
+            return Ok(self.compute_csum());
         };
-        let body = len - INDEX_HEADER_SIZE as u64;
-        let index = IndexFile { kind, bytes };
-        match kind {
-            IndexKind::Fixed => {
-                let (size, chunk_size) = (index.fixed_size(), index.fixed_chunk_size());
-                if !chunk_size.is_power_of_two() {
-                    return Err(FormatErrorKind::ChunkSizeNotPowerOfTwo { chunk_size }.into());
-                }
-                let entries = size.div_ceil(chunk_size);
-                if body != entries * 32 {
-                    return Err(FormatErrorKind::BodyLength {
-                        detail: format!(
-                            "size {size} / chunk size {chunk_size} needs {entries} digests \
-                             ({} bytes), body has {body} bytes",
-                            entries * 32
-                        ),
+        use std::os::unix::fs::FileExt;
+        let in_file = |e: FormatError| e.in_file(&st.path);
+        let esize = self.kind.entry_size();
+        let mut buf = vec![0u8; STREAM_BUFFER];
+        let mut hasher = Sha256::new();
+        let (mut at, mut entry, mut prev) = (0u64, 0u64, 0u64);
+        while at < st.body_len {
+            let want = (st.body_len - at).min(buf.len() as u64) as usize;
+            let piece = &mut buf[..want];
+            st.file
+                .read_exact_at(piece, INDEX_HEADER_SIZE as u64 + at)
+                .map_err(|e| in_file(FormatError::io(&st.path, e)))?;
+            hasher.update(&*piece);
+            for e in piece.chunks_exact(esize) {
+                let d = match self.kind {
+                    IndexKind::Fixed => e,
+                    IndexKind::Dynamic => {
+                        let end = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
+                        check_end(entry, prev, end).map_err(in_file)?;
+                        prev = end;
+                        &e[8..]
                     }
-                    .into());
-                }
-                if entries == 0 {
-                    return Err(FormatErrorKind::NoEntries.into());
-                }
+                };
+                f(Digest(d.try_into().expect("32 bytes")))?;
+                entry += 1;
             }
-            IndexKind::Dynamic => {
-                if body % DYNAMIC_ENTRY_SIZE as u64 != 0 {
-                    return Err(FormatErrorKind::BodyLength {
-                        detail: format!(
-                            "{body} bytes is not a multiple of the {DYNAMIC_ENTRY_SIZE}-byte entry"
-                        ),
-                    }
-                    .into());
-                }
-            }
+            at += want as u64;
         }
-        Ok(index)
+        Ok(hasher.finalize().into())
     }
 
     pub fn kind(&self) -> IndexKind {
@@ -185,12 +379,17 @@ impl IndexFile {
         self.bytes[32..64].try_into().expect("32 bytes")
     }
 
-    /// SHA-256 of the body, what `index_csum` must be.
+    /// SHA-256 of an in-memory body, what `index_csum` must be (a streamed body: [`IndexFile::scan`]).
     pub fn compute_csum(&self) -> [u8; 32] {
         Sha256::digest(self.body()).into()
     }
 
+    /// The in-memory body. Only the digest accessors of an in-memory index use it.
     fn body(&self) -> &[u8] {
+        assert!(
+            self.stream.is_none(),
+            "a streamed index is read with for_each_digest or scan"
+        );
         &self.bytes[INDEX_HEADER_SIZE..]
     }
 
@@ -209,11 +408,17 @@ impl IndexFile {
 
     /// Number of entries (references) in the index.
     pub fn entries(&self) -> usize {
-        self.body().len() / self.kind.entry_size()
+        let body = match &self.stream {
+            Some(st) => st.body_len,
+            None => (self.bytes.len() - INDEX_HEADER_SIZE) as u64,
+        };
+        (body / self.kind.entry_size() as u64) as usize
     }
 
-    /// The digest of entry `i`.
+    /// The digest of entry `i` (an in-memory index: every index the simulator builds, and
+    /// every file whose body is at most [`IN_MEMORY_BODY_LIMIT`]).
     pub fn digest(&self, i: usize) -> Digest {
+        let _ = self.body();
         let at = INDEX_HEADER_SIZE
             + i * self.kind.entry_size()
             + if self.kind == IndexKind::Dynamic {
@@ -224,13 +429,15 @@ impl IndexFile {
         Digest(self.bytes[at..at + 32].try_into().expect("32 bytes"))
     }
 
-    /// All digests, in index order (the order phase 1 touches them).
+    /// All digests, in index order (the order phase 1 touches them); an in-memory index only,
+    /// as [`IndexFile::digest`].
     pub fn digests(&self) -> impl ExactSizeIterator<Item = Digest> + '_ {
         (0..self.entries()).map(|i| self.digest(i))
     }
 
     /// The end offset of entry `i` (didx only).
     pub fn end(&self, i: usize) -> Option<u64> {
+        let _ = self.body();
         (self.kind == IndexKind::Dynamic).then(|| {
             let at = INDEX_HEADER_SIZE + i * DYNAMIC_ENTRY_SIZE;
             u64::from_le_bytes(self.bytes[at..at + 8].try_into().expect("8 bytes"))
@@ -242,9 +449,10 @@ impl IndexFile {
     pub fn index_bytes(&self) -> u64 {
         match self.kind {
             IndexKind::Fixed => self.fixed_size(),
-            IndexKind::Dynamic => match self.entries() {
-                0 => 0,
-                n => self.end(n - 1).expect("dynamic"),
+            IndexKind::Dynamic => match (&self.stream, self.entries()) {
+                (Some(st), _) => st.last_end,
+                (None, 0) => 0,
+                (None, n) => self.end(n - 1).expect("dynamic"),
             },
         }
     }
@@ -407,6 +615,73 @@ mod tests {
         let mut b = dynamic;
         b[4096] ^= 1;
         assert!(err(b).contains("index checksum mismatch"));
+    }
+
+    fn streamed(path: &Path) -> IndexFile {
+        let idx = IndexFile::open_with_limit(path, 0).unwrap();
+        assert!(idx.is_streamed());
+        idx
+    }
+
+    fn collect(idx: &IndexFile) -> Result<Vec<Digest>, FormatError> {
+        let mut v = Vec::new();
+        idx.for_each_digest(|d| -> Result<(), FormatError> {
+            v.push(d);
+            Ok(())
+        })?;
+        Ok(v)
+    }
+
+    #[test]
+    fn a_streamed_body_gives_the_same_digests_and_is_verified_as_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // More entries than one read buffer holds, of both kinds.
+        let ds = digests(40_000);
+        let fidx = dir.path().join("a.fidx");
+        std::fs::write(
+            &fidx,
+            fixed_index_bytes([1; 16], 1, 40_000 * 4096 - 7, 4096, &ds),
+        )
+        .unwrap();
+        let idx = streamed(&fidx);
+        assert_eq!(
+            (idx.entries(), idx.index_bytes()),
+            (40_000, 40_000 * 4096 - 7)
+        );
+        assert_eq!(collect(&idx).unwrap(), ds);
+        let entries: Vec<(u64, Digest)> = ds
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (i as u64 * 10 + 10, *d))
+            .collect();
+        let didx = dir.path().join("a.didx");
+        let mut bytes = dynamic_index_bytes([2; 16], 1, &entries);
+        std::fs::write(&didx, &bytes).unwrap();
+        let idx = streamed(&didx);
+        assert_eq!(idx.index_bytes(), 400_000);
+        assert_eq!(collect(&idx).unwrap(), ds);
+
+        // A flipped digest byte: every digest is still seen, then the checksum fails.
+        let at = bytes.len() - 3;
+        bytes[at] ^= 1;
+        std::fs::write(&didx, &bytes).unwrap();
+        let e = collect(&streamed(&didx)).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&didx.display().to_string()) && e.contains("index checksum mismatch"),
+            "{e}"
+        );
+        // An end offset going backwards: refused where it happens.
+        let mut back = entries.clone();
+        back[30_000].0 = 5;
+        std::fs::write(&didx, dynamic_index_bytes([2; 16], 1, &back)).unwrap();
+        let e = collect(&streamed(&didx)).unwrap_err().to_string();
+        assert!(
+            e.contains("entry 30000 ends at 5, the one before at 300000"),
+            "{e}"
+        );
+        // In memory, the same rule at open.
+        let e = IndexFile::open(&didx).err().unwrap().to_string();
+        assert!(e.contains("entry 30000 ends at 5"), "{e}");
     }
 
     #[test]

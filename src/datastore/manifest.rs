@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 use super::blob;
 use super::error::{FormatError, FormatErrorKind};
 
+/// The largest manifest JSON read: PBS writes a few kilobytes (a line per file and the
+/// notes); this bound keeps a hostile one from costing more memory than that.
+pub const MAX_MANIFEST_SIZE: u64 = 16 << 20;
+
 /// One entry of `files[]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -40,9 +44,9 @@ impl Manifest {
         blob::encode(&json, true)
     }
 
-    /// Decodes and parses a manifest blob.
+    /// Decodes and parses a manifest blob (its JSON at most [`MAX_MANIFEST_SIZE`] bytes).
     pub fn from_blob(raw: &[u8]) -> Result<Manifest, FormatError> {
-        let json = blob::decode(raw)?;
+        let json = blob::decode_bounded(raw, MAX_MANIFEST_SIZE, "manifest JSON")?;
         serde_json::from_slice(&json).map_err(|e| FormatErrorKind::Manifest(e.to_string()).into())
     }
 

@@ -86,6 +86,54 @@ impl Tree for Fs {
     }
 }
 
+/// A walk was told ENOENT for `path` (below `root`): accepts that only if the directory
+/// holding it no longer lists it, going up while directories are gone too. A name that is
+/// still listed means the ENOENT was not the truth (a flaky disk, an injected fault): an
+/// error, because a GC that skipped the path could remove the chunks it references.
+pub fn confirm_vanished(tree: &dyn Tree, root: &Path, path: &Path) -> Result<()> {
+    let mut at = path;
+    loop {
+        let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+            bail!(
+                "{}: not found, and neither is the datastore root",
+                path.display()
+            );
+        };
+        if at == root || !parent.starts_with(root) {
+            bail!(
+                "{}: not found, and neither is the datastore root {}",
+                path.display(),
+                root.display()
+            );
+        }
+        match tree.read_dir(parent) {
+            Ok(entries) => {
+                let name = name.to_string_lossy();
+                if entries.iter().any(|(n, _)| *n == name) {
+                    bail!(
+                        "{}: opening it said 'not found', yet {} still lists {name}: \
+                         refusing to go on (the store answers inconsistently: a flaky disk or \
+                         an injected fault), nothing was removed",
+                        path.display(),
+                        parent.display()
+                    );
+                }
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => at = parent,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "{}: not found; listing {} to confirm it vanished",
+                        path.display(),
+                        parent.display()
+                    )
+                })
+            }
+        }
+    }
+}
+
 fn missing_ok<T: Default>(r: io::Result<T>) -> io::Result<T> {
     match r {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(T::default()),
@@ -169,13 +217,18 @@ pub fn list_snapshot_indexes(tree: &dyn Tree, snapshot: &Path) -> io::Result<Vec
 }
 
 /// Step A: every index file below `root`, hidden entries pruned, symlinks not followed.
+/// A directory that vanished meanwhile is skipped once its parent confirms it
+/// ([`confirm_vanished`]).
 pub fn list_index_files(tree: &dyn Tree, root: &Path) -> Result<BTreeSet<PathBuf>> {
     let mut found = BTreeSet::new();
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = stack.pop() {
         let entries = match tree.read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // vanished
+            Err(e) if e.kind() == io::ErrorKind::NotFound && depth > 0 => {
+                confirm_vanished(tree, root, &dir)?;
+                continue;
+            }
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 if depth <= 1 && dir.file_name().is_some_and(|n| n == "lost+found") {
                     continue;
@@ -307,6 +360,54 @@ mod tests {
             ]
         );
         assert_eq!(order.expected.len(), 5);
+    }
+
+    /// A tree answering from a fixed map; a directory not in it is "not found".
+    struct Fake(Vec<(&'static str, Vec<&'static str>)>);
+
+    impl Tree for Fake {
+        fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
+            self.0
+                .iter()
+                .find(|(d, _)| Path::new(d) == dir)
+                .map(|(_, names)| {
+                    names
+                        .iter()
+                        .map(|n| (n.to_string(), EntryKind::Dir))
+                        .collect()
+                })
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+    }
+
+    #[test]
+    fn a_vanished_path_is_accepted_only_when_its_parent_no_longer_lists_it() {
+        let root = Path::new("/s");
+        let snap = Path::new("/s/vm/100/2025-01-01T00:00:00Z");
+        let index = snap.join("drive-scsi0.img.fidx");
+        // Pruned: the group no longer lists the snapshot (its directory is gone too).
+        let pruned = Fake(vec![
+            ("/s", vec!["vm"]),
+            ("/s/vm", vec!["100"]),
+            ("/s/vm/100", vec![]),
+        ]);
+        confirm_vanished(&pruned, root, &index).unwrap();
+        confirm_vanished(&pruned, root, snap).unwrap();
+        // The group still lists the snapshot, yet listing it said ENOENT: refuse.
+        let lying = Fake(vec![
+            ("/s", vec!["vm"]),
+            ("/s/vm", vec!["100"]),
+            ("/s/vm/100", vec!["2025-01-01T00:00:00Z"]),
+        ]);
+        let e = confirm_vanished(&lying, root, &index)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("still lists 2025-01-01T00:00:00Z"), "{e}");
+        // Everything gone up to the root: the root itself must answer.
+        let e = confirm_vanished(&Fake(vec![]), root, &index)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("neither is the datastore root"), "{e}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use hashbrown::HashMap;
 
 use super::log::TaskLog;
 use super::lru::DigestLru;
+use super::referenced::ReferencedSet;
 use super::{Counters, GcOptions, Strategy};
 use crate::datastore::paths::CHUNK_SUBDIRS;
 use crate::datastore::{Digest, IndexFile};
@@ -30,6 +31,10 @@ pub struct Marker<'s, S: ChunkStore> {
     pub counters: Counters,
     log: &'s mut TaskLog,
     lru: Option<DigestLru>,
+    /// Every digest an index referenced (the sweep's guarantee, not PBS's).
+    referenced: ReferencedSet,
+    /// Referenced digests phase 1 found missing (touch said ENOENT).
+    missing: hashbrown::HashSet<Digest>,
     /// Digests that missed the cache, with the index that referenced them (batched kinds).
     batch: Vec<(Digest, u32)>,
     /// Chunk directories already read this run.
@@ -46,6 +51,47 @@ pub struct Marker<'s, S: ChunkStore> {
     pub after_index: Option<Box<dyn FnMut(usize) + 's>>,
 }
 
+/// What phase 1 leaves for the sweep.
+pub struct Marked {
+    pub counters: Counters,
+    /// Every referenced digest (sealed).
+    pub referenced: ReferencedSet,
+    /// Referenced digests whose chunk phase 1 found missing.
+    pub missing: hashbrown::HashSet<Digest>,
+}
+
+/// Reads every index (PBS's phase-1 order) and collects the referenced digests without
+/// touching anything: what a sweep run without a mark verifies against.
+pub fn collect_references<S: ChunkStore>(
+    store: &S,
+    counters: &mut Counters,
+) -> Result<ReferencedSet> {
+    struct Collect<'a> {
+        set: ReferencedSet,
+        counters: &'a mut Counters,
+    }
+    impl Phase1Visitor for Collect<'_> {
+        fn start(&mut self, _: usize) {}
+        fn index(&mut self, _: &Path, index: IndexFile, _: IndexOrigin) -> Result<()> {
+            self.counters.index_file_count += 1;
+            self.counters.index_data_bytes += index.index_bytes();
+            self.counters.references += index.entries() as u64;
+            let set = &mut self.set;
+            index.for_each_digest(&mut |d| {
+                set.insert(&d);
+                Ok(())
+            })
+        }
+    }
+    let mut v = Collect {
+        set: ReferencedSet::new(),
+        counters,
+    };
+    store.walk_indexes(&mut v)?;
+    v.set.seal();
+    Ok(v.set)
+}
+
 fn head(d: &Digest) -> u64 {
     u64::from_be_bytes(d.0[..8].try_into().expect("8"))
 }
@@ -60,6 +106,8 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
             counters: Counters::default(),
             log,
             lru,
+            referenced: ReferencedSet::new(),
+            missing: hashbrown::HashSet::new(),
             batch: Vec::new(),
             warmed: vec![false; CHUNK_SUBDIRS],
             dir_inodes: HashMap::new(),
@@ -73,7 +121,7 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
     }
 
     /// Runs phase 1 to the end; an error means "do not sweep".
-    pub fn run(mut self) -> Result<Counters> {
+    pub fn run(mut self) -> Result<Marked> {
         let started = Instant::now();
         if self.opts.strategy == Strategy::Prefetch {
             self.prefetch()?;
@@ -91,7 +139,12 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
             self.counters.cache_reserved_bytes = lru.reserved_bytes();
         }
         self.counters.phase1_seconds = started.elapsed().as_secs_f64();
-        Ok(self.counters)
+        self.referenced.seal();
+        Ok(Marked {
+            counters: self.counters,
+            referenced: self.referenced,
+            missing: self.missing,
+        })
     }
 
     /// Thread 001: read every chunk directory once before phase 1, split over jobs.
@@ -134,11 +187,13 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
     fn reference(&mut self, digest: Digest, index: u32) -> Result<()> {
         if let Some(lru) = &mut self.lru {
             if lru.insert(digest) {
+                // Inserted into the referenced set on its miss.
                 self.counters.cache_hits += 1;
                 return Ok(());
             }
             self.counters.cache_misses += 1;
         }
+        self.referenced.insert(&digest);
         match self.opts.strategy {
             Strategy::Naive | Strategy::Lru | Strategy::Prefetch => self.touch(digest, index),
             Strategy::Batched | Strategy::InodeOrder => {
@@ -172,6 +227,7 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
                     }
                 }
                 self.counters.missing_chunks += 1;
+                self.missing.insert(digest);
                 let path = &self.indexes[index as usize];
                 self.log.warn(&format!(
                     "warning: unable to access non-existent chunk {digest}, required by {:?}",
@@ -273,9 +329,7 @@ impl<S: ChunkStore> Phase1Visitor for Marker<'_, S> {
         self.counters.index_file_count += 1;
         self.counters.index_data_bytes += index.index_bytes();
         self.counters.references += index.entries() as u64;
-        for d in index.digests() {
-            self.reference(d, n)?;
-        }
+        index.for_each_digest(&mut |d| self.reference(d, n))?;
         match origin {
             IndexOrigin::Expected | IndexOrigin::New => {
                 if origin == IndexOrigin::New {

@@ -3,8 +3,12 @@
 //! [`run`] is one GC: phase 1 ([`mark`]) touches every referenced chunk, phase 2 ([`sweep`])
 //! removes chunks whose atime is older than the cutoff. It talks only to a
 //! [`crate::store::ChunkStore`], so the same code runs on a directory, on a chunkscope mount,
-//! and (later) on a simulated store. Nothing referenced is ever removed: the sweep runs only
-//! after a mark that finished without an error other than missing chunks.
+//! and on a simulated store. Nothing referenced is ever removed (ARCHITECTURE.md, invariant
+//! 9): the sweep runs only after a mark that finished without an error other than missing
+//! chunks, and it removes a chunk only when it is not in the [`referenced::ReferencedSet`]
+//! collected from the indexes (by phase 1, or by reading them again when the sweep runs
+//! alone), whatever its atime says. A referenced chunk PBS would have removed is kept, named
+//! and counted ([`KeptChunk`]), and the run ends with warnings.
 //!
 //! Locking (`.lock`, format document 3.12) and markers are the caller's business: `run`
 //! receives a hook for markers.
@@ -12,6 +16,7 @@
 pub mod log;
 pub mod lru;
 pub mod mark;
+pub mod referenced;
 pub mod sweep;
 
 use anyhow::Result;
@@ -125,6 +130,15 @@ pub struct Counters {
     pub pending_bytes: u64,
     pub disk_chunks: u64,
     pub disk_bytes: u64,
+    /// Referenced chunks whose atime was older than the cutoff: PBS would have removed them;
+    /// chunkscope kept them (also counted in `disk_chunks`/`disk_bytes`).
+    pub kept_referenced: u64,
+    pub kept_referenced_bytes: u64,
+    /// Entries with a chunk's name that are not regular files (a symlink, a directory...):
+    /// neither followed nor removed, reported.
+    pub irregular_chunks: u64,
+    /// Index files read by the sweep's own pass when phase 1 did not run.
+    pub verify_index_files: u64,
     pub phase2_seconds: f64,
 }
 
@@ -136,6 +150,41 @@ impl Counters {
     }
 }
 
+/// Why a referenced chunk had an atime older than the cutoff.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeptReason {
+    /// Phase 1 found it missing (its touch said ENOENT), yet it is there: a flaky disk, an
+    /// injected fault, or a concurrent re-upload. PBS would remove it.
+    MissingInPhase1,
+    /// This run did not mark (`--phase sweep`): its atime is whatever the last mark left.
+    NotMarkedThisRun,
+    /// Phase 1 touched it, but the atime did not change (a touch without effect).
+    TouchWithoutEffect,
+}
+
+impl KeptReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            KeptReason::MissingInPhase1 => "phase 1 found it missing",
+            KeptReason::NotMarkedThisRun => "no phase 1 in this run",
+            KeptReason::TouchWithoutEffect => "phase 1 touched it, the atime did not change",
+        }
+    }
+}
+
+/// A referenced chunk PBS would have removed and chunkscope kept.
+#[derive(Clone, Debug, Serialize)]
+pub struct KeptChunk {
+    pub digest: String,
+    pub reason: KeptReason,
+    pub atime: i64,
+    pub size: u64,
+}
+
+/// How many kept chunks are named one by one (log and JSON); all are counted.
+pub const KEPT_NAMED: usize = 1000;
+
 /// The result of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct GcReport {
@@ -145,7 +194,42 @@ pub struct GcReport {
     pub min_atime: i64,
     pub oldest_writer: i64,
     pub counters: Counters,
+    /// The first [`KEPT_NAMED`] referenced chunks PBS would have removed
+    /// (`counters.kept_referenced` counts all).
+    pub kept_referenced: Vec<KeptChunk>,
     pub warnings: u64,
+}
+
+/// The context of an error that ended a run: which phase, and what had been removed by then
+/// (the counters are the run's so far). Its text is the first line of the error.
+#[derive(Debug)]
+pub struct Aborted {
+    pub phase: u8,
+    pub report: Box<GcReport>,
+}
+
+impl std::fmt::Display for Aborted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.report.counters;
+        if c.unlinks == 0 {
+            write!(
+                f,
+                "garbage collection aborted in phase {} before anything was removed",
+                self.phase
+            )
+        } else {
+            write!(
+                f,
+                "garbage collection aborted in phase {} after removing {} files: {} chunks and \
+                 {} bad chunks ({})",
+                self.phase,
+                c.unlinks,
+                c.removed_chunks,
+                c.removed_bad,
+                human_bytes(c.removed_bytes)
+            )
+        }
+    }
 }
 
 /// Records a marker; an error aborts the run.
@@ -204,38 +288,87 @@ pub fn run<S: ChunkStore>(
             opts.cache_capacity
         ));
     }
-    let mut counters = Counters::default();
-    if opts.phases != Phases::Sweep {
-        log.info("Start GC phase1 (mark used chunks)");
-        hooks.mark(&format!("phase1 start strategy={strategy}"))?;
-        let mut marker = mark::Marker::new(store, opts, log);
-        marker.after_index = hooks.after_index.take();
-        counters = marker.run()?;
-        hooks.mark(&format!("phase1 end strategy={strategy}"))?;
-    }
-    if opts.phases != Phases::Mark {
-        log.info("Start GC phase2 (sweep unused chunks)");
-        hooks.mark(&format!("phase2 start strategy={strategy}"))?;
-        sweep::sweep(
-            store,
-            min_atime,
-            oldest_writer,
-            opts.dry_run,
-            log,
-            &mut counters,
-        )?;
-        hooks.mark(&format!("phase2 end strategy={strategy}"))?;
-    }
-    summary(log, &counters, opts);
-    Ok(GcReport {
+    let mut report = GcReport {
         store: store.root().display().to_string(),
         options: opts.clone(),
         phase1_start: start,
         min_atime,
         oldest_writer,
-        counters,
-        warnings: log.warnings,
-    })
+        counters: Counters::default(),
+        kept_referenced: Vec::new(),
+        warnings: 0,
+    };
+    let aborted = |phase: u8, report: &GcReport, log: &TaskLog, e: anyhow::Error| {
+        let mut report = report.clone();
+        report.warnings = log.warnings;
+        e.context(Aborted {
+            phase,
+            report: Box::new(report),
+        })
+    };
+    let mut marked = None;
+    if opts.phases != Phases::Sweep {
+        log.info("Start GC phase1 (mark used chunks)");
+        let phase1 = (|| -> Result<mark::Marked> {
+            hooks.mark(&format!("phase1 start strategy={strategy}"))?;
+            let mut marker = mark::Marker::new(store, opts, log);
+            marker.after_index = hooks.after_index.take();
+            let m = marker.run()?;
+            hooks.mark(&format!("phase1 end strategy={strategy}"))?;
+            Ok(m)
+        })();
+        match phase1 {
+            Ok(m) => {
+                report.counters = m.counters.clone();
+                marked = Some(m);
+            }
+            Err(e) => return Err(aborted(1, &report, log, e)),
+        }
+    }
+    if opts.phases != Phases::Mark {
+        let (referenced, missing) = match marked {
+            Some(m) => (m.referenced, Some(m.missing)),
+            None => {
+                log.info(
+                    "No phase 1 in this run: reading every index to learn which chunks are \
+                     referenced (nothing is touched); a referenced chunk is never removed",
+                );
+                let mut c = Counters::default();
+                let set = mark::collect_references(store, &mut c)
+                    .map_err(|e| aborted(2, &report, log, e))?;
+                report.counters.verify_index_files = c.index_file_count;
+                report.counters.index_file_count = c.index_file_count;
+                report.counters.index_data_bytes = c.index_data_bytes;
+                report.counters.references = c.references;
+                (set, None)
+            }
+        };
+        log.info("Start GC phase2 (sweep unused chunks)");
+        let guard = sweep::Guard {
+            referenced: &referenced,
+            missing: missing.as_ref(),
+        };
+        let phase2 = hooks
+            .mark(&format!("phase2 start strategy={strategy}"))
+            .and_then(|()| {
+                sweep::sweep(
+                    store,
+                    min_atime,
+                    oldest_writer,
+                    opts.dry_run,
+                    &guard,
+                    log,
+                    &mut report,
+                )
+            })
+            .and_then(|()| hooks.mark(&format!("phase2 end strategy={strategy}")));
+        if let Err(e) = phase2 {
+            return Err(aborted(2, &report, log, e));
+        }
+    }
+    summary(log, &report.counters, opts);
+    report.warnings = log.warnings;
+    Ok(report)
 }
 
 /// The 4 MiB all-zero chunk PBS uses for the check: its digest and compressed blob.
@@ -310,6 +443,13 @@ fn summary(log: &mut TaskLog, c: &Counters, opts: &GcOptions) {
     } else {
         "Removed"
     };
+    if c.kept_referenced > 0 {
+        log.info(&format!(
+            "Kept referenced chunks PBS would have removed: {} ({})",
+            c.kept_referenced,
+            human_bytes(c.kept_referenced_bytes)
+        ));
+    }
     log.info(&format!("{verb} garbage: {}", human_bytes(c.removed_bytes)));
     log.info(&format!("{verb} chunks: {}", c.removed_chunks));
     if c.pending_bytes > 0 {

@@ -129,6 +129,8 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
                 "shadow_unlinks": shared.shadow.as_ref().map(|s| s.removed_count()),
                 "model": model,
                 "held_replies": inst.timer.as_ref().map(|t| t.counts().0),
+                "fd_exhausted": inst.fd_exhausted.load(std::sync::atomic::Ordering::Relaxed),
+                "nofile_limit": crate::fsutil::nofile_limit(),
                 "faults": inst.faults.as_ref().map(|f| f.stats()),
             });
             format!("ok {v}")
@@ -156,15 +158,31 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
     }
 }
 
+/// Answers one client's lines. Uses the one descriptor the connection has (no clone), so
+/// that a daemon short of descriptors can still answer.
 fn serve_client(shared: &Shared, conn: UnixStream) {
     let pid = peer_pid(&conn);
-    let Ok(mut out) = conn.try_clone() else {
-        return;
-    };
-    for line in BufReader::new(conn).lines() {
+    let mut out = &conn;
+    for line in BufReader::new(&conn).lines() {
         let Ok(line) = line else { break };
         if writeln!(out, "{}", answer(shared, line.trim_end(), pid)).is_err() {
             break;
+        }
+    }
+}
+
+/// Two descriptors held in reserve: when `accept` fails for want of descriptors (clients
+/// holding tens of thousands of files open through the mount), they are given up so that
+/// the control client can still be accepted and answered.
+struct Reserve(Vec<std::fs::File>);
+
+impl Reserve {
+    fn fill(&mut self) {
+        while self.0.len() < 2 {
+            match std::fs::File::open("/dev/null") {
+                Ok(f) => self.0.push(f),
+                Err(_) => return,
+            }
         }
     }
 }
@@ -202,14 +220,34 @@ pub fn serve(path: &Path, shared: Arc<Shared>) -> Result<u64> {
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
+            let mut reserve = Reserve(Vec::new());
+            reserve.fill();
+            loop {
+                let conn = match listener.accept() {
+                    Ok((conn, _)) => conn,
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                        reserve.0.clear();
+                        match listener.accept() {
+                            Ok((conn, _)) => conn,
+                            Err(_) => {
+                                std::thread::sleep(std::time::Duration::from_millis(10));
+                                reserve.fill();
+                                continue;
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
+                    }
+                };
                 // One thread per client: a client that keeps its connection open (a GC run)
                 // must not keep another (`chunkscope ctl`) waiting.
                 let shared = shared.clone();
                 let _ = std::thread::Builder::new()
                     .name("control-client".into())
                     .spawn(move || serve_client(&shared, conn));
+                reserve.fill();
             }
         })?;
     Ok(ino)

@@ -72,6 +72,9 @@ pub struct Instruments {
     /// Replies wait `time_scale` times their modelled cost (0: account only).
     pub time_scale: f64,
     pub timer: Option<timer::Timer>,
+    /// Requests the backing store answered EMFILE or ENFILE (the daemon ran out of file
+    /// descriptors); injected ones are not counted.
+    pub fd_exhausted: std::sync::atomic::AtomicU64,
 }
 
 impl Instruments {
@@ -83,6 +86,7 @@ impl Instruments {
             faults,
             model: model.map(std::sync::Mutex::new),
             time_scale,
+            fd_exhausted: std::sync::atomic::AtomicU64::new(0),
             timer: if delays {
                 Some(timer::Timer::start().context("starting the timer thread")?)
             } else {
@@ -377,6 +381,11 @@ impl Overlay {
     /// held: the injected delay plus `time_scale` times the modelled cost.
     #[inline]
     fn emit(&self, req: &Request, op: Op, t0: u64, d: Done<'_>, dec: Decision) -> u64 {
+        if (d.errno == libc::EMFILE || d.errno == libc::ENFILE) && dec.errno == 0 {
+            self.inst
+                .fd_exhausted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let sink = self.sink.as_ref();
         let seq;
         let mut modeled = 0;

@@ -114,7 +114,8 @@ pub fn walk_indexes(
     let mut visit = |path: &Path, origin: IndexOrigin| -> anyhow::Result<()> {
         match open(path) {
             Ok(index) => visitor.index(path, index, origin),
-            Err(e) if e.is_not_found() => Ok(()), // vanished (pruned meanwhile)
+            // Vanished (pruned meanwhile), if its directory no longer lists it.
+            Err(e) if e.is_not_found() => snapshots::confirm_vanished(tree, root, path),
             Err(e) => Err(anyhow::anyhow!(
                 "can't open index {} - {}",
                 path.display(),
@@ -126,13 +127,19 @@ pub fn walk_indexes(
         for group in snapshots::list_groups(tree, &ns)? {
             let snaps = match snapshots::list_snapshots(tree, &group) {
                 Ok(s) => s,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    snapshots::confirm_vanished(tree, root, &group)?;
+                    continue;
+                }
                 Err(e) => return Err(e).with_context(|| format!("listing {}", group.display())),
             };
             for (_, snap) in snaps {
                 let files = match snapshots::list_snapshot_indexes(tree, &snap) {
                     Ok(f) => f,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        snapshots::confirm_vanished(tree, root, &snap)?;
+                        continue;
+                    }
                     Err(e) => return Err(e).with_context(|| format!("listing {}", snap.display())),
                 };
                 for path in files {

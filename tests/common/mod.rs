@@ -169,6 +169,20 @@ impl Mount {
         }
     }
 
+    /// Kills the mount process (SIGKILL to the pid this test started) and reaps it; the mount
+    /// stays behind, dead (requests fail with ENOTCONN), until drop detaches it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The mount process's pid (a mount this test started).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn is_live(&self) -> bool {
         is_mounted(&self.mnt)
     }

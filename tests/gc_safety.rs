@@ -1,0 +1,307 @@
+//! Issue 18: no flag, fault or order of phases may cost a referenced chunk. Each test is a case
+//! that lost data before (exit status 0, referenced chunks gone); afterwards the backing store
+//! is checked with `check --deep`, which reads the indexes with its own code, not the GC's.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Chunk and .bad files in the store (what a sweep can remove).
+fn removable_files(store: &Path) -> u64 {
+    let (_, r) = check(store, false);
+    n(&r["chunk_files"]) + n(&r["bad_files"])
+}
+
+/// Every referenced chunk is there with its content.
+fn assert_nothing_referenced_lost(store: &Path, context: &str) {
+    let (code, r) = check(store, true);
+    assert_eq!(r["missing_chunks"], Value::Array(vec![]), "{context}");
+    assert_eq!(r["corrupt_chunks"], Value::Array(vec![]), "{context}");
+    assert_eq!(code, 0, "{context}: {r}");
+}
+
+#[test]
+fn a_sweep_alone_reads_the_indexes_and_keeps_every_referenced_chunk() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "18"]);
+    let before = removable_files(&store);
+    // No mark before it: every referenced chunk still has the previous GC's (old) atime.
+    let (code, r, out) = gc(&store, &["--phase", "sweep"]);
+    assert_eq!(code, 1, "finished with warnings: {out}");
+    assert!(out.contains("No phase 1 in this run"), "{out}");
+    let c = &r["counters"];
+    let referenced = n(&truth["referenced_chunks"]);
+    // Chunks first written by the last day's backups are recent (pending, unmarked); all
+    // others carry the previous GC's atime, older than the cutoff: PBS would remove them.
+    assert_eq!(
+        n(&c["disk_chunks"]) + n(&c["pending_chunks"]),
+        referenced + n(&truth["garbage"]["pending"]),
+        "{out}"
+    );
+    let kept = n(&c["kept_referenced"]);
+    assert!(
+        kept > referenced * 9 / 10 && kept <= referenced,
+        "{kept} of {referenced}"
+    );
+    assert_eq!(n(&c["verify_index_files"]), n(&truth["index_files"]));
+    assert_eq!(
+        n(&c["removed_chunks"]),
+        n(&truth["garbage"]["removable"]),
+        "garbage is still collected"
+    );
+    let named = r["kept_referenced"].as_array().unwrap();
+    assert_eq!(named.len() as u64, kept.min(1000));
+    assert!(named.iter().all(
+        |k| k["reason"] == "not-marked-this-run" && out.contains(k["digest"].as_str().unwrap())
+    ));
+    assert!(out.contains("Kept referenced chunks PBS would have removed: "));
+    assert_eq!(
+        before - removable_files(&store),
+        n(&c["removed_chunks"]) + n(&c["removed_bad"]),
+        "reported removals are the files gone"
+    );
+    assert_nothing_referenced_lost(&store, "sweep alone");
+
+    // A mark, then a sweep alone: nothing is old any more, a clean run.
+    let (code, _, out) = gc(&store, &["--phase", "mark"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, r, out) = gc(&store, &["--phase", "sweep"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(n(&r["counters"]["kept_referenced"]), 0);
+    assert!(out.contains("TASK OK"), "{out}");
+}
+
+#[test]
+fn a_touch_that_says_enoent_costs_no_chunk_and_is_reported() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "5"]);
+    let before = removable_files(&store);
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--fault", "setattr-atime errno=ENOENT every=50"],
+    );
+    let (code, r, out) = gc(&m.mnt, &["--strategy", "lru"]);
+    drop(m);
+    assert_eq!(code, 1, "{out}");
+    let c = &r["counters"];
+    let missing = n(&c["missing_chunks"]);
+    assert!(missing > 10, "the faults fired: {missing}");
+    // PBS would have removed each of them: kept, named, with why.
+    assert_eq!(n(&c["kept_referenced"]), missing, "{out}");
+    let named = r["kept_referenced"].as_array().unwrap();
+    assert!(named.iter().all(|k| k["reason"] == "missing-in-phase1"));
+    assert_eq!(
+        n(&c["removed_chunks"]),
+        n(&truth["garbage"]["removable"]),
+        "only garbage removed"
+    );
+    assert_eq!(
+        before - removable_files(&store),
+        n(&c["removed_chunks"]) + n(&c["removed_bad"])
+    );
+    assert_nothing_referenced_lost(&store, "setattr ENOENT");
+}
+
+#[test]
+fn lookups_that_say_enoent_cost_no_chunk() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "6"]);
+    // Every 50th lookup anywhere (index files and directories too) says ENOENT, and 1% of
+    // touches pick any errno a setattr can return.
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &[
+            "--fault",
+            "lookup errno=ENOENT every=50",
+            "--fault",
+            "setattr-atime errno=any prob=0.01",
+        ],
+    );
+    let (code, r, out) = gc(&m.mnt, &["--strategy", "batched", "--batch-size", "500"]);
+    drop(m);
+    assert!(
+        code == 1 || code == 2,
+        "warnings (kept chunks) or an abort (an index that said ENOENT but is listed): {code} {out}"
+    );
+    if code == 2 {
+        assert!(out.contains("garbage collection aborted in phase"), "{out}");
+    } else {
+        assert!(n(&r["counters"]["kept_referenced"]) > 0, "{out}");
+    }
+    assert_nothing_referenced_lost(&store, "lookup ENOENT");
+}
+
+#[test]
+fn a_sweep_that_fails_midway_says_what_it_removed() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "7"]);
+    let before = removable_files(&store);
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--fault", "unlink errno=EIO nth=50"],
+    );
+    let (code, r, out) = gc(&m.mnt, &[]);
+    drop(m);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("garbage collection aborted in phase 2 after removing 49 files"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Input/output error") && out.contains(".chunks/"),
+        "names the file: {out}"
+    );
+    assert_eq!(r["outcome"], "aborted");
+    let c = &r["report"]["counters"];
+    assert_eq!(n(&c["unlinks"]), 49);
+    assert_eq!(
+        before - removable_files(&store),
+        n(&c["removed_chunks"]) + n(&c["removed_bad"]),
+        "the aborted report counts the files gone"
+    );
+    assert_nothing_referenced_lost(&store, "unlink EIO");
+}
+
+#[test]
+fn a_phase_one_error_says_nothing_was_removed() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "8"]);
+    let before = removable_files(&store);
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--fault", "setattr-atime errno=EIO nth=20"],
+    );
+    let (code, r, out) = gc(&m.mnt, &[]);
+    drop(m);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("garbage collection aborted in phase 1 before anything was removed"),
+        "{out}"
+    );
+    assert_eq!(r["phase"], 1);
+    assert_eq!(removable_files(&store), before);
+    assert_nothing_referenced_lost(&store, "touch EIO");
+}
+
+#[test]
+fn a_chunk_that_is_a_symlink_is_reported_by_gc_and_check_and_never_followed() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "9"]);
+    let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
+    let d = chunkscope::datastore::IndexFile::open(&order.expected[0])
+        .unwrap()
+        .digest(0);
+    let chunk = store.join(chunkscope::datastore::paths::chunk_rel_path(&d));
+    let target = dir.path().join("elsewhere");
+    std::fs::rename(&chunk, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &chunk).unwrap();
+
+    let (code, report) = check(&store, false);
+    assert_eq!(code, 1);
+    let problems = report["irregular_chunks"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{report}");
+    assert!(problems[0]["problem"]
+        .as_str()
+        .unwrap()
+        .contains("symbolic link"));
+
+    let (code, r, out) = gc(&store, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(n(&r["counters"]["irregular_chunks"]), 1);
+    assert!(
+        out.contains(&format!("{} is not a regular file", chunk.display())),
+        "{out}"
+    );
+    assert!(
+        chunk.symlink_metadata().unwrap().file_type().is_symlink(),
+        "not removed"
+    );
+    assert!(target.exists(), "not followed");
+}
+
+#[test]
+fn the_mount_daemon_survives_descriptor_pressure() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "10"]);
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    let pid = m.pid().unwrap() as i32;
+    // As root the daemon raised its limit to the kernel's fs.nr_open.
+    let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a pid this test started; valid out pointer.
+    assert_eq!(
+        unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut l) },
+        0
+    );
+    // With CAP_SYS_RESOURCE (bit 24) it raised both limits to fs.nr_open; without it (a
+    // container may withhold it from root) the soft limit to the hard one.
+    let cap_eff = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("CapEff:")
+                .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        })
+        .unwrap();
+    let expected = if cap_eff & (1 << 24) != 0 {
+        nr_open
+    } else {
+        l.rlim_max
+    };
+    assert_eq!(l.rlim_cur, expected, "soft limit raised");
+    // Now squeeze it, and hold more directories open through the mount than it allows.
+    let small = libc::rlimit {
+        rlim_cur: 64,
+        rlim_max: 64,
+    };
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &small, std::ptr::null_mut()) },
+        0
+    );
+    let mut held = Vec::new();
+    let mut emfile = 0;
+    for prefix in 0..200u16 {
+        match std::fs::File::open(m.path(&format!(".chunks/{prefix:04x}"))) {
+            Ok(f) => held.push(f),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
+                emfile += 1;
+            }
+        }
+    }
+    assert!(emfile > 100, "the daemon ran out: {emfile}");
+    // The control socket still answers, and counts what happened.
+    let o = run(&["ctl", s(&m.mnt), "stats"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stats: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(n(&stats["fd_exhausted"]) >= emfile, "{stats}");
+    assert_eq!(n(&stats["nofile_limit"]), 64);
+    drop(held);
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}

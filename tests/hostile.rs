@@ -1,0 +1,292 @@
+//! Issue 18, point 4: readers are bounded by the format, not by the input. Every hostile file
+//! gets a clear error naming the file and the rule, exit 2 (or 1 where `check` or `inspect`
+//! found a problem), and no process here grows past 200 MiB, measured with `wait4`'s rusage
+//! of the child itself.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use chunkscope::datastore::blob::{COMPRESSED_BLOB_MAGIC_1_0, UNCOMPRESSED_BLOB_MAGIC_1_0};
+use chunkscope::datastore::index::{
+    dynamic_index_bytes, DYNAMIC_SIZED_CHUNK_INDEX_1_0, FIXED_SIZED_CHUNK_INDEX_1_0,
+};
+use chunkscope::datastore::Digest;
+use common::*;
+
+const RSS_LIMIT_KIB: i64 = 200 * 1024;
+
+/// Runs the binary and returns (exit code, stdout + stderr, peak RSS of that child in KiB).
+/// The child is reaped by `wait4` (which std's `wait` cannot give the rusage of).
+#[allow(clippy::zombie_processes)]
+fn run_measured(args: &[&str]) -> (i32, String, i64) {
+    use std::io::Read;
+    let mut child = bin()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    let mut err = String::new();
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut e = String::new();
+        se.read_to_string(&mut e).unwrap();
+        e
+    });
+    so.read_to_string(&mut out).unwrap();
+    err.push_str(&t.join().unwrap());
+    let mut status = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our child's, not yet reaped; valid out pointers.
+    let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(rc, child.id() as i32);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -libc::WTERMSIG(status)
+    };
+    (code, out + &err, ru.ru_maxrss)
+}
+
+fn expect(args: &[&str], code: i32, needles: &[&str]) -> String {
+    let (got, out, rss) = run_measured(args);
+    assert_eq!(got, code, "{args:?}: {out}");
+    for n in needles {
+        assert!(out.contains(n), "{args:?}: wants {n:?} in: {out}");
+    }
+    assert!(
+        rss < RSS_LIMIT_KIB,
+        "{args:?}: peak RSS {rss} KiB, over {RSS_LIMIT_KIB}"
+    );
+    out
+}
+
+/// A blob whose zstd frame has no content size and decodes to `size` zero bytes.
+fn zstd_bomb(size: usize) -> Vec<u8> {
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..size >> 20 {
+        enc.write_all(&zeros).unwrap();
+    }
+    let payload = enc.finish().unwrap();
+    let mut raw = COMPRESSED_BLOB_MAGIC_1_0.to_vec();
+    raw.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    raw.extend_from_slice(&payload);
+    raw
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn write(p: &Path, bytes: &[u8]) -> PathBuf {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+    p.to_path_buf()
+}
+
+/// A fixed index header claiming `entries` chunks of 4 MiB, left sparse after the header.
+fn sparse_fidx(p: &Path, entries: u64) -> PathBuf {
+    let mut h = vec![0u8; 4096];
+    h[..8].copy_from_slice(&FIXED_SIZED_CHUNK_INDEX_1_0);
+    h[64..72].copy_from_slice(&(entries * (4 << 20)).to_le_bytes());
+    h[72..80].copy_from_slice(&(4u64 << 20).to_le_bytes());
+    let p = write(p, &h);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(4096 + entries * 32)
+        .unwrap();
+    p
+}
+
+#[test]
+fn hostile_files_get_named_errors_in_bounded_memory() {
+    let dir = store_dir();
+    let d = dir.path();
+
+    // A zstd bomb named as a chunk: decoding stops at the chunk limit (16 MiB).
+    let bomb = zstd_bomb(256 << 20);
+    assert!(bomb.len() < 64 << 10, "a small file: {}", bomb.len());
+    let chunk = write(&d.join(format!("{}", Digest::of(b"x"))), &bomb);
+    expect(
+        &["inspect", s(&chunk)],
+        2,
+        &[
+            s(&chunk),
+            "chunk data larger than the format allows",
+            "16777216",
+        ],
+    );
+    // The same bomb as a blob: stopped at 128 MiB.
+    let blob = write(&d.join("qemu-server.conf.blob"), &bomb);
+    expect(
+        &["inspect", s(&blob)],
+        2,
+        &[
+            s(&blob),
+            "blob data larger than the format allows",
+            "134217728",
+        ],
+    );
+
+    // A sparse 10 GiB dynamic index: its first end offset (0) breaks the format at once.
+    let mut h = vec![0u8; 4096];
+    h[..8].copy_from_slice(&DYNAMIC_SIZED_CHUNK_INDEX_1_0);
+    let didx = write(&d.join("root.pxar.didx"), &h);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&didx)
+        .unwrap()
+        .set_len(4096 + 40 * (1 << 28))
+        .unwrap();
+    expect(
+        &["inspect", s(&didx)],
+        2,
+        &[s(&didx), "end offsets must grow strictly", "entry 0"],
+    );
+
+    // Backwards end offsets with a valid checksum.
+    let backwards = dynamic_index_bytes(
+        [1; 16],
+        1,
+        &[(100, Digest::of(b"a")), (50, Digest::of(b"b"))],
+    );
+    let back = write(&d.join("back.didx"), &backwards);
+    expect(
+        &["inspect", s(&back)],
+        2,
+        &[s(&back), "entry 1 ends at 50, the one before at 100"],
+    );
+
+    // A sparse 256 MiB fixed index whose header is consistent: streamed, its checksum wrong.
+    let fidx = sparse_fidx(&d.join("drive-scsi0.img.fidx"), 1 << 23);
+    expect(&["inspect", s(&fidx)], 1, &["checksum", "MISMATCH"]);
+    // Its header says more than the file holds: refused before reading.
+    let short = sparse_fidx(&d.join("short.fidx"), 4);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&short)
+        .unwrap()
+        .set_len(4096 + 3 * 32)
+        .unwrap();
+    expect(
+        &["inspect", s(&short)],
+        2,
+        &[s(&short), "needs 4 digests", "body has 96 bytes"],
+    );
+
+    // Not regular files: refused without reading (a FIFO without a writer would block).
+    expect(
+        &["inspect", "/dev/zero"],
+        2,
+        &["/dev/zero", "a character device"],
+    );
+    let fifo = d.join("fifo.fidx");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    expect(&["inspect", s(&fifo)], 2, &[s(&fifo), "a FIFO"]);
+
+    // Truncated and bit-flipped files.
+    let good = chunkscope::datastore::blob::encode(&b"data".repeat(1000), true);
+    let trunc = write(&d.join("trunc.blob"), &good[..good.len() - 3]);
+    expect(&["inspect", s(&trunc)], 1, &["crc32", "MISMATCH"]);
+    let mut flipped = good.clone();
+    flipped[20] ^= 4;
+    let flip = write(&d.join("flip.blob"), &flipped);
+    expect(&["inspect", s(&flip)], 1, &["MISMATCH"]);
+    let tiny = write(&d.join("tiny.blob"), &UNCOMPRESSED_BLOB_MAGIC_1_0[..6]);
+    expect(
+        &["inspect", s(&tiny)],
+        2,
+        &[s(&tiny), "not an index or blob file"],
+    );
+}
+
+#[test]
+fn a_store_with_hostile_files_is_checked_and_collected_in_bounded_memory() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "11"]);
+    let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
+    // A chunk that is a zstd bomb.
+    let victim = chunkscope::datastore::IndexFile::open(&order.expected[0])
+        .unwrap()
+        .digest(0);
+    let chunk = store.join(chunkscope::datastore::paths::chunk_rel_path(&victim));
+    std::fs::write(&chunk, zstd_bomb(64 << 20)).unwrap();
+    // A sparse 256 MiB index in a snapshot (consistent header, wrong checksum).
+    let snap = order.expected[0].parent().unwrap();
+    let giant = sparse_fidx(&snap.join("drive-giant.img.fidx"), 1 << 23);
+
+    let out = expect(
+        &["check", "--deep", s(&store)],
+        1,
+        &[
+            s(&giant),
+            "index checksum mismatch",
+            s(&chunk),
+            "chunk data larger than the format allows",
+        ],
+    );
+    assert!(out.contains("PROBLEMS FOUND"), "{out}");
+    // The GC reads the giant index streaming and stops before the sweep.
+    expect(
+        &["gc", "--no-atime-check", s(&store)],
+        2,
+        &[
+            s(&giant),
+            "index checksum mismatch",
+            "aborted in phase 1 before anything was removed",
+        ],
+    );
+}
+
+#[test]
+fn check_verifies_every_blob_the_manifest_lists() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "12"]);
+    let (code, _) = check(&store, false);
+    assert_eq!(code, 0);
+    let order = chunkscope::datastore::snapshots::phase1_order(&store).unwrap();
+    let conf = order
+        .expected
+        .iter()
+        .map(|p| p.parent().unwrap().join("qemu-server.conf.blob"))
+        .find(|p| p.exists())
+        .expect("a VM snapshot with its config blob");
+    let good = std::fs::read(&conf).unwrap();
+
+    let mut flipped = good.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    for (bytes, needle) in [
+        (Vec::new(), "size 0 differs from the manifest's"),
+        (flipped, "checksum"),
+    ] {
+        std::fs::write(&conf, &bytes).unwrap();
+        let (code, r) = check(&store, true);
+        assert_eq!(code, 1, "{r}");
+        let problems = r["manifest_problems"].as_array().unwrap();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p["path"] == s(&conf) && p["problem"].as_str().unwrap().contains(needle)),
+            "{r}"
+        );
+    }
+    std::fs::remove_file(&conf).unwrap();
+    let (code, r) = check(&store, false);
+    assert_eq!(code, 1);
+    assert!(r["manifest_problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["problem"] == "listed in the manifest, but missing"));
+}
