@@ -5,6 +5,7 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
@@ -304,4 +305,97 @@ fn the_mount_daemon_survives_descriptor_pressure() {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+#[test]
+fn a_mark_on_a_shadow_mount_then_a_sweep_on_the_store_keeps_every_referenced_chunk() {
+    // The tracing recipe (mark through a --shadow mount), then "now clean up" on the store:
+    // the shadow mount's touches never reached the store, so every referenced chunk there
+    // still has the previous GC's atime.
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "19"]);
+    let m = Mount::start(&store, dir.path(), false, &["--shadow"]);
+    let (code, _, out) = gc(&m.mnt, &["--no-lock", "--phase", "mark"]);
+    drop(m);
+    assert_eq!(code, 0, "{out}");
+    let (code, r, out) = gc(&store, &["--phase", "sweep"]);
+    assert_eq!(code, 1, "{out}");
+    let kept = n(&r["counters"]["kept_referenced"]);
+    assert!(kept > n(&truth["referenced_chunks"]) / 2, "{out}");
+    assert_eq!(
+        n(&r["counters"]["removed_chunks"]),
+        n(&truth["garbage"]["removable"])
+    );
+    assert_nothing_referenced_lost(&store, "shadow mark, real sweep");
+}
+
+#[test]
+fn a_listing_error_in_the_sweep_names_the_directory_and_what_was_removed() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "20"]);
+    let before = removable_files(&store);
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--fault", "readdir path=.chunks/8000 errno=EIO"],
+    );
+    let (code, r, out) = gc(&m.mnt, &["--strategy", "lru"]);
+    let chunk_dir = m.mnt.join(".chunks/8000");
+    drop(m);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(&format!(
+            "listing chunk directory {} failed - Input/output error",
+            chunk_dir.display()
+        )),
+        "{out}"
+    );
+    let removed = n(&r["report"]["counters"]["removed_chunks"]);
+    assert!(removed > 0, "half the sweep was done: {out}");
+    assert!(
+        out.contains(&format!(
+            "aborted in phase 2 after removing {removed} files"
+        )),
+        "{out}"
+    );
+    assert_eq!(before - removable_files(&store), removed);
+    assert_nothing_referenced_lost(&store, "readdir EIO");
+}
+
+#[test]
+fn a_mount_killed_in_the_sweep_aborts_and_says_what_was_removed() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "21"]);
+    let before = removable_files(&store);
+    // The 10th unlink is held for 5 s (performed, its reply delayed): the mount dies then.
+    let mut m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--fault", "unlink nth=10 stall=5s"],
+    );
+    let mnt = m.mnt.clone();
+    let t = std::thread::spawn(move || gc(&mnt, &["--strategy", "lru"]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // Wait for the stall: nine files gone (and the tenth going).
+    while before - removable_files(&store) < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweep never reached the stall"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    m.kill();
+    let (code, r, out) = t.join().unwrap();
+    drop(m);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("aborted in phase 2 after removing 9 files"),
+        "{out}"
+    );
+    assert_eq!(n(&r["report"]["counters"]["unlinks"]), 9);
+    // The tenth was done by the backing store, its reply lost with the mount.
+    assert_eq!(before - removable_files(&store), 10);
+    assert_nothing_referenced_lost(&store, "mount killed");
 }

@@ -1,0 +1,246 @@
+//! Issue 18, point 7: a property test that hunts data loss. Random small stores (the generator
+//! with random shape options) × every strategy × an order of phases (`all`, `mark` then
+//! `sweep`, `sweep` alone) × random fault rules (ENOENT, EIO, ENOMEM or any errno on lookup,
+//! getattr, setattr, readdir or unlink, and delays), run directly or through a non-shadow
+//! mount, with the mount killed at a random point in some cases. Afterwards, on the backing
+//! store: every referenced chunk is there with its content (`check --deep`, which reads the
+//! indexes with its own code), and the removals the GC reported (in its JSON, also when it
+//! aborted) are the files that are gone.
+//!
+//! CI runs a few cases; hunt longer with
+//!
+//!     CHUNKSCOPE_HUNT_CASES=200 cargo test --release --test data_loss_hunt
+//!
+//! A failing case shrinks to a short one and is printed with its seed.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use proptest::prelude::*;
+use serde_json::Value;
+
+#[derive(Clone, Debug)]
+struct Shape {
+    seed: u64,
+    groups: u32,
+    days: u32,
+    dedup: u32,
+}
+
+#[derive(Clone, Debug)]
+enum Plan {
+    All,
+    MarkThenSweep,
+    SweepAlone,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    shape: Shape,
+    strategy: &'static str,
+    plan: Plan,
+    /// Fault rules; empty and `mount == false`: directly on the store.
+    faults: Vec<String>,
+    mount: bool,
+    /// Kill the mount this long after the GC started.
+    kill_after_ms: Option<u64>,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (0u64..1000, 2u32..6, 8u32..40, 2u32..8).prop_map(|(seed, groups, days, dedup)| Shape {
+        seed,
+        groups,
+        days,
+        dedup,
+    })
+}
+
+fn fault() -> impl Strategy<Value = String> {
+    let op = prop::sample::select(vec![
+        "lookup",
+        "getattr",
+        "setattr",
+        "setattr-atime",
+        "readdir",
+        "unlink",
+    ]);
+    let errno = prop::sample::select(vec!["ENOENT", "EIO", "ENOMEM", "any"]);
+    let trigger = prop_oneof![
+        (1u32..6).prop_map(|p| format!("prob=0.0{p}")),
+        (5u32..200).prop_map(|k| format!("every={k}")),
+        (1u32..400).prop_map(|n| format!("nth={n}")),
+    ];
+    prop_oneof![
+        4 => (op, errno, trigger).prop_map(|(o, e, t)| format!("{o} errno={e} {t}")),
+        1 => (0u32..3).prop_map(|ms| format!("all prob=0.005 delay=uniform:0ms..{}ms", ms + 1)),
+    ]
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        shape(),
+        prop::sample::select(vec!["naive", "lru", "prefetch", "batched", "inode-order"]),
+        prop_oneof![
+            Just(Plan::All),
+            Just(Plan::MarkThenSweep),
+            Just(Plan::SweepAlone)
+        ],
+        prop::collection::vec(fault(), 0..3),
+        0u32..4,
+        prop::option::weighted(0.25, 0u64..400),
+    )
+        .prop_map(|(shape, strategy, plan, faults, how, kill)| {
+            // A quarter directly on the store (no faults there), the rest through a mount.
+            let mount = how != 0;
+            Case {
+                shape,
+                strategy,
+                plan,
+                faults: if mount { faults } else { Vec::new() },
+                mount,
+                kill_after_ms: if mount { kill } else { None },
+            }
+        })
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// Chunk and .bad files in the backing store.
+fn removable_files(store: &Path) -> u64 {
+    let (_, r) = check(store, false);
+    n(&r["chunk_files"]) + n(&r["bad_files"])
+}
+
+/// Removed files a GC run reported, from its JSON (a finished run, or an aborted one).
+fn reported_removals(report: &Value) -> u64 {
+    let c = if report["outcome"] == "aborted" {
+        &report["report"]["counters"]
+    } else {
+        &report["counters"]
+    };
+    n(&c["removed_chunks"]) + n(&c["removed_bad"])
+}
+
+fn gc_args(case: &Case, phase: &str) -> Vec<String> {
+    vec![
+        "--strategy".into(),
+        case.strategy.into(),
+        "--phase".into(),
+        phase.into(),
+        "--batch-size".into(),
+        "300".into(),
+        "--cache-capacity".into(),
+        "500".into(),
+    ]
+}
+
+fn run_case(case: &Case) -> Result<(), TestCaseError> {
+    let dir = store_dir();
+    let sh = &case.shape;
+    let (store, _) = gen(
+        dir.path(),
+        "s",
+        &[
+            "--preset",
+            "tiny",
+            "--seed",
+            &sh.seed.to_string(),
+            "--groups",
+            &sh.groups.to_string(),
+            "--days",
+            &sh.days.to_string(),
+            "--dedup",
+            &sh.dedup.to_string(),
+        ],
+    );
+    let before = removable_files(&store);
+    let phases: &[&str] = match case.plan {
+        Plan::All => &["all"],
+        Plan::MarkThenSweep => &["mark", "sweep"],
+        Plan::SweepAlone => &["sweep"],
+    };
+    let mut removed = 0;
+    let mut killed = false;
+    {
+        let mut extra: Vec<&str> = Vec::new();
+        for f in &case.faults {
+            extra.extend(["--fault", f.as_str()]);
+        }
+        let mut mount = case
+            .mount
+            .then(|| Mount::start(&store, dir.path(), false, &extra));
+        let target = mount.as_ref().map_or(store.clone(), |m| m.mnt.clone());
+        for phase in phases {
+            let args = gc_args(case, phase);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, report, out) = match (case.kill_after_ms, mount.as_mut()) {
+                (Some(ms), Some(m)) if !killed => {
+                    // The GC in the background; the mount killed under it.
+                    let t = {
+                        let target = target.clone();
+                        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+                        std::thread::spawn(move || {
+                            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                            gc(&target, &a)
+                        })
+                    };
+                    std::thread::sleep(Duration::from_millis(ms));
+                    m.kill();
+                    killed = true;
+                    t.join().unwrap()
+                }
+                _ => gc(&target, &args),
+            };
+            prop_assert!(
+                (0..=2).contains(&code),
+                "{case:?} phase {phase}: exit {code}: {out}"
+            );
+            removed += reported_removals(&report);
+        }
+    }
+    let (code, r) = check(&store, true);
+    prop_assert_eq!(
+        &r["missing_chunks"],
+        &Value::Array(vec![]),
+        "{:?}: referenced chunks lost",
+        case
+    );
+    prop_assert_eq!(&r["corrupt_chunks"], &Value::Array(vec![]), "{:?}", case);
+    prop_assert_eq!(code, 0, "{:?}: {}", case, r);
+    let gone = before - removable_files(&store);
+    if killed {
+        // An unlink in flight when the daemon died may have been done without the GC
+        // hearing of it.
+        prop_assert!(
+            gone == removed || gone == removed + 1,
+            "{:?}: {} gone, {} reported",
+            case,
+            gone,
+            removed
+        );
+    } else {
+        prop_assert_eq!(gone, removed, "{:?}: files gone vs reported", case);
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("CHUNKSCOPE_HUNT_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_flag_fault_or_phase_order_loses_a_referenced_chunk(case in case()) {
+        run_case(&case)?;
+    }
+}
