@@ -233,7 +233,7 @@ fn cases() -> u32 {
     std::env::var("CHUNKSCOPE_HUNT_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(6)
+        .unwrap_or(4)
 }
 
 proptest! {

@@ -399,3 +399,32 @@ fn a_mount_killed_in_the_sweep_aborts_and_says_what_was_removed() {
     assert_eq!(before - removable_files(&store), 10);
     assert_nothing_referenced_lost(&store, "mount killed");
 }
+
+#[test]
+fn on_a_shadow_mount_the_report_counts_what_pbs_would_have_removed() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "22"]);
+    let before = removable_files(&store);
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &[
+            "--shadow",
+            "--fault",
+            "setattr-atime errno=ENOENT prob=0.01",
+        ],
+    );
+    let (code, r, out) = gc(&m.mnt, &["--no-lock"]);
+    drop(m);
+    assert_eq!(code, 1, "{out}");
+    let c = &r["counters"];
+    assert!(n(&c["missing_chunks"]) > 0, "the faults fired: {out}");
+    assert_eq!(n(&c["kept_referenced"]), n(&c["missing_chunks"]), "{out}");
+    assert!(out.contains("Kept referenced chunks PBS would have removed: "));
+    assert_eq!(
+        removable_files(&store),
+        before,
+        "a shadow mount changes nothing"
+    );
+}

@@ -69,10 +69,35 @@ impl Tree for Fs {
         let mut out = Vec::new();
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
             let ty = entry.file_type()?;
+            let name = match entry.file_name().into_string() {
+                Ok(name) => name,
+                Err(raw) => {
+                    // PBS's scan (walkdir) reads indexes below any name; this walk cannot
+                    // name such a path, and skipping it could cost the chunks its indexes
+                    // reference. Hidden names and plain files that are no index are safe
+                    // to leave out, as PBS does.
+                    let bytes = raw.as_encoded_bytes();
+                    let index_like = bytes.ends_with(b".fidx") || bytes.ends_with(b".didx");
+                    if bytes.starts_with(b".") || (!ty.is_dir() && !index_like) {
+                        continue;
+                    }
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{} holds {} whose name is not UTF-8 ({}): chunkscope cannot \
+                             read indexes there (PBS would); rename it to go on",
+                            dir.display(),
+                            if ty.is_dir() {
+                                "a directory"
+                            } else {
+                                "an index file"
+                            },
+                            raw.to_string_lossy()
+                        ),
+                    ));
+                }
+            };
             let kind = if ty.is_dir() {
                 EntryKind::Dir
             } else if ty.is_file() {
@@ -408,6 +433,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("neither is the datastore root"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_whose_name_is_not_utf8_stops_the_scan_instead_of_hiding_its_indexes() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let odd = tmp.path().join(std::ffi::OsStr::from_bytes(b"vm\xff"));
+        touch(&odd.join("100/2025-01-01T00:00:00Z/drive-scsi0.img.fidx"));
+        let e = list_index_files(&Fs, tmp.path()).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("not UTF-8") && e.contains("a directory"), "{e}");
+        // A plain file or a hidden entry with such a name is left out, as PBS does.
+        fs::remove_dir_all(&odd).unwrap();
+        fs::write(
+            tmp.path().join(std::ffi::OsStr::from_bytes(b"notes\xff")),
+            b"",
+        )
+        .unwrap();
+        fs::create_dir(tmp.path().join(std::ffi::OsStr::from_bytes(b".hidden\xff"))).unwrap();
+        assert!(list_index_files(&Fs, tmp.path()).unwrap().is_empty());
     }
 
     #[test]
