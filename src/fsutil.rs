@@ -156,15 +156,19 @@ pub fn now_epoch() -> i64 {
         .unwrap_or(0)
 }
 
-/// The soft limit on open files.
-pub fn nofile_limit() -> u64 {
+fn nofile() -> libc::rlimit {
     let mut l = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: valid out pointer.
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
-    l.rlim_cur
+    l
+}
+
+/// The soft limit on open files.
+pub fn nofile_limit() -> u64 {
+    nofile().rlim_cur
 }
 
 /// Raises the open-file limit as far as this process may: as root (CAP_SYS_RESOURCE) soft and
@@ -172,12 +176,7 @@ pub fn nofile_limit() -> u64 {
 /// holds a descriptor for every file its clients have open needs it. Returns the soft limit
 /// now in force.
 pub fn raise_nofile_limit() -> u64 {
-    let mut l = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: valid out pointer.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
+    let l = nofile();
     let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())

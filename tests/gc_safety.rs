@@ -28,6 +28,40 @@ fn assert_nothing_referenced_lost(store: &Path, context: &str) {
     assert_eq!(code, 0, "{context}: {r}");
 }
 
+/// A GC through a non-shadow mount of a new `tiny` store with `mount_args` (fault rules).
+struct FaultRun {
+    _dir: tempfile::TempDir,
+    store: std::path::PathBuf,
+    truth: Value,
+    /// The mountpoint (unmounted by now).
+    mnt: std::path::PathBuf,
+    /// Removable files before the run.
+    before: u64,
+    code: i32,
+    report: Value,
+    out: String,
+}
+
+fn gc_through_mount(seed: &str, mount_args: &[&str], gc_args: &[&str]) -> FaultRun {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", seed]);
+    let before = removable_files(&store);
+    let m = Mount::start(&store, dir.path(), false, mount_args);
+    let (code, report, out) = gc(&m.mnt, gc_args);
+    let mnt = m.mnt.clone();
+    drop(m);
+    FaultRun {
+        _dir: dir,
+        store,
+        truth,
+        mnt,
+        before,
+        code,
+        report,
+        out,
+    }
+}
+
 #[test]
 fn a_sweep_alone_reads_the_indexes_and_keeps_every_referenced_chunk() {
     let dir = store_dir();
@@ -81,18 +115,13 @@ fn a_sweep_alone_reads_the_indexes_and_keeps_every_referenced_chunk() {
 
 #[test]
 fn a_touch_that_says_enoent_costs_no_chunk_and_is_reported() {
-    let dir = store_dir();
-    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "5"]);
-    let before = removable_files(&store);
-    let m = Mount::start(
-        &store,
-        dir.path(),
-        false,
+    let run = gc_through_mount(
+        "5",
         &["--fault", "setattr-atime errno=ENOENT every=50"],
+        &["--strategy", "lru"],
     );
-    let (code, r, out) = gc(&m.mnt, &["--strategy", "lru"]);
-    drop(m);
-    assert_eq!(code, 1, "{out}");
+    let (r, out) = (&run.report, &run.out);
+    assert_eq!(run.code, 1, "{out}");
     let c = &r["counters"];
     let missing = n(&c["missing_chunks"]);
     assert!(missing > 10, "the faults fired: {missing}");
@@ -102,35 +131,31 @@ fn a_touch_that_says_enoent_costs_no_chunk_and_is_reported() {
     assert!(named.iter().all(|k| k["reason"] == "missing-in-phase1"));
     assert_eq!(
         n(&c["removed_chunks"]),
-        n(&truth["garbage"]["removable"]),
+        n(&run.truth["garbage"]["removable"]),
         "only garbage removed"
     );
     assert_eq!(
-        before - removable_files(&store),
+        run.before - removable_files(&run.store),
         n(&c["removed_chunks"]) + n(&c["removed_bad"])
     );
-    assert_nothing_referenced_lost(&store, "setattr ENOENT");
+    assert_nothing_referenced_lost(&run.store, "setattr ENOENT");
 }
 
 #[test]
 fn lookups_that_say_enoent_cost_no_chunk() {
-    let dir = store_dir();
-    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "6"]);
     // Every 50th lookup anywhere (index files and directories too) says ENOENT, and 1% of
     // touches pick any errno a setattr can return.
-    let m = Mount::start(
-        &store,
-        dir.path(),
-        false,
+    let run = gc_through_mount(
+        "6",
         &[
             "--fault",
             "lookup errno=ENOENT every=50",
             "--fault",
             "setattr-atime errno=any prob=0.01",
         ],
+        &["--strategy", "batched", "--batch-size", "500"],
     );
-    let (code, r, out) = gc(&m.mnt, &["--strategy", "batched", "--batch-size", "500"]);
-    drop(m);
+    let (code, out) = (run.code, &run.out);
     assert!(
         code == 1 || code == 2,
         "warnings (kept chunks) or an abort (an index that said ENOENT but is listed): {code} {out}"
@@ -138,25 +163,16 @@ fn lookups_that_say_enoent_cost_no_chunk() {
     if code == 2 {
         assert!(out.contains("garbage collection aborted in phase"), "{out}");
     } else {
-        assert!(n(&r["counters"]["kept_referenced"]) > 0, "{out}");
+        assert!(n(&run.report["counters"]["kept_referenced"]) > 0, "{out}");
     }
-    assert_nothing_referenced_lost(&store, "lookup ENOENT");
+    assert_nothing_referenced_lost(&run.store, "lookup ENOENT");
 }
 
 #[test]
 fn a_sweep_that_fails_midway_says_what_it_removed() {
-    let dir = store_dir();
-    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "7"]);
-    let before = removable_files(&store);
-    let m = Mount::start(
-        &store,
-        dir.path(),
-        false,
-        &["--fault", "unlink errno=EIO nth=50"],
-    );
-    let (code, r, out) = gc(&m.mnt, &[]);
-    drop(m);
-    assert_eq!(code, 2, "{out}");
+    let run = gc_through_mount("7", &["--fault", "unlink errno=EIO nth=50"], &[]);
+    let (r, out) = (&run.report, &run.out);
+    assert_eq!(run.code, 2, "{out}");
     assert!(
         out.contains("garbage collection aborted in phase 2 after removing 49 files"),
         "{out}"
@@ -169,34 +185,25 @@ fn a_sweep_that_fails_midway_says_what_it_removed() {
     let c = &r["report"]["counters"];
     assert_eq!(n(&c["unlinks"]), 49);
     assert_eq!(
-        before - removable_files(&store),
+        run.before - removable_files(&run.store),
         n(&c["removed_chunks"]) + n(&c["removed_bad"]),
         "the aborted report counts the files gone"
     );
-    assert_nothing_referenced_lost(&store, "unlink EIO");
+    assert_nothing_referenced_lost(&run.store, "unlink EIO");
 }
 
 #[test]
 fn a_phase_one_error_says_nothing_was_removed() {
-    let dir = store_dir();
-    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "8"]);
-    let before = removable_files(&store);
-    let m = Mount::start(
-        &store,
-        dir.path(),
-        false,
-        &["--fault", "setattr-atime errno=EIO nth=20"],
-    );
-    let (code, r, out) = gc(&m.mnt, &[]);
-    drop(m);
-    assert_eq!(code, 2, "{out}");
+    let run = gc_through_mount("8", &["--fault", "setattr-atime errno=EIO nth=20"], &[]);
+    let out = &run.out;
+    assert_eq!(run.code, 2, "{out}");
     assert!(
         out.contains("garbage collection aborted in phase 1 before anything was removed"),
         "{out}"
     );
-    assert_eq!(r["phase"], 1);
-    assert_eq!(removable_files(&store), before);
-    assert_nothing_referenced_lost(&store, "touch EIO");
+    assert_eq!(run.report["phase"], 1);
+    assert_eq!(removable_files(&run.store), run.before);
+    assert_nothing_referenced_lost(&run.store, "touch EIO");
 }
 
 #[test]
@@ -331,27 +338,21 @@ fn a_mark_on_a_shadow_mount_then_a_sweep_on_the_store_keeps_every_referenced_chu
 
 #[test]
 fn a_listing_error_in_the_sweep_names_the_directory_and_what_was_removed() {
-    let dir = store_dir();
-    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "20"]);
-    let before = removable_files(&store);
-    let m = Mount::start(
-        &store,
-        dir.path(),
-        false,
+    let run = gc_through_mount(
+        "20",
         &["--fault", "readdir path=.chunks/8000 errno=EIO"],
+        &["--strategy", "lru"],
     );
-    let (code, r, out) = gc(&m.mnt, &["--strategy", "lru"]);
-    let chunk_dir = m.mnt.join(".chunks/8000");
-    drop(m);
-    assert_eq!(code, 2, "{out}");
+    let out = &run.out;
+    assert_eq!(run.code, 2, "{out}");
     assert!(
         out.contains(&format!(
             "listing chunk directory {} failed - Input/output error",
-            chunk_dir.display()
+            run.mnt.join(".chunks/8000").display()
         )),
         "{out}"
     );
-    let removed = n(&r["report"]["counters"]["removed_chunks"]);
+    let removed = n(&run.report["report"]["counters"]["removed_chunks"]);
     assert!(removed > 0, "half the sweep was done: {out}");
     assert!(
         out.contains(&format!(
@@ -359,8 +360,8 @@ fn a_listing_error_in_the_sweep_names_the_directory_and_what_was_removed() {
         )),
         "{out}"
     );
-    assert_eq!(before - removable_files(&store), removed);
-    assert_nothing_referenced_lost(&store, "readdir EIO");
+    assert_eq!(run.before - removable_files(&run.store), removed);
+    assert_nothing_referenced_lost(&run.store, "readdir EIO");
 }
 
 #[test]
@@ -402,29 +403,24 @@ fn a_mount_killed_in_the_sweep_aborts_and_says_what_was_removed() {
 
 #[test]
 fn on_a_shadow_mount_the_report_counts_what_pbs_would_have_removed() {
-    let dir = store_dir();
-    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "22"]);
-    let before = removable_files(&store);
-    let m = Mount::start(
-        &store,
-        dir.path(),
-        false,
+    let run = gc_through_mount(
+        "22",
         &[
             "--shadow",
             "--fault",
             "setattr-atime errno=ENOENT prob=0.01",
         ],
+        &["--no-lock"],
     );
-    let (code, r, out) = gc(&m.mnt, &["--no-lock"]);
-    drop(m);
-    assert_eq!(code, 1, "{out}");
-    let c = &r["counters"];
+    let out = &run.out;
+    assert_eq!(run.code, 1, "{out}");
+    let c = &run.report["counters"];
     assert!(n(&c["missing_chunks"]) > 0, "the faults fired: {out}");
     assert_eq!(n(&c["kept_referenced"]), n(&c["missing_chunks"]), "{out}");
     assert!(out.contains("Kept referenced chunks PBS would have removed: "));
     assert_eq!(
-        removable_files(&store),
-        before,
+        removable_files(&run.store),
+        run.before,
         "a shadow mount changes nothing"
     );
 }
