@@ -3,6 +3,11 @@
 //!
 //!     cargo bench --bench overlay_ops            # generates a tiny store on /dev/shm
 //!     CHUNKSCOPE_BENCH_ROUNDS=5 cargo bench --bench overlay_ops
+//!     CHUNKSCOPE_BENCH_BASELINE=/tmp/chunkscope-old cargo bench --bench overlay_ops
+//!
+//! With `CHUNKSCOPE_BENCH_BASELINE` (another build's `chunkscope` binary), a mount of that
+//! binary without a trace is measured in each round too, alternating with this build's, so a
+//! change is compared side by side in one run.
 //!
 //! One "operation" is what a GC does per chunk: `stat` (lookups of each path component, then
 //! getattr) and `utimensat(UTIME_NOW, UTIME_OMIT)` (lookups, then setattr). The client runs on
@@ -21,6 +26,10 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_chunkscope"))
 }
 
+fn this_build() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_chunkscope"))
+}
+
 fn mounted(mnt: &Path) -> bool {
     let m = mnt.display().to_string();
     std::fs::read_to_string("/proc/self/mountinfo")
@@ -35,9 +44,9 @@ struct MountProc {
 }
 
 impl MountProc {
-    fn start(store: &Path, mnt: &Path, trace: Option<&Path>) -> MountProc {
+    fn start(exe: &Path, store: &Path, mnt: &Path, trace: Option<&Path>) -> MountProc {
         std::fs::create_dir_all(mnt).unwrap();
-        let mut c = bin();
+        let mut c = Command::new(exe);
         c.args([
             "mount",
             "--store",
@@ -166,18 +175,35 @@ fn main() {
         .unwrap();
     assert!(ok.success());
     let paths = chunk_paths(&store, 2000);
-    let (mut direct, mut plain, mut traced) = (Vec::new(), Vec::new(), Vec::new());
+    let baseline = std::env::var_os("CHUNKSCOPE_BENCH_BASELINE").map(PathBuf::from);
+    let (mut direct, mut plain, mut traced, mut base_plain) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mnt = base.join("mnt");
     for round in 0..rounds {
         direct.push(workload(&store, &paths));
-        // Alternate which mount goes first, so neither always runs on a warmer machine.
-        for traced_first in [round % 2 == 0, round % 2 != 0] {
-            if traced_first {
-                let m =
-                    MountProc::start(&store, &base.join("mnt"), Some(&base.join("bench.trace")));
-                traced.push(workload(&m.mnt, &paths));
-            } else {
-                let m = MountProc::start(&store, &base.join("mnt"), None);
-                plain.push(workload(&m.mnt, &paths));
+        // Rotate which mount goes first, so none always runs on a warmer machine.
+        let mut order = vec![0, 1];
+        if baseline.is_some() {
+            order.push(2);
+        }
+        let len = order.len();
+        order.rotate_left(round % len);
+        for config in order {
+            match config {
+                0 => {
+                    let m = MountProc::start(&this_build(), &store, &mnt, None);
+                    plain.push(workload(&m.mnt, &paths));
+                }
+                1 => {
+                    let t = base.join("bench.trace");
+                    let m = MountProc::start(&this_build(), &store, &mnt, Some(&t));
+                    traced.push(workload(&m.mnt, &paths));
+                }
+                _ => {
+                    let exe = baseline.as_ref().expect("configured");
+                    let m = MountProc::start(exe, &store, &mnt, None);
+                    base_plain.push(workload(&m.mnt, &paths));
+                }
             }
         }
     }
@@ -202,5 +228,19 @@ fn main() {
         "tracing cost: {:.1}% of the mount's throughput",
         (1.0 - t / p) * 100.0
     );
+    if let Some(exe) = &baseline {
+        let b = median(base_plain.clone());
+        println!("rounds, baseline mount:  {}", show(&base_plain));
+        println!(
+            "{:<28} {:>12.0}  ({})",
+            "baseline mount, no trace",
+            b,
+            exe.display()
+        );
+        println!(
+            "this build against the baseline: {:+.1}% (mount, no trace)",
+            (p / b - 1.0) * 100.0
+        );
+    }
     std::fs::remove_dir_all(&base).unwrap();
 }

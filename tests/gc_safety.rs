@@ -125,8 +125,10 @@ fn a_touch_that_says_enoent_costs_no_chunk_and_is_reported() {
     let c = &r["counters"];
     let missing = n(&c["missing_chunks"]);
     assert!(missing > 10, "the faults fired: {missing}");
-    // PBS would have removed each of them: kept, named, with why.
-    assert_eq!(n(&c["kept_referenced"]), missing, "{out}");
+    // PBS would have removed each of them whose atime is old (not those the last backups
+    // wrote): kept, named, with why.
+    let kept = n(&c["kept_referenced"]);
+    assert!(kept > 0 && kept <= missing, "{kept} of {missing}: {out}");
     let named = r["kept_referenced"].as_array().unwrap();
     assert!(named.iter().all(|k| k["reason"] == "missing-in-phase1"));
     assert_eq!(
@@ -163,7 +165,8 @@ fn lookups_that_say_enoent_cost_no_chunk() {
     if code == 2 {
         assert!(out.contains("garbage collection aborted in phase"), "{out}");
     } else {
-        assert!(n(&run.report["counters"]["kept_referenced"]) > 0, "{out}");
+        let c = &run.report["counters"];
+        assert!(n(&c["missing_chunks"]) > 0, "{out}");
     }
     assert_nothing_referenced_lost(&run.store, "lookup ENOENT");
 }
@@ -416,7 +419,10 @@ fn on_a_shadow_mount_the_report_counts_what_pbs_would_have_removed() {
     assert_eq!(run.code, 1, "{out}");
     let c = &run.report["counters"];
     assert!(n(&c["missing_chunks"]) > 0, "the faults fired: {out}");
-    assert_eq!(n(&c["kept_referenced"]), n(&c["missing_chunks"]), "{out}");
+    let kept = n(&c["kept_referenced"]);
+    assert!(kept > 0 && kept <= n(&c["missing_chunks"]), "{out}");
+    let named = run.report["kept_referenced"].as_array().unwrap();
+    assert!(named.iter().all(|k| k["reason"] == "missing-in-phase1"));
     assert!(out.contains("Kept referenced chunks PBS would have removed: "));
     assert_eq!(
         removable_files(&run.store),

@@ -37,8 +37,12 @@ pub struct MountArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
     /// Let other users use the mount (adds default_permissions: the kernel checks modes).
+    /// Every request runs with its caller's uid, gid and groups either way.
     #[arg(long)]
     allow_other: bool,
+    /// Mount even if the mountpoint is not empty (what it holds is hidden while mounted).
+    #[arg(long)]
+    nonempty: bool,
     /// Seconds the kernel may cache names; 0 sends every lookup to the overlay (and the trace).
     #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
     entry_ttl: f64,
@@ -121,6 +125,18 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         .with_context(|| format!("--mountpoint {}", args.mountpoint.display()))?;
     if !mnt.is_dir() {
         bail!("--mountpoint {}: not a directory", mnt.display());
+    }
+    if !args.nonempty
+        && std::fs::read_dir(&mnt)
+            .with_context(|| format!("--mountpoint {}", mnt.display()))?
+            .next()
+            .is_some()
+    {
+        bail!(
+            "--mountpoint {} is not empty: mounting would hide what it holds (use an empty \
+             directory, or --nonempty)",
+            mnt.display()
+        );
     }
     if mnt.starts_with(&store) {
         bail!(
@@ -252,6 +268,11 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         SessionACL::Owner
     };
     config.n_threads = Some(args.threads as usize);
+    // From here on the daemon creates files only for its callers, with the modes they ask
+    // for less the umask the kernel sends with each request: its own umask must not mask
+    // them again. (The trace and the control socket exist already.)
+    // SAFETY: plain syscall.
+    let own_umask = unsafe { libc::umask(0) };
     let session = match Session::new(overlay, &mnt, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -291,6 +312,8 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     shared.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
     crate::overlay::control::remove_if_ours(&socket, socket_ino);
     ran?;
+    // SAFETY: plain syscall. The daemon's own files (--stats) get its own umask again.
+    unsafe { libc::umask(own_umask) };
     let mut stats = serde_json::Map::new();
     if let Some(mut m) = inst.model() {
         m.flush();

@@ -21,6 +21,7 @@
 //! conflict with `fcntl` locks taken on the store directly.
 
 pub mod control;
+pub mod creds;
 pub mod inode;
 pub mod shadow;
 mod sys;
@@ -317,9 +318,30 @@ impl Overlay {
             return Ok(Fd::Owned(unsafe { OwnedFd::from_raw_fd(fd) }));
         }
         let h = self.inodes.handle(node.0).ok_or(libc::ESTALE)?;
-        open_handle(self.root.as_raw_fd(), &h, flags)
-            .map(Fd::Owned)
-            .map_err(|e| errno_of(&e))
+        // Opening by handle needs root; a caller's open is then checked as the caller by
+        // reopening the node through /proc/self/fd.
+        let by_handle = |flags| {
+            creds::as_root(|| open_handle(self.root.as_raw_fd(), &h, flags))
+                .map_err(|e| errno_of(&e))
+        };
+        if flags == libc::O_PATH || !creds::acting_as_caller() {
+            return by_handle(flags).map(Fd::Owned);
+        }
+        let path = by_handle(libc::O_PATH)?;
+        let fd = sys::openat(
+            libc::AT_FDCWD,
+            ProcPath::new(path.as_raw_fd()).as_cstr(),
+            flags,
+            0,
+        )?;
+        // SAFETY: new fd.
+        Ok(Fd::Owned(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Acts as the request's caller until the guard drops (see [`creds`]).
+    #[inline]
+    fn caller(&self, req: &Request) -> creds::AsCaller {
+        creds::become_caller(req.uid(), req.gid(), req.pid())
     }
 
     #[inline]
@@ -742,6 +764,7 @@ impl Filesystem for Overlay {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let n = name_or_reply!(self, req, Op::Lookup, t0, parent, name, reply);
         let dec = self.admit(Op::Lookup, parent, n.bytes(), false, false);
         let r = unless(dec, || self.lookup_in(parent, &n));
@@ -804,6 +827,7 @@ impl Filesystem for Overlay {
         reply: ReplyAttr,
     ) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let dec = self.admit(Op::Setattr, ino, b"", atime.is_some(), mtime.is_some());
         let r = unless(dec, || {
             self.setattr_of(ino, mode, uid, gid, size, atime, mtime, fh)
@@ -841,6 +865,7 @@ impl Filesystem for Overlay {
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let mut target = [0u8; 4096];
         let dec = self.admit(Op::Readlink, ino, b"", false, false);
         let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
@@ -872,23 +897,60 @@ impl Filesystem for Overlay {
         });
     }
 
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let t0 = self.t0();
+        let _as = self.caller(req);
+        let n = name_or_reply!(self, req, Op::Mknod, t0, parent, name, reply);
+        let dec = self.admit(Op::Mknod, parent, n.bytes(), false, false);
+        let r = unless(dec, || self.writable())
+            .and_then(|()| self.fd(parent, libc::O_PATH))
+            .and_then(|dir| {
+                // SAFETY: valid fd and name. FIFOs, sockets (a bind() on the mount), devices.
+                sys::rc(unsafe {
+                    libc::mknodat(
+                        dir.as_raw_fd(),
+                        n.as_cstr().as_ptr(),
+                        mode & !umask,
+                        rdev as libc::dev_t,
+                    )
+                })?;
+                let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
+                self.enter(dir.as_raw_fd(), &n, &st)
+            });
+        let d = self.done_entry(parent, n.bytes(), &r);
+        let hold = self.emit(req, Op::Mknod, t0, d, dec);
+        self.reply_entry(hold, reply, r);
+    }
+
     fn mkdir(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let n = name_or_reply!(self, req, Op::Mkdir, t0, parent, name, reply);
         let dec = self.admit(Op::Mkdir, parent, n.bytes(), false, false);
         let r = unless(dec, || self.writable())
             .and_then(|()| self.fd(parent, libc::O_PATH))
             .and_then(|dir| {
                 // SAFETY: valid fd and name.
-                sys::rc(unsafe { libc::mkdirat(dir.as_raw_fd(), n.as_cstr().as_ptr(), mode) })?;
+                sys::rc(unsafe {
+                    libc::mkdirat(dir.as_raw_fd(), n.as_cstr().as_ptr(), mode & !umask)
+                })?;
                 let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
                 self.enter(dir.as_raw_fd(), &n, &st)
             });
@@ -914,6 +976,7 @@ impl Filesystem for Overlay {
         reply: ReplyEntry,
     ) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let n = name_or_reply!(self, req, Op::Symlink, t0, parent, link_name, reply);
         let dec = self.admit(Op::Symlink, parent, n.bytes(), false, false);
         let r = unless(dec, || Ok(()))
@@ -946,6 +1009,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let n = name_or_reply!(self, req, Op::Rename, t0, parent, name, reply);
         let nn = name_or_reply!(self, req, Op::Rename, t0, newparent, newname, reply);
         let mut ino = 0;
@@ -989,6 +1053,7 @@ impl Filesystem for Overlay {
         reply: ReplyEntry,
     ) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let n = name_or_reply!(self, req, Op::Link, t0, newparent, newname, reply);
         let dec = self.admit(Op::Link, newparent, n.bytes(), false, false);
         let r = (|| {
@@ -996,14 +1061,22 @@ impl Filesystem for Overlay {
             self.writable()?;
             let src = self.fd(ino, libc::O_PATH)?;
             let dir = self.fd(newparent, libc::O_PATH)?;
+            // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which a caller does not have: it links
+            // through /proc/self/fd, where the kernel's hard-link rules apply to it.
+            let proc = ProcPath::new(src.as_raw_fd());
+            let (from_dir, from, flags) = if creds::acting_as_caller() {
+                (libc::AT_FDCWD, proc.as_cstr(), libc::AT_SYMLINK_FOLLOW)
+            } else {
+                (src.as_raw_fd(), c"", libc::AT_EMPTY_PATH)
+            };
             // SAFETY: valid fds and names.
             sys::rc(unsafe {
                 libc::linkat(
-                    src.as_raw_fd(),
-                    c"".as_ptr(),
+                    from_dir,
+                    from.as_ptr(),
                     dir.as_raw_fd(),
                     n.as_cstr().as_ptr(),
-                    libc::AT_EMPTY_PATH,
+                    flags,
                 )
             })?;
             let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
@@ -1016,6 +1089,7 @@ impl Filesystem for Overlay {
 
     fn open(&self, req: &Request, ino: INodeNo, oflags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let fl = oflags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
         let writes = fl & libc::O_ACCMODE != libc::O_RDONLY || fl & libc::O_TRUNC != 0;
         let dec = self.admit(Op::Open, ino, b"", false, false);
@@ -1235,6 +1309,7 @@ impl Filesystem for Overlay {
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let dec = self.admit(Op::Opendir, ino, b"", false, false);
         let r = unless(dec, || {
             self.fd(ino, self.read_flags(libc::O_RDONLY | libc::O_DIRECTORY))
@@ -1489,6 +1564,7 @@ impl Filesystem for Overlay {
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let dec = self.admit(Op::Access, ino, b"", false, false);
         let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
             let p = ProcPath::new(fd.as_raw_fd());
@@ -1519,11 +1595,12 @@ impl Filesystem for Overlay {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         oflags: i32,
         reply: ReplyCreate,
     ) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let n = name_or_reply!(self, req, Op::Create, t0, parent, name, reply);
         let mut fd_out = -1;
         let dec = self.admit(Op::Create, parent, n.bytes(), false, false);
@@ -1534,7 +1611,7 @@ impl Filesystem for Overlay {
                     dir.as_raw_fd(),
                     n.as_cstr(),
                     oflags | libc::O_CREAT | libc::O_NOFOLLOW,
-                    mode,
+                    mode & !umask,
                 )?;
                 fd_out = fd;
                 let st = fstat(fd)?;
@@ -1649,6 +1726,7 @@ impl Filesystem for Overlay {
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         if !self.opts.xattr {
             self.emit(
                 req,
@@ -1700,6 +1778,7 @@ impl Filesystem for Overlay {
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         if !self.opts.xattr {
             self.emit(
                 req,
@@ -1774,6 +1853,7 @@ impl Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        let _as = self.caller(req);
         let n = name_or_reply!(self, req, op, t0, parent, name, reply);
         let mut ino = 0;
         let dec = self.admit(op, parent, n.bytes(), false, false);
