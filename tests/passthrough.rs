@@ -59,6 +59,7 @@ r ln -s f s
 r touch -a -d @1000000000 f3
 r truncate -s 100 f3
 r chmod 4755 f3
+r fallocate -l 8192 fa
 cd ../sticky
 r sh -c 'echo x > mine'
 r ln mine mine2
@@ -139,4 +140,180 @@ fn a_mountpoint_that_is_not_empty_is_refused_unless_asked() {
     assert!(!m.mnt.join("precious").exists());
     drop(m);
     assert!(mnt.join("precious").exists());
+}
+
+const PBS_USER: u32 = 1234;
+
+/// What PBS does to a datastore, as the user it runs as (`backup`): run by
+/// `pbs_write_pattern_through_the_mount_is_the_disks`, in a child process as that user (this
+/// test binary again, `--ignored --exact`). Deterministic, so two runs leave the same bytes.
+#[test]
+#[ignore = "a helper, run as another user by pbs_write_pattern_through_the_mount_is_the_disks"]
+fn pbs_writer() {
+    use chunkscope::datastore::{blob, index, paths, Digest};
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let Some(root) = std::env::var_os("CHUNKSCOPE_PBS_WRITER_STORE") else {
+        return;
+    };
+    let root = std::path::PathBuf::from(root);
+    // The datastore lock, as a backup session takes it (fcntl, shared).
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(root.join(".lock"))
+        .unwrap();
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_RDLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    assert_eq!(
+        unsafe { libc::fcntl(lock.as_raw_fd(), libc::F_SETLK, &fl) },
+        0,
+        "{}",
+        std::io::Error::last_os_error()
+    );
+    // Chunks, PBS's way: a temporary file in the chunk directory, fsync, rename into place;
+    // inserting a digest again finds it (same size) and touches it.
+    let mut digests = Vec::new();
+    for i in 0..40u32 {
+        let data = format!("chunk {i} of the PBS writer ")
+            .repeat(100)
+            .into_bytes();
+        let d = Digest::of(&data);
+        let encoded = blob::encode(&data, true);
+        for _ in 0..2 {
+            let path = root.join(paths::chunk_rel_path(&d));
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) => {
+                    assert_eq!(m.len(), encoded.len() as u64);
+                    // The touch of an existing chunk: utimensat(UTIME_NOW, UTIME_OMIT).
+                    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+                    let times = [
+                        libc::timespec {
+                            tv_sec: 0,
+                            tv_nsec: libc::UTIME_NOW,
+                        },
+                        libc::timespec {
+                            tv_sec: 0,
+                            tv_nsec: libc::UTIME_OMIT,
+                        },
+                    ];
+                    assert_eq!(
+                        unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+                        0
+                    );
+                }
+                Err(_) => {
+                    let tmp = path.with_file_name(format!("{d}.tmp_w{i:04}"));
+                    let mut f = std::fs::File::create(&tmp).unwrap();
+                    f.write_all(&encoded).unwrap();
+                    f.sync_all().unwrap();
+                    drop(f);
+                    std::fs::rename(&tmp, &path).unwrap();
+                }
+            }
+        }
+        digests.push(d);
+    }
+    // A namespace, group and snapshot; an index, a blob and the manifest via temporary names.
+    let snap = root.join("ns/test/vm/100/2026-11-30T10:00:00Z");
+    std::fs::create_dir_all(&snap).unwrap();
+    let size = digests.len() as u64 * 4096;
+    let idx = index::fixed_index_bytes([7; 16], 1_764_496_800, size, 4096, &digests);
+    index::write_index_file(&snap.join("drive-scsi0.img.fidx"), &idx).unwrap();
+    let conf = blob::encode(b"memory: 2048\n", true);
+    let tmp = snap.join("qemu-server.conf.tmp");
+    std::fs::write(&tmp, &conf).unwrap();
+    std::fs::rename(&tmp, snap.join("qemu-server.conf.blob")).unwrap();
+    let parsed = index::IndexFile::parse(idx).unwrap();
+    let manifest = chunkscope::datastore::manifest::Manifest {
+        backup_type: "vm".into(),
+        backup_id: "100".into(),
+        backup_time: 1_764_496_800,
+        files: vec![
+            chunkscope::datastore::manifest::ManifestFile {
+                filename: "drive-scsi0.img.fidx".into(),
+                crypt_mode: "none".into(),
+                size,
+                csum: hex::encode(parsed.stored_csum()),
+            },
+            chunkscope::datastore::manifest::ManifestFile {
+                filename: "qemu-server.conf.blob".into(),
+                crypt_mode: "none".into(),
+                size: conf.len() as u64,
+                csum: {
+                    use sha2::Digest as _;
+                    hex::encode(sha2::Sha256::digest(&conf))
+                },
+            },
+        ],
+        unprotected: serde_json::json!({}),
+        signature: None,
+    };
+    let tmp = snap.join("index.json.tmp");
+    std::fs::write(&tmp, manifest.to_blob()).unwrap();
+    std::fs::rename(&tmp, snap.join("index.json.blob")).unwrap();
+    drop(lock);
+}
+
+/// Everything below `base` but times: names, owners, modes, sizes, types, and contents.
+fn tree_with_contents(base: &Path) -> String {
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(
+            "find . -mindepth 1 ! -path './.chunks/*' -o -path './.chunks/*/*' | sort | \
+             while read -r p; do stat -c '%n %u:%g %a %s %F' \"$p\"; \
+             [ -f \"$p\" ] && sha256sum < \"$p\"; done",
+        )
+        .current_dir(base)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The helper above, as the PBS user, on `target` (a directory or a mount).
+fn pbs_writer_as_user(target: &Path) {
+    let o = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "pbs_writer", "--test-threads", "1"])
+        .env("CHUNKSCOPE_PBS_WRITER_STORE", target)
+        .uid(PBS_USER)
+        .gid(PBS_USER)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && out.contains("1 passed"), "{out}");
+}
+
+#[test]
+fn pbs_write_pattern_through_the_mount_is_the_disks() {
+    let dir = store_dir();
+    let (plain, store) = (dir.path().join("plain"), dir.path().join("store"));
+    for d in [&plain, &store] {
+        chunkscope::datastore::create::create_datastore(d, Some((PBS_USER, PBS_USER)), |_| {})
+            .unwrap();
+    }
+    let m = Mount::start(&store, dir.path(), false, &["--allow-other"]);
+    pbs_writer_as_user(&plain);
+    pbs_writer_as_user(&m.mnt);
+    // Then GC, as the same user, through the mount and on the plain directory.
+    for target in [&plain, &m.mnt] {
+        let o = bin()
+            .args(["gc", target.to_str().unwrap()])
+            .uid(PBS_USER)
+            .gid(PBS_USER)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("TASK OK"), "{}", stdout(&o));
+    }
+    drop(m);
+    let (p, s) = (tree_with_contents(&plain), tree_with_contents(&store));
+    assert!(
+        p.contains("./ns/test/vm/100/2026-11-30T10:00:00Z/index.json.blob 1234:1234"),
+        "{p}"
+    );
+    assert_eq!(s, p, "the backing store is what the plain directory is");
+    let (code, r) = check(&store, true);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["referenced_chunks"], 40);
 }

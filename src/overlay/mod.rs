@@ -1272,6 +1272,45 @@ impl Filesystem for Overlay {
         reply.ok();
     }
 
+    fn fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let t0 = self.t0();
+        let dec = self.admit(Op::Fallocate, ino, b"", false, false);
+        let r = unless(dec, || self.writable()).and_then(|()| {
+            // SAFETY: fh is an fd we opened.
+            sys::rc(unsafe {
+                libc::fallocate(
+                    fh.0 as RawFd,
+                    mode,
+                    offset as libc::off_t,
+                    length as libc::off_t,
+                )
+            })
+        });
+        let errno = r.err().unwrap_or(0);
+        let hold = self.emit(
+            req,
+            Op::Fallocate,
+            t0,
+            Done {
+                errno,
+                ino: self.backing(ino),
+                arg: length,
+                ..Default::default()
+            },
+            dec,
+        );
+        self.reply_empty(hold, reply, r);
+    }
+
     fn fsync(
         &self,
         req: &Request,
