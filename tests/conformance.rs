@@ -1,0 +1,484 @@
+//! Issue 19, point 3: a differential conformance test. Generated sequences of filesystem calls
+//! run on a plain directory and through two mounts of identical directories (1 and 4 daemon
+//! threads), as root or as an unprivileged user: every call returns the same (value or errno)
+//! on all three, and afterwards the trees are the same (names, types, modes, owners, link
+//! counts, sizes, contents, symlink targets, and times where a call set them). A failing case
+//! shrinks to a short sequence. All on tmpfs; nothing depends on inode numbers.
+//!
+//! More cases: `CHUNKSCOPE_CONFORMANCE_CASES=500 cargo test --release --test conformance`.
+
+mod common;
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use proptest::prelude::*;
+use proptest::prop_assert_eq;
+use serde::{Deserialize, Serialize};
+
+const NAMES: [&str; 7] = ["a", "b", "c", "d/a", "d/b", "d/d/a", "e/a"];
+const DIRS: [&str; 4] = ["d", "e", "d/d", "f"];
+const USER: u32 = 1000;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Call {
+    Create {
+        p: String,
+        mode: u32,
+        excl: bool,
+        trunc: bool,
+        append: bool,
+    },
+    Write {
+        p: String,
+        off: u64,
+        len: u32,
+    },
+    Mkdir {
+        p: String,
+        mode: u32,
+    },
+    Mkfifo {
+        p: String,
+        mode: u32,
+    },
+    Symlink {
+        target: String,
+        p: String,
+    },
+    Link {
+        from: String,
+        to: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+        flags: u32,
+    },
+    Unlink {
+        p: String,
+    },
+    Rmdir {
+        p: String,
+    },
+    Chmod {
+        p: String,
+        mode: u32,
+    },
+    Chown {
+        p: String,
+        uid: u32,
+        gid: u32,
+    },
+    Truncate {
+        p: String,
+        size: u64,
+    },
+    Utimens {
+        p: String,
+        atime: Option<i64>,
+        mtime: Option<i64>,
+        nofollow: bool,
+    },
+    Fallocate {
+        p: String,
+        len: u32,
+    },
+    Readlink {
+        p: String,
+    },
+    Stat {
+        p: String,
+    },
+    Read {
+        p: String,
+    },
+}
+
+fn name() -> impl Strategy<Value = String> {
+    prop::sample::select(
+        NAMES
+            .iter()
+            .chain(DIRS.iter())
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn mode() -> impl Strategy<Value = u32> {
+    prop::sample::select(vec![
+        0o644, 0o600, 0o755, 0o700, 0o1777, 0o4755, 0o000, 0o666,
+    ])
+}
+
+fn call() -> impl Strategy<Value = Call> {
+    prop_oneof![
+        3 => (name(), mode(), any::<bool>(), any::<bool>(), any::<bool>())
+            .prop_map(|(p, mode, excl, trunc, append)| Call::Create { p, mode, excl, trunc, append }),
+        2 => (name(), 0u64..9000, 1u32..5000).prop_map(|(p, off, len)| Call::Write { p, off, len }),
+        2 => (name(), mode()).prop_map(|(p, mode)| Call::Mkdir { p, mode }),
+        1 => (name(), mode()).prop_map(|(p, mode)| Call::Mkfifo { p, mode }),
+        1 => (name(), name()).prop_map(|(target, p)| Call::Symlink { target, p }),
+        1 => (name(), name()).prop_map(|(from, to)| Call::Link { from, to }),
+        2 => (name(), name(), prop::sample::select(vec![0u32, 1, 2]))
+            .prop_map(|(from, to, flags)| Call::Rename { from, to, flags }),
+        1 => name().prop_map(|p| Call::Unlink { p }),
+        1 => name().prop_map(|p| Call::Rmdir { p }),
+        1 => (name(), mode()).prop_map(|(p, mode)| Call::Chmod { p, mode }),
+        1 => (name(), prop::sample::select(vec![0u32, USER, 1001]), prop::sample::select(vec![0u32, USER, 1001]))
+            .prop_map(|(p, uid, gid)| Call::Chown { p, uid, gid }),
+        1 => (name(), 0u64..20000).prop_map(|(p, size)| Call::Truncate { p, size }),
+        1 => (name(), prop::option::of(1_000_000_000i64..1_000_100_000), prop::option::of(1_000_000_000i64..1_000_100_000), any::<bool>())
+            .prop_map(|(p, atime, mtime, nofollow)| Call::Utimens { p, atime, mtime, nofollow }),
+        1 => (name(), 1u32..20000).prop_map(|(p, len)| Call::Fallocate { p, len }),
+        1 => name().prop_map(|p| Call::Readlink { p }),
+        1 => name().prop_map(|p| Call::Stat { p }),
+        1 => name().prop_map(|p| Call::Read { p }),
+    ]
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn rc(r: libc::c_int) -> String {
+    if r < 0 {
+        format!("errno {}", errno())
+    } else {
+        format!("ok {r}")
+    }
+}
+
+fn cs(root: &Path, p: &str) -> CString {
+    CString::new(root.join(p).as_os_str().as_bytes()).unwrap()
+}
+
+/// Performs one call below `root`; returns what it returned, in a form that does not depend
+/// on where `root` is.
+fn perform(root: &Path, c: &Call) -> String {
+    // SAFETY (all blocks): valid C strings and buffers; fds are closed before returning.
+    unsafe {
+        match c {
+            Call::Create {
+                p,
+                mode,
+                excl,
+                trunc,
+                append,
+            } => {
+                let mut fl = libc::O_CREAT | libc::O_WRONLY | libc::O_NONBLOCK;
+                if *excl {
+                    fl |= libc::O_EXCL
+                }
+                if *trunc {
+                    fl |= libc::O_TRUNC
+                }
+                if *append {
+                    fl |= libc::O_APPEND
+                }
+                let fd = libc::open(cs(root, p).as_ptr(), fl, *mode);
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                rc(fd.min(0))
+            }
+            Call::Write { p, off, len } => {
+                let fd = libc::open(cs(root, p).as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK);
+                if fd < 0 {
+                    return rc(fd);
+                }
+                let data: Vec<u8> = (0..*len).map(|i| (i % 251) as u8).collect();
+                let n = libc::pwrite(fd, data.as_ptr().cast(), data.len(), *off as i64);
+                let r = if n < 0 { rc(-1) } else { format!("ok {n}") };
+                libc::close(fd);
+                r
+            }
+            Call::Mkdir { p, mode } => rc(libc::mkdir(cs(root, p).as_ptr(), *mode)),
+            Call::Mkfifo { p, mode } => rc(libc::mkfifo(cs(root, p).as_ptr(), *mode)),
+            Call::Symlink { target, p } => {
+                let t = CString::new(target.as_str()).unwrap();
+                rc(libc::symlink(t.as_ptr(), cs(root, p).as_ptr()))
+            }
+            Call::Link { from, to } => {
+                rc(libc::link(cs(root, from).as_ptr(), cs(root, to).as_ptr()))
+            }
+            Call::Rename { from, to, flags } => rc(libc::renameat2(
+                libc::AT_FDCWD,
+                cs(root, from).as_ptr(),
+                libc::AT_FDCWD,
+                cs(root, to).as_ptr(),
+                *flags,
+            )),
+            Call::Unlink { p } => rc(libc::unlink(cs(root, p).as_ptr())),
+            Call::Rmdir { p } => rc(libc::rmdir(cs(root, p).as_ptr())),
+            Call::Chmod { p, mode } => rc(libc::chmod(cs(root, p).as_ptr(), *mode)),
+            Call::Chown { p, uid, gid } => rc(libc::lchown(cs(root, p).as_ptr(), *uid, *gid)),
+            Call::Truncate { p, size } => rc(libc::truncate(cs(root, p).as_ptr(), *size as i64)),
+            Call::Utimens {
+                p,
+                atime,
+                mtime,
+                nofollow,
+            } => {
+                let ts = |t: &Option<i64>| match t {
+                    Some(s) => libc::timespec {
+                        tv_sec: *s,
+                        tv_nsec: 0,
+                    },
+                    None => libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: libc::UTIME_OMIT,
+                    },
+                };
+                let times = [ts(atime), ts(mtime)];
+                let fl = if *nofollow {
+                    libc::AT_SYMLINK_NOFOLLOW
+                } else {
+                    0
+                };
+                rc(libc::utimensat(
+                    libc::AT_FDCWD,
+                    cs(root, p).as_ptr(),
+                    times.as_ptr(),
+                    fl,
+                ))
+            }
+            Call::Fallocate { p, len } => {
+                let fd = libc::open(cs(root, p).as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK);
+                if fd < 0 {
+                    return rc(fd);
+                }
+                let r = rc(libc::fallocate(fd, 0, 0, *len as i64));
+                libc::close(fd);
+                r
+            }
+            Call::Readlink { p } => {
+                let mut buf = [0u8; 256];
+                let n = libc::readlink(cs(root, p).as_ptr(), buf.as_mut_ptr().cast(), buf.len());
+                if n < 0 {
+                    rc(-1)
+                } else {
+                    format!("ok {}", String::from_utf8_lossy(&buf[..n as usize]))
+                }
+            }
+            Call::Stat { p } => {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::lstat(cs(root, p).as_ptr(), &mut st) < 0 {
+                    return rc(-1);
+                }
+                format!(
+                    "ok {:o} {}:{} {} {}",
+                    st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_size
+                )
+            }
+            Call::Read { p } => {
+                let fd = libc::open(cs(root, p).as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK);
+                if fd < 0 {
+                    return rc(fd);
+                }
+                let mut buf = vec![0u8; 32 << 10];
+                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                libc::close(fd);
+                if n < 0 {
+                    rc(-1)
+                } else {
+                    format!("ok {n}")
+                }
+            }
+        }
+    }
+}
+
+/// Everything below `root`: name, type, mode, owner, links, size, content hash, symlink
+/// target, and atime/mtime where a call set them (values before 2001).
+fn tree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let mut names: Vec<_> = std::fs::read_dir(root.join(&rel))
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        names.sort();
+        for n in names {
+            let r = rel.join(&n);
+            let p = root.join(&r);
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            use std::os::unix::fs::MetadataExt;
+            let mut line = format!(
+                "{} {:o} {}:{} {} {}",
+                r.display(),
+                m.mode(),
+                m.uid(),
+                m.gid(),
+                m.nlink(),
+                if m.is_dir() { 0 } else { m.size() }
+            );
+            let old = |t: i64| {
+                if t < 1_000_200_000 {
+                    t.to_string()
+                } else {
+                    "-".into()
+                }
+            };
+            line += &format!(" a{} m{}", old(m.atime()), old(m.mtime()));
+            if m.file_type().is_symlink() {
+                line += &format!(" -> {}", std::fs::read_link(&p).unwrap().display());
+            } else if m.is_file() {
+                if let Ok(b) = std::fs::read(&p) {
+                    use sha2::Digest as _;
+                    line += &format!(" {}", hex::encode(&sha2::Sha256::digest(&b)[..8]));
+                }
+            } else if m.is_dir() {
+                stack.push(r.clone());
+            }
+            out.push(line);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Lays out a case's directory: `d`, `e` and `d/d` to work in, world-writable so that the
+/// unprivileged user can.
+fn lay_out(root: &Path) {
+    for d in ["", "d", "e", "d/d"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+        std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+}
+
+/// Runs the calls on `root`, as root in this process or as `USER` in a child.
+fn run_calls(root: &Path, calls: &[Call], as_user: bool) -> Vec<String> {
+    if !as_user {
+        return calls.iter().map(|c| perform(root, c)).collect();
+    }
+    let o = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "conformance_helper",
+            "--test-threads",
+            "1",
+            "--nocapture",
+        ])
+        .env("CHUNKSCOPE_CONFORMANCE_ROOT", root)
+        .env(
+            "CHUNKSCOPE_CONFORMANCE_CALLS",
+            serde_json::to_string(calls).unwrap(),
+        )
+        .uid(USER)
+        .gid(USER)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out.lines()
+        .filter_map(|l| l.strip_prefix("RESULT "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+#[ignore = "a helper, run as another user by the conformance test"]
+fn conformance_helper() {
+    let Some(root) = std::env::var_os("CHUNKSCOPE_CONFORMANCE_ROOT") else {
+        return;
+    };
+    let calls: Vec<Call> =
+        serde_json::from_str(&std::env::var("CHUNKSCOPE_CONFORMANCE_CALLS").unwrap()).unwrap();
+    // SAFETY: plain syscall; the same umask on every side.
+    unsafe { libc::umask(0o022) };
+    for c in &calls {
+        println!("RESULT {}", perform(Path::new(&root), c));
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("CHUNKSCOPE_CONFORMANCE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24)
+}
+
+#[test]
+fn the_mount_answers_every_call_as_the_disk_does() {
+    use proptest::test_runner::{Config, RngSeed, TestRunner};
+    // The mounts live for the whole run and are unmounted by their guards, on panic too.
+    let dir = store_dir();
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let mounts: Vec<Mount> = ["1", "4"]
+        .iter()
+        .map(|threads| {
+            let d = dir.path().join(format!("t{threads}"));
+            let store = d.join("store");
+            std::fs::create_dir_all(&store).unwrap();
+            Mount::start(&store, &d, false, &["--allow-other", "--threads", threads])
+        })
+        .collect();
+    // SAFETY: plain syscall; the same umask on every side.
+    unsafe { libc::umask(0o022) };
+    let case = std::cell::Cell::new(0u32);
+    // (calls that succeeded, calls that failed, entries in the trees): not a vacuous run.
+    let seen = std::cell::Cell::new((0usize, 0usize, 0usize));
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        rng_seed: RngSeed::Fixed(19),
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (prop::collection::vec(call(), 1..25), any::<bool>());
+    let result = runner.run(&strategy, |(calls, as_user)| {
+        let name = format!("case{}", case.get());
+        case.set(case.get() + 1);
+        let root = plain.join(&name);
+        lay_out(&root);
+        let expected = run_calls(&root, &calls, as_user);
+        let want = tree(&root);
+        let ok = expected.iter().filter(|r| r.starts_with("ok")).count();
+        let (a, b, c) = seen.get();
+        seen.set((a + ok, b + expected.len() - ok, c + want.len()));
+        for m in &mounts {
+            let root = m.mnt.join(&name);
+            lay_out(&root);
+            let got = run_calls(&root, &calls, as_user);
+            for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+                prop_assert_eq!(
+                    g,
+                    e,
+                    "call {} {:?} through {} (as user: {})",
+                    i,
+                    &calls[i],
+                    m.mnt.display(),
+                    as_user
+                );
+            }
+            prop_assert_eq!(got.len(), expected.len());
+            prop_assert_eq!(
+                tree(&root),
+                want.clone(),
+                "trees through {}",
+                m.mnt.display()
+            );
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let (ok, failed, entries) = seen.get();
+    let n = cases() as usize;
+    assert!(
+        ok > n && failed > n / 2 && entries > n * 4,
+        "{ok} calls succeeded, {failed} failed, {entries} tree entries"
+    );
+}
