@@ -98,6 +98,25 @@ enum Call {
     Read {
         p: String,
     },
+    /// Opens with extra flags (O_NOFOLLOW, O_DIRECTORY, O_NOATIME), closes.
+    Open {
+        p: String,
+        flags: i32,
+    },
+    /// Opens for writing, unlinks the name, writes and ftruncates through the open file.
+    UnlinkOpen {
+        p: String,
+        size: u64,
+    },
+    /// flock (BSD) and fcntl (POSIX) locks on an open file.
+    Lock {
+        p: String,
+        exclusive: bool,
+    },
+    /// utimensat(UTIME_NOW) on both times (compared as set or not).
+    Touch {
+        p: String,
+    },
 }
 
 fn name() -> impl Strategy<Value = String> {
@@ -139,6 +158,11 @@ fn call() -> impl Strategy<Value = Call> {
         1 => name().prop_map(|p| Call::Readlink { p }),
         1 => name().prop_map(|p| Call::Stat { p }),
         1 => name().prop_map(|p| Call::Read { p }),
+        1 => (name(), prop::sample::select(vec![libc::O_NOFOLLOW, libc::O_DIRECTORY, libc::O_NOATIME, libc::O_NOFOLLOW | libc::O_DIRECTORY]))
+            .prop_map(|(p, flags)| Call::Open { p, flags }),
+        1 => (name(), 0u64..5000).prop_map(|(p, size)| Call::UnlinkOpen { p, size }),
+        1 => (name(), any::<bool>()).prop_map(|(p, exclusive)| Call::Lock { p, exclusive }),
+        1 => name().prop_map(|p| Call::Touch { p }),
     ]
 }
 
@@ -275,6 +299,67 @@ fn perform(root: &Path, c: &Call) -> String {
                     "ok {:o} {}:{} {} {}",
                     st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_size
                 )
+            }
+            Call::Open { p, flags } => {
+                let fd = libc::open(
+                    cs(root, p).as_ptr(),
+                    libc::O_RDONLY | libc::O_NONBLOCK | flags,
+                );
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                rc(fd.min(0))
+            }
+            Call::UnlinkOpen { p, size } => {
+                let fd = libc::open(cs(root, p).as_ptr(), libc::O_RDWR | libc::O_NONBLOCK);
+                if fd < 0 {
+                    return rc(fd);
+                }
+                let mut r = vec![rc(libc::unlink(cs(root, p).as_ptr()))];
+                r.push(rc(libc::write(fd, b"still open".as_ptr().cast(), 10) as i32));
+                r.push(rc(libc::ftruncate(fd, *size as i64)));
+                let mut st: libc::stat = std::mem::zeroed();
+                libc::fstat(fd, &mut st);
+                r.push(format!("nlink {} size {}", st.st_nlink, st.st_size));
+                libc::close(fd);
+                r.join(", ")
+            }
+            Call::Lock { p, exclusive } => {
+                let fd = libc::open(cs(root, p).as_ptr(), libc::O_RDWR | libc::O_NONBLOCK);
+                if fd < 0 {
+                    return rc(fd);
+                }
+                let op = if *exclusive {
+                    libc::LOCK_EX
+                } else {
+                    libc::LOCK_SH
+                };
+                let mut r = vec![rc(libc::flock(fd, op | libc::LOCK_NB))];
+                let mut fl: libc::flock = std::mem::zeroed();
+                fl.l_type = if *exclusive {
+                    libc::F_WRLCK
+                } else {
+                    libc::F_RDLCK
+                } as libc::c_short;
+                fl.l_whence = libc::SEEK_SET as libc::c_short;
+                r.push(rc(libc::fcntl(fd, libc::F_SETLK, &fl)));
+                fl.l_type = libc::F_WRLCK as libc::c_short;
+                r.push(rc(libc::fcntl(fd, libc::F_GETLK, &mut fl)));
+                r.push(format!("type {}", fl.l_type));
+                libc::close(fd);
+                r.join(", ")
+            }
+            Call::Touch { p } => {
+                let now = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: libc::UTIME_NOW,
+                };
+                rc(libc::utimensat(
+                    libc::AT_FDCWD,
+                    cs(root, p).as_ptr(),
+                    [now, now].as_ptr(),
+                    0,
+                ))
             }
             Call::Read { p } => {
                 let fd = libc::open(cs(root, p).as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK);

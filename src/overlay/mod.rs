@@ -328,10 +328,11 @@ impl Overlay {
             return by_handle(flags).map(Fd::Owned);
         }
         let path = by_handle(libc::O_PATH)?;
+        // The kernel resolved the name already; O_NOFOLLOW here would refuse the /proc link.
         let fd = sys::openat(
             libc::AT_FDCWD,
             ProcPath::new(path.as_raw_fd()).as_cstr(),
-            flags,
+            flags & !(libc::O_NOFOLLOW | libc::O_CREAT | libc::O_EXCL),
             0,
         )?;
         // SAFETY: new fd.
