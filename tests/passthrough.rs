@@ -317,3 +317,45 @@ fn pbs_write_pattern_through_the_mount_is_the_disks() {
     assert_eq!(code, 0, "{r}");
     assert_eq!(r["referenced_chunks"], 40);
 }
+
+#[test]
+fn a_rename_is_traced_with_both_names() {
+    use chunkscope::trace::{Op, TraceReader};
+    let dir = store_dir();
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(store.join("d")).unwrap();
+    std::fs::write(store.join("old-name"), b"x").unwrap();
+    let mut m = Mount::start(&store, dir.path(), true, &[]);
+    std::fs::rename(m.path("old-name"), m.path("d/new-name")).unwrap();
+    m.stop();
+    let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
+    let mut records = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        records.push(rec);
+    }
+    let rename = records
+        .iter()
+        .find(|r| r.op() == Some(Op::Rename))
+        .expect("a rename record");
+    let new = records
+        .iter()
+        .find(|r| r.op() == Some(Op::NewName))
+        .expect("its new name");
+    assert_eq!(new.seq, rename.seq);
+    assert_eq!(format!("{:?}", rename.name), "Text(\"old-name\")");
+    assert_eq!(format!("{:?}", new.name), "Text(\"new-name\")");
+    use std::os::unix::fs::MetadataExt;
+    let d_ino = std::fs::metadata(store.join("d")).unwrap().ino();
+    assert_eq!(
+        (new.parent, rename.arg),
+        (d_ino, d_ino),
+        "the new directory"
+    );
+    // Readers that follow requests skip it: analyze still reads the trace.
+    let o = run(&[
+        "analyze",
+        "--json",
+        m.trace.as_ref().unwrap().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

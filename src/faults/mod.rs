@@ -139,7 +139,7 @@ fn op_bit(op: Op) -> u128 {
 fn select(name: &str) -> Option<(u128, bool, bool)> {
     let all: u128 = Op::ALL
         .iter()
-        .filter(|o| !matches!(o, Op::Forget | Op::Marker | Op::Dirent))
+        .filter(|o| !matches!(o, Op::Forget | Op::Marker | Op::Dirent | Op::NewName))
         .fold(0, |m, &o| m | op_bit(o));
     Some(match name {
         "all" | "*" => (all, false, false),
@@ -150,7 +150,7 @@ fn select(name: &str) -> Option<(u128, bool, bool)> {
         "rm" => (op_bit(Op::Unlink), false, false),
         other => {
             let op = Op::ALL.iter().find(|o| o.name() == other)?;
-            if matches!(op, Op::Forget | Op::Marker | Op::Dirent) {
+            if matches!(op, Op::Forget | Op::Marker | Op::Dirent | Op::NewName) {
                 return None;
             }
             (op_bit(*op), false, false)

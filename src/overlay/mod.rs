@@ -230,6 +230,9 @@ struct Done<'a> {
     arg: u64,
     flags: u8,
     name: &'a [u8],
+    /// rename and link: the new name (in directory `arg`), recorded as a `newname` record
+    /// with the request's number, before the request's own.
+    new_name: &'a [u8],
     /// A listing: its entries are in [`LISTING`].
     listing: bool,
 }
@@ -450,6 +453,16 @@ impl Overlay {
                         sink.record(r);
                     }
                 });
+            }
+            if !d.new_name.is_empty() {
+                let mut r = RawRecord::new(Op::NewName);
+                r.seq = seq;
+                r.start_ns = t0;
+                r.ino = d.ino;
+                r.parent = d.arg;
+                r.pid = req.pid();
+                r.set_name(d.new_name);
+                sink.record(r);
             }
             let mut r = RawRecord::new(op);
             r.seq = seq;
@@ -1039,6 +1052,7 @@ impl Filesystem for Overlay {
             parent: self.backing(parent),
             arg: self.backing(newparent),
             name: n.bytes(),
+            new_name: nn.bytes(),
             ..Default::default()
         };
         let hold = self.emit(req, Op::Rename, t0, d, dec);

@@ -70,6 +70,8 @@ impl Ordered {
             }
             match self.reader.next_record()? {
                 None => self.done = true,
+                // The second name of a rename or link: its request is the record that follows.
+                Some(rec) if rec.op() == Some(Op::NewName) => {}
                 Some(rec) if rec.op() == Some(Op::Dirent) => {
                     self.pending
                         .entry(rec.seq)
