@@ -44,10 +44,10 @@
 //! listing's own seq (they are not requests), `ino` the entry's inode (`d_ino`), `parent` the
 //! directory, `arg` the entry's position in that reply, the name the entry's name. They are
 //! written before the listing's record, so a reader has them all when it meets the listing.
-//! A rename or link also gets a `NewName` record, written before its own: the same `seq`,
-//! `ino` the inode, `parent` the new directory, the name the new name (the request's record
-//! keeps the old name and parent of a rename, `arg` the new directory; a link's request names
-//! no source, only its inode).
+//! A rename also gets a `NewName` record, written before its own: the same `seq`, `ino` the
+//! inode, `parent` the new directory, the name the new name (the rename's record keeps the
+//! old name and parent, `arg` the new directory). A link's record has the new name and
+//! directory already: its request names no source, only the inode.
 //! `modeled_ns` of a request is what the cost model charged for it, including the prefetch of
 //! a listing's entries; `injected_ns` the delay a fault rule added. A reader stops at a torn last slot with a warning.
 
