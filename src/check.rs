@@ -352,17 +352,7 @@ fn check_listed_files(snapshot: &Path, manifest: &Manifest, report: &mut CheckRe
                 "checksum {csum} differs from the manifest's {}",
                 f.csum
             ));
-        } else if let Err(e) = blob::inspect(&raw).and_then(|i| {
-            if i.crc_ok() {
-                Ok(())
-            } else {
-                Err(crate::datastore::error::FormatErrorKind::BlobCrc {
-                    stored: i.stored_crc,
-                    computed: i.computed_crc,
-                }
-                .into())
-            }
-        }) {
+        } else if let Err(e) = blob::verify_crc(&raw) {
             problem(e.to_string());
         }
     }

@@ -167,8 +167,9 @@ pub fn read_file(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, FormatEr
     })
 }
 
-/// The CRC check every decode starts with; returns the header.
-fn checked(raw: &[u8]) -> Result<BlobInfo, FormatError> {
+/// The CRC check every decode starts with: the header, or `BlobCrc` if the payload does not
+/// match the stored CRC.
+pub fn verify_crc(raw: &[u8]) -> Result<BlobInfo, FormatError> {
     let info = inspect(raw)?;
     if !info.crc_ok() {
         return Err(FormatErrorKind::BlobCrc {
@@ -196,7 +197,7 @@ pub fn decode_each(
     f: &mut dyn FnMut(&[u8]),
 ) -> Result<u64, FormatError> {
     use std::io::Read;
-    let info = checked(raw)?;
+    let info = verify_crc(raw)?;
     let payload = &raw[info.kind.header_size()..];
     let too_large =
         |found: String| FormatError::new(FormatErrorKind::TooLarge { what, limit, found });
@@ -255,7 +256,7 @@ pub fn decode(raw: &[u8]) -> Result<Vec<u8>, FormatError> {
 /// Returns the kind on success.
 pub fn verify_chunk(raw: &[u8], digest: &Digest) -> Result<BlobKind, FormatError> {
     use sha2::Digest as _;
-    let info = checked(raw)?;
+    let info = verify_crc(raw)?;
     if info.kind.is_encrypted() {
         return Ok(info.kind);
     }

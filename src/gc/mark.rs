@@ -73,9 +73,7 @@ pub fn collect_references<S: ChunkStore>(
     impl Phase1Visitor for Collect<'_> {
         fn start(&mut self, _: usize) {}
         fn index(&mut self, _: &Path, index: IndexFile, _: IndexOrigin) -> Result<()> {
-            self.counters.index_file_count += 1;
-            self.counters.index_data_bytes += index.index_bytes();
-            self.counters.references += index.entries() as u64;
+            self.counters.count_index(&index);
             let set = &mut self.set;
             index.for_each_digest(&mut |d| {
                 set.insert(&d);
@@ -326,9 +324,7 @@ impl<S: ChunkStore> Phase1Visitor for Marker<'_, S> {
     fn index(&mut self, path: &Path, index: IndexFile, origin: IndexOrigin) -> Result<()> {
         let n = self.indexes.len() as u32;
         self.indexes.push(path.to_path_buf());
-        self.counters.index_file_count += 1;
-        self.counters.index_data_bytes += index.index_bytes();
-        self.counters.references += index.entries() as u64;
+        self.counters.count_index(&index);
         index.for_each_digest(&mut |d| self.reference(d, n))?;
         match origin {
             IndexOrigin::Expected | IndexOrigin::New => {

@@ -143,6 +143,13 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// What an index adds to PBS's counters as phase 1 reads it.
+    pub fn count_index(&mut self, index: &crate::datastore::IndexFile) {
+        self.index_file_count += 1;
+        self.index_data_bytes += index.index_bytes();
+        self.references += index.entries() as u64;
+    }
+
     /// Share of phase-1 references the digest cache answered; `None` without a cache.
     pub fn digest_hit_ratio(&self) -> Option<f64> {
         let lookups = self.cache_hits + self.cache_misses;
@@ -318,16 +325,20 @@ pub fn run<S: ChunkStore>(
             Ok(m)
         })();
         match phase1 {
-            Ok(m) => {
-                report.counters = m.counters.clone();
-                marked = Some(m);
+            Ok(mark::Marked {
+                counters,
+                referenced,
+                missing,
+            }) => {
+                report.counters = counters;
+                marked = Some((referenced, missing));
             }
             Err(e) => return Err(aborted(1, &report, log, e)),
         }
     }
     if opts.phases != Phases::Mark {
         let (referenced, missing) = match marked {
-            Some(m) => (m.referenced, Some(m.missing)),
+            Some((referenced, missing)) => (referenced, Some(missing)),
             None => {
                 log.info(
                     "No phase 1 in this run: reading every index to learn which chunks are \

@@ -44,6 +44,11 @@ fn dir_path<S: ChunkStore>(store: &S, prefix: usize) -> PathBuf {
         .join(chunk_subdir_name(prefix as u16))
 }
 
+/// An entry of chunk directory `prefix`, for messages.
+fn entry_path<S: ChunkStore>(store: &S, prefix: usize, name: &[u8]) -> PathBuf {
+    dir_path(store, prefix).join(String::from_utf8_lossy(name).as_ref())
+}
+
 /// Sweeps with the given cutoffs; `dry_run` counts what it would remove and removes nothing.
 /// Counts go into `report` as they happen, so an error leaves it saying what was removed.
 pub fn sweep<S: ChunkStore>(
@@ -103,9 +108,7 @@ pub fn sweep<S: ChunkStore>(
             let st = dir.stat(name).map_err(|e| {
                 anyhow!(
                     "stat of {} failed - {e}",
-                    dir_path(store, prefix)
-                        .join(String::from_utf8_lossy(name).as_ref())
-                        .display()
+                    entry_path(store, prefix, name).display()
                 )
             })?;
             let Some(st) = st else { continue };
@@ -115,9 +118,7 @@ pub fn sweep<S: ChunkStore>(
                 c.irregular_chunks += 1;
                 log.warn(&format!(
                     "warning: {} is not a regular file: not followed, not removed",
-                    dir_path(store, prefix)
-                        .join(String::from_utf8_lossy(name).as_ref())
-                        .display()
+                    entry_path(store, prefix, name).display()
                 ));
                 continue;
             }
@@ -126,9 +127,7 @@ pub fn sweep<S: ChunkStore>(
                     dir.unlink(name).map_err(|e| {
                         anyhow!(
                             "unlinking marker {} failed - {e}",
-                            dir_path(store, prefix)
-                                .join(String::from_utf8_lossy(name).as_ref())
-                                .display()
+                            entry_path(store, prefix, name).display()
                         )
                     })?;
                     c.unlinks += 1;
