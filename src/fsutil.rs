@@ -167,6 +167,20 @@ fn nofile() -> libc::rlimit {
 }
 
 /// The soft limit on open files.
+/// The mount flags (`ST_NODEV`, `ST_NOSUID`, `ST_NOEXEC`, `ST_RDONLY`, ...) of the filesystem
+/// that holds `path`.
+pub fn mount_flags(path: &Path) -> io::Result<libc::c_ulong> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: valid C string and out pointer.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(s.f_flag)
+}
+
 pub fn nofile_limit() -> u64 {
     nofile().rlim_cur
 }

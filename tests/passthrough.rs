@@ -319,14 +319,17 @@ fn pbs_write_pattern_through_the_mount_is_the_disks() {
 }
 
 #[test]
-fn a_rename_is_traced_with_both_names() {
+fn a_rename_and_a_link_are_traced_with_both_names() {
     use chunkscope::trace::{Op, TraceReader};
     let dir = store_dir();
     let store = dir.path().join("store");
     std::fs::create_dir_all(store.join("d")).unwrap();
+    std::fs::create_dir_all(store.join("e/f")).unwrap();
     std::fs::write(store.join("old-name"), b"x").unwrap();
+    std::fs::write(store.join("e/f/source"), b"y").unwrap();
     let mut m = Mount::start(&store, dir.path(), true, &[]);
     std::fs::rename(m.path("old-name"), m.path("d/new-name")).unwrap();
+    std::fs::hard_link(m.path("e/f/source"), m.path("d/linked")).unwrap();
     m.stop();
     let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
     let mut records = Vec::new();
@@ -351,11 +354,284 @@ fn a_rename_is_traced_with_both_names() {
         (d_ino, d_ino),
         "the new directory"
     );
-    // Readers that follow requests skip it: analyze still reads the trace.
+    // A link's request names only the inode: the overlay records a name it had beside the
+    // new one.
+    let link = records
+        .iter()
+        .find(|r| r.op() == Some(Op::Link))
+        .expect("a link record");
+    let old = records
+        .iter()
+        .find(|r| r.op() == Some(Op::OldName))
+        .expect("its source name");
+    let src = std::fs::metadata(store.join("e/f/source")).unwrap();
+    let f_ino = std::fs::metadata(store.join("e/f")).unwrap().ino();
+    assert_eq!(old.seq, link.seq);
+    assert_eq!(format!("{:?}", link.name), "Text(\"linked\")");
+    assert_eq!(format!("{:?}", old.name), "Text(\"source\")");
+    assert_eq!((link.ino, link.parent), (src.ino(), d_ino), "the new name");
+    assert_eq!((old.ino, old.parent), (src.ino(), f_ino), "the source name");
+    // Readers that follow requests skip both: analyze still reads the trace.
     let o = run(&[
         "analyze",
         "--json",
         m.trace.as_ref().unwrap().to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A small deterministic generator (xorshift), so that a failure repeats.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// The overlay's inode table across thousands of renames, links and unlinks, with the kernel
+/// made to FORGET every inode it caches every 100 calls: every name reached through the mount
+/// is the file the store has under it (same inode, same content, same link count), files kept
+/// open read what they held after their names went, and the table shrinks back. On `/tmp`
+/// (ext4 here), which hands freed inode numbers to new files at once, so node ids are reused
+/// while the kernel may still hold the old ones; the test counts the reuses and needs some.
+#[test]
+fn names_stay_right_through_renames_links_unlinks_and_forgets() {
+    use chunkscope::overlay::control::{default_socket, Client};
+    use std::collections::HashMap;
+    use std::io::{Read, Seek};
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap(); // /tmp: ext4 here (reuses inode numbers)
+    let store = dir.path().join("store");
+    let dirs = ["", "a", "b", "a/c"];
+    for d in dirs {
+        std::fs::create_dir_all(store.join(d)).unwrap();
+    }
+    let names: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| {
+            (0..4).map(move |i| format!("{d}{}f{i}", if d.is_empty() { "" } else { "/" }))
+        })
+        .collect();
+    let m = Mount::start(&store, dir.path(), false, &["--threads", "4"]);
+    // name -> the id written into its file when it was created.
+    let mut model: HashMap<String, u64> = HashMap::new();
+    let mut open: Vec<(std::fs::File, u64)> = Vec::new();
+    let mut held: Vec<std::fs::File> = Vec::new();
+    let mut ino_of_id: HashMap<u64, u64> = HashMap::new();
+    let mut id_of_ino: HashMap<u64, u64> = HashMap::new();
+    let mut reused = 0;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let content = |id: u64| format!("file {id}\n");
+    let check = |name: &str, model: &HashMap<String, u64>| {
+        let through = std::fs::symlink_metadata(m.path(name));
+        let backing = std::fs::symlink_metadata(store.join(name));
+        match (through, backing, model.get(name)) {
+            (Ok(t), Ok(b), Some(&id)) => {
+                assert_eq!(
+                    (t.ino(), t.nlink(), t.size()),
+                    (b.ino(), b.nlink(), b.size()),
+                    "{name}"
+                );
+                assert_eq!(
+                    std::fs::read_to_string(m.path(name)).unwrap(),
+                    content(id),
+                    "{name}"
+                );
+            }
+            (Err(t), Err(b), None) => {
+                assert_eq!(t.raw_os_error(), b.raw_os_error(), "{name}");
+                assert_eq!(t.raw_os_error(), Some(libc::ENOENT), "{name}");
+            }
+            (t, b, want) => panic!("{name}: through {t:?}, store {b:?}, model {want:?}"),
+        }
+    };
+    for step in 0..3000u64 {
+        let a = names[rng.below(names.len())].clone();
+        let b = names[rng.below(names.len())].clone();
+        match rng.below(7) {
+            0 | 1 => {
+                // A new file under `a` (a new inode, replacing what was there).
+                let _ = std::fs::remove_file(m.path(&a));
+                std::fs::write(m.path(&a), content(step)).unwrap();
+                model.insert(a.clone(), step);
+                let ino = std::fs::symlink_metadata(store.join(&a)).unwrap().ino();
+                if id_of_ino.insert(ino, step).is_some() {
+                    reused += 1;
+                }
+                ino_of_id.insert(step, ino);
+            }
+            2 => {
+                let r = std::fs::rename(m.path(&a), m.path(&b));
+                assert_eq!(r.is_ok(), model.contains_key(&a), "rename {a} {b}: {r:?}");
+                // Two names of one file: rename does nothing (POSIX).
+                if model.get(&a) != model.get(&b) {
+                    if let Some(id) = model.remove(&a) {
+                        model.insert(b.clone(), id);
+                    }
+                }
+            }
+            3 => {
+                let r = std::fs::hard_link(m.path(&a), m.path(&b));
+                let ok = model.contains_key(&a) && !model.contains_key(&b);
+                assert_eq!(r.is_ok(), ok, "link {a} {b}: {r:?}");
+                if ok {
+                    model.insert(b.clone(), model[&a]);
+                }
+            }
+            4 => {
+                let r = std::fs::remove_file(m.path(&a));
+                assert_eq!(r.is_ok(), model.remove(&a).is_some(), "unlink {a}: {r:?}");
+            }
+            _ if rng.below(2) == 0 => {
+                // Keep `a` open (up to 8 files), or close one.
+                if let (Some(&id), true) = (model.get(&a), open.len() < 8) {
+                    open.push((std::fs::File::open(m.path(&a)).unwrap(), id));
+                } else if !open.is_empty() {
+                    open.swap_remove(rng.below(open.len()));
+                }
+            }
+            _ => {
+                // An O_PATH descriptor: the kernel keeps the node (no FORGET), the overlay
+                // opens nothing, so once the name goes the store frees the inode and its
+                // number comes back for a new file while the kernel still knows the old node.
+                use std::os::unix::fs::OpenOptionsExt;
+                if model.contains_key(&a) && held.len() < 8 {
+                    let f = std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_PATH)
+                        .open(m.path(&a))
+                        .unwrap();
+                    held.push(f);
+                } else if !held.is_empty() {
+                    held.swap_remove(rng.below(held.len()));
+                }
+            }
+        }
+        check(&a, &model);
+        check(&b, &model);
+        for (f, id) in &mut open {
+            let mut s = String::new();
+            f.rewind().unwrap();
+            f.read_to_string(&mut s).unwrap();
+            assert_eq!(s, content(*id), "an open file after step {step}");
+            assert_eq!(f.metadata().unwrap().ino(), ino_of_id[id]);
+        }
+        if step % 100 == 99 {
+            // The kernel drops its dentries and inodes and sends FORGET for them.
+            std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+        }
+    }
+    for n in &names {
+        check(n, &model);
+    }
+    assert!(model.len() > 3, "a vacuous run: {} names left", model.len());
+    if nix_is_ext4(dir.path()) {
+        assert!(reused > 10, "inode numbers reused {reused} times");
+    }
+    drop(open);
+    drop(held);
+    let mut c = Client::connect(&default_socket(&m.mnt).unwrap()).unwrap();
+    let inodes = |c: &mut Client| -> u64 {
+        let v: serde_json::Value = serde_json::from_str(&c.request("stats").unwrap()).unwrap();
+        v["inodes"].as_u64().unwrap()
+    };
+    std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while inodes(&mut c) > 8 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the table kept {} inodes",
+            inodes(&mut c)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn nix_is_ext4(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and out pointer.
+    unsafe { libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type as i64 == 0xEF53 }
+}
+
+/// A FUSE mount is nodev and nosuid unless told otherwise; the overlay takes the store's own
+/// flags, so a device node, a set-uid file and an executable behave as on the store.
+#[test]
+fn the_mount_takes_the_stores_dev_suid_and_exec_flags() {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    struct Umount(CString);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            // SAFETY: valid C string.
+            unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+    let dir = store_dir();
+    for (case, flags) in [
+        ("plain", 0),
+        (
+            "restricted",
+            libc::MS_NODEV | libc::MS_NOSUID | libc::MS_NOEXEC,
+        ),
+    ] {
+        let base = dir.path().join(case);
+        let fs = base.join("fs");
+        std::fs::create_dir_all(&fs).unwrap();
+        let c = CString::new(fs.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a private tmpfs on a directory this test made; the guard unmounts it.
+        let rc = unsafe {
+            libc::mount(
+                c"none".as_ptr(),
+                c.as_ptr(),
+                c"tmpfs".as_ptr(),
+                flags,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        let _fs = Umount(c);
+        let store = fs.join("store");
+        std::fs::create_dir(&store).unwrap();
+        std::fs::copy("/bin/true", store.join("true")).unwrap();
+        let m = Mount::start(&store, &base, false, &[]);
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let line = info
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(m.mnt.to_str().unwrap()))
+            .expect("the mount in mountinfo");
+        let opts: Vec<&str> = line.split(' ').nth(5).unwrap().split(',').collect();
+        let restricted = flags != 0;
+        for o in ["nodev", "nosuid", "noexec"] {
+            assert_eq!(opts.contains(&o), restricted, "{case}: {line}");
+        }
+        // SAFETY: valid C string; a character device (1, 3) made through the mount.
+        let node = CString::new(m.path("null").as_os_str().as_bytes()).unwrap();
+        assert_eq!(
+            unsafe { libc::mknod(node.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) },
+            0
+        );
+        let opened = std::fs::OpenOptions::new().write(true).open(m.path("null"));
+        let ran = std::process::Command::new(m.path("true")).status();
+        if restricted {
+            assert_eq!(
+                opened.unwrap_err().raw_os_error(),
+                Some(libc::EACCES),
+                "{case}"
+            );
+            assert_eq!(
+                ran.unwrap_err().raw_os_error(),
+                Some(libc::EACCES),
+                "{case}"
+            );
+        } else {
+            opened.unwrap();
+            assert!(ran.unwrap().success(), "{case}");
+        }
+    }
 }

@@ -260,6 +260,29 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     if args.allow_other {
         mount_options.push(MountOption::DefaultPermissions);
     }
+    // The mount takes the store's own dev, suid and exec flags (a FUSE mount is nodev and
+    // nosuid otherwise): a device node, a set-uid file and an executable behave through the
+    // mount as they do on the store.
+    let backing = crate::fsutil::mount_flags(&store)
+        .with_context(|| format!("statvfs {}", store.display()))?;
+    let flag = |bit: libc::c_ulong| backing & bit != 0;
+    mount_options.extend([
+        if flag(libc::ST_NODEV) {
+            MountOption::NoDev
+        } else {
+            MountOption::Dev
+        },
+        if flag(libc::ST_NOSUID) {
+            MountOption::NoSuid
+        } else {
+            MountOption::Suid
+        },
+        if flag(libc::ST_NOEXEC) {
+            MountOption::NoExec
+        } else {
+            MountOption::Exec
+        },
+    ]);
     let mut config = Config::default();
     config.mount_options = mount_options;
     config.acl = if args.allow_other {

@@ -135,11 +135,20 @@ fn op_bit(op: Op) -> u128 {
     1u128 << (op as u16 as u32).min(127)
 }
 
+/// Whether a rule can select `op`: a request that has a reply (a forget has none), not a
+/// record the trace adds (markers, listing entries, a rename's or link's second name).
+fn injectable(op: Op) -> bool {
+    !matches!(
+        op,
+        Op::Forget | Op::Marker | Op::Dirent | Op::NewName | Op::OldName
+    )
+}
+
 /// Operations a name selects, and whether it requires an atime / mtime update.
 fn select(name: &str) -> Option<(u128, bool, bool)> {
     let all: u128 = Op::ALL
         .iter()
-        .filter(|o| !matches!(o, Op::Forget | Op::Marker | Op::Dirent | Op::NewName))
+        .filter(|&&o| injectable(o))
         .fold(0, |m, &o| m | op_bit(o));
     Some(match name {
         "all" | "*" => (all, false, false),
@@ -150,7 +159,7 @@ fn select(name: &str) -> Option<(u128, bool, bool)> {
         "rm" => (op_bit(Op::Unlink), false, false),
         other => {
             let op = Op::ALL.iter().find(|o| o.name() == other)?;
-            if matches!(op, Op::Forget | Op::Marker | Op::Dirent | Op::NewName) {
+            if !injectable(*op) {
                 return None;
             }
             (op_bit(*op), false, false)

@@ -230,9 +230,12 @@ struct Done<'a> {
     arg: u64,
     flags: u8,
     name: &'a [u8],
-    /// rename and link: the new name (in directory `arg`), recorded as a `newname` record
-    /// with the request's number, before the request's own.
+    /// rename: the new name (in directory `arg`), recorded as a `newname` record with the
+    /// request's number, before the request's own.
     new_name: &'a [u8],
+    /// link: the inode, and a name it had (that name's directory and the name), recorded as
+    /// an `oldname` record with the request's number, before the request's own.
+    old_name: Option<(u64, u64, &'a [u8])>,
     /// A listing: its entries are in [`LISTING`].
     listing: bool,
 }
@@ -385,6 +388,30 @@ impl Overlay {
         f.decide(&r, &mut || self.path_of(node, name))
     }
 
+    /// A name of the node open as `fd` (an `O_PATH` descriptor) in the store, as the kernel's
+    /// dentry cache has it: its directory's backing inode and the name. For a link's trace
+    /// record, whose request names only the inode; off the hot path (a link is rare, and this
+    /// runs only when tracing). `None` when the node has no name inside the store.
+    fn name_of(&self, fd: RawFd) -> Option<(u64, Vec<u8>)> {
+        let proc_link = |fd: RawFd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
+        let root = proc_link(self.root.as_raw_fd())?;
+        let path = proc_link(fd)?;
+        let rel = path.strip_prefix(&root).ok()?;
+        let name = rel.file_name()?.as_bytes().to_vec();
+        let dir = rel.parent().filter(|d| !d.as_os_str().is_empty());
+        let parent = match dir {
+            None => self.root_ino,
+            Some(d) => {
+                let c = std::ffi::CString::new(d.as_os_str().as_bytes()).ok()?;
+                creds::as_root(|| {
+                    fstatat(self.root.as_raw_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok()
+                })?
+                .st_ino
+            }
+        };
+        Some((parent, name))
+    }
+
     /// The store-relative path of `node`, joined with `name` (for path globs of fault rules).
     fn path_of(&self, node: INodeNo, name: &[u8]) -> Option<String> {
         let fd = self.fd(node, libc::O_PATH).ok()?;
@@ -462,6 +489,16 @@ impl Overlay {
                 r.parent = d.arg;
                 r.pid = req.pid();
                 r.set_name(d.new_name);
+                sink.record(r);
+            }
+            if let Some((ino, parent, name)) = d.old_name {
+                let mut r = RawRecord::new(Op::OldName);
+                r.seq = seq;
+                r.start_ns = t0;
+                r.ino = ino;
+                r.parent = parent;
+                r.pid = req.pid();
+                r.set_name(name);
                 sink.record(r);
             }
             let mut r = RawRecord::new(op);
@@ -1071,10 +1108,14 @@ impl Filesystem for Overlay {
         let _as = self.caller(req);
         let n = name_or_reply!(self, req, Op::Link, t0, newparent, newname, reply);
         let dec = self.admit(Op::Link, newparent, n.bytes(), false, false);
+        let mut source = None;
         let r = (|| {
             unless(dec, || Ok(()))?;
             self.writable()?;
             let src = self.fd(ino, libc::O_PATH)?;
+            if self.sink.is_some() {
+                source = self.name_of(src.as_raw_fd());
+            }
             let dir = self.fd(newparent, libc::O_PATH)?;
             // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which a caller does not have: it links
             // through /proc/self/fd, where the kernel's hard-link rules apply to it.
@@ -1097,7 +1138,10 @@ impl Filesystem for Overlay {
             let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
             self.enter(dir.as_raw_fd(), &n, &st)
         })();
-        let d = self.done_entry(newparent, n.bytes(), &r);
+        let mut d = self.done_entry(newparent, n.bytes(), &r);
+        d.old_name = source
+            .as_ref()
+            .map(|(p, name)| (self.backing(ino), *p, name.as_slice()));
         let hold = self.emit(req, Op::Link, t0, d, dec);
         self.reply_entry(hold, reply, r);
     }

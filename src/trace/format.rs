@@ -46,8 +46,11 @@
 //! written before the listing's record, so a reader has them all when it meets the listing.
 //! A rename also gets a `NewName` record, written before its own: the same `seq`, `ino` the
 //! inode, `parent` the new directory, the name the new name (the rename's record keeps the
-//! old name and parent, `arg` the new directory). A link's record has the new name and
-//! directory already: its request names no source, only the inode.
+//! old name and parent, `arg` the new directory). A link's request names only the inode and
+//! the new name: its record holds the new name and directory, and an `OldName` record written
+//! before it (same `seq`, `ino` the inode) holds a name the inode had when it was linked,
+//! `parent` that name's directory (one of its names, for an inode with several; none when the
+//! overlay could not find one in the store).
 //! `modeled_ns` of a request is what the cost model charged for it, including the prefetch of
 //! a listing's entries; `injected_ns` the delay a fault rule added. A reader stops at a torn last slot with a warning.
 
@@ -137,6 +140,7 @@ ops! {
     Marker = 100, "marker";
     Dirent = 101, "dirent";
     NewName = 102, "newname";
+    OldName = 103, "oldname";
 }
 
 /// The name a record carries.

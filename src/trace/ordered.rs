@@ -71,7 +71,7 @@ impl Ordered {
             match self.reader.next_record()? {
                 None => self.done = true,
                 // The second name of a rename or link: its request is the record that follows.
-                Some(rec) if rec.op() == Some(Op::NewName) => {}
+                Some(rec) if matches!(rec.op(), Some(Op::NewName | Op::OldName)) => {}
                 Some(rec) if rec.op() == Some(Op::Dirent) => {
                     self.pending
                         .entry(rec.seq)
