@@ -9,6 +9,11 @@
 //! binary without a trace is measured in each round too, alternating with this build's, so a
 //! change is compared side by side in one run.
 //!
+//! With `CHUNKSCOPE_BENCH_CALLER=UID`, the store is handed to that user and two more mounts
+//! (`--allow-other`, no trace) are measured in each round: one with the client as root, one
+//! with the client's threads acting as UID (its filesystem uid and gid), so what running a
+//! request as an unprivileged caller costs is measured side by side.
+//!
 //! One "operation" is what a GC does per chunk: `stat` (lookups of each path component, then
 //! getattr) and `utimensat(UTIME_NOW, UTIME_OMIT)` (lookups, then setattr). The client runs on
 //! 2 threads, the mount with 2 worker threads, attribute and entry TTL 0 (every request seen).
@@ -45,6 +50,16 @@ struct MountProc {
 
 impl MountProc {
     fn start(exe: &Path, store: &Path, mnt: &Path, trace: Option<&Path>) -> MountProc {
+        Self::start_with(exe, store, mnt, trace, &[])
+    }
+
+    fn start_with(
+        exe: &Path,
+        store: &Path,
+        mnt: &Path,
+        trace: Option<&Path>,
+        extra: &[&str],
+    ) -> MountProc {
         std::fs::create_dir_all(mnt).unwrap();
         let mut c = Command::new(exe);
         c.args([
@@ -59,6 +74,7 @@ impl MountProc {
         if let Some(t) = trace {
             c.args(["--trace", t.to_str().unwrap()]);
         }
+        c.args(extra);
         let child = c.stderr(Stdio::null()).spawn().unwrap();
         let t0 = Instant::now();
         while !mounted(mnt) {
@@ -104,6 +120,11 @@ fn chunk_paths(store: &Path, n: usize) -> Vec<PathBuf> {
 
 /// Runs stat + utimensat over `paths` below `root` on 2 threads; returns operations per second.
 fn workload(root: &Path, paths: &[PathBuf]) -> f64 {
+    workload_as(root, paths, 0)
+}
+
+/// [`workload`] with the client threads acting as `uid` (and gid `uid`) when it is not 0.
+fn workload_as(root: &Path, paths: &[PathBuf], uid: u32) -> f64 {
     let full: Vec<CString> = paths
         .iter()
         .map(|p| CString::new(root.join(p).as_os_str().as_bytes()).unwrap())
@@ -122,6 +143,13 @@ fn workload(root: &Path, paths: &[PathBuf]) -> f64 {
     std::thread::scope(|s| {
         for half in full.chunks(full.len().div_ceil(2)) {
             s.spawn(move || {
+                if uid != 0 {
+                    // SAFETY: raw syscalls change this thread's filesystem ids only.
+                    unsafe {
+                        libc::syscall(libc::SYS_setfsgid, uid);
+                        libc::syscall(libc::SYS_setfsuid, uid);
+                    }
+                }
                 for c in half.iter().cycle().take(half.len() * PASSES) {
                     let mut st: libc::stat = unsafe { std::mem::zeroed() };
                     assert_eq!(unsafe { libc::lstat(c.as_ptr(), &mut st) }, 0);
@@ -178,6 +206,17 @@ fn main() {
     let baseline = std::env::var_os("CHUNKSCOPE_BENCH_BASELINE").map(PathBuf::from);
     let (mut direct, mut plain, mut traced, mut base_plain) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let caller: Option<u32> = std::env::var("CHUNKSCOPE_BENCH_CALLER")
+        .ok()
+        .map(|v| v.parse().expect("CHUNKSCOPE_BENCH_CALLER: a uid"));
+    if let Some(uid) = caller {
+        let ok = Command::new("chown")
+            .args(["-R", &format!("{uid}:{uid}"), store.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let (mut other_root, mut other_user) = (Vec::new(), Vec::new());
     let mnt = base.join("mnt");
     for round in 0..rounds {
         direct.push(workload(&store, &paths));
@@ -185,6 +224,9 @@ fn main() {
         let mut order = vec![0, 1];
         if baseline.is_some() {
             order.push(2);
+        }
+        if caller.is_some() {
+            order.extend([3, 4]);
         }
         let len = order.len();
         order.rotate_left(round % len);
@@ -199,11 +241,27 @@ fn main() {
                     let m = MountProc::start(&this_build(), &store, &mnt, Some(&t));
                     traced.push(workload(&m.mnt, &paths));
                 }
-                _ => {
+                2 => {
                     let exe = baseline.as_ref().expect("configured");
                     let m = MountProc::start(exe, &store, &mnt, None);
                     base_plain.push(workload(&m.mnt, &paths));
                 }
+                3 | 4 => {
+                    let m = MountProc::start_with(
+                        &this_build(),
+                        &store,
+                        &mnt,
+                        None,
+                        &["--allow-other"],
+                    );
+                    if config == 3 {
+                        other_root.push(workload(&m.mnt, &paths));
+                    } else {
+                        let uid = caller.expect("configured");
+                        other_user.push(workload_as(&m.mnt, &paths, uid));
+                    }
+                }
+                _ => unreachable!(),
             }
         }
     }
@@ -240,6 +298,17 @@ fn main() {
         println!(
             "this build against the baseline: {:+.1}% (mount, no trace)",
             (p / b - 1.0) * 100.0
+        );
+    }
+    if let Some(uid) = caller {
+        let (r, u) = (median(other_root.clone()), median(other_user.clone()));
+        println!("rounds, allow-other, root: {}", show(&other_root));
+        println!("rounds, allow-other, {uid}: {}", show(&other_user));
+        println!("{:<28} {:>12.0}", "allow-other, root caller", r);
+        println!("{:<28} {:>12.0}", format!("allow-other, uid {uid}"), u);
+        println!(
+            "an unprivileged caller against root: {:+.1}%",
+            (u / r - 1.0) * 100.0
         );
     }
     std::fs::remove_dir_all(&base).unwrap();

@@ -635,3 +635,74 @@ fn the_mount_takes_the_stores_dev_suid_and_exec_flags() {
         }
     }
 }
+
+/// A worker thread keeps its last caller's credentials until the next request (the switch is
+/// lazy), so every request must take its own: here root and an unprivileged user work through
+/// one worker thread at the same time. Root's writes keep its file's set-uid bit (root may), as
+/// on the disk; what each creates is its own.
+#[test]
+fn concurrent_callers_each_get_their_own_credentials() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let dir = store_dir();
+    let store = dir.path().join("store");
+    lay_out(&store);
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--allow-other", "--threads", "1"],
+    );
+    let suid = m.path("pub/suid");
+    std::fs::write(&suid, b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let user = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("umask 022; i=0; while [ $i -lt 1500 ]; do echo x > pub/u$i; cat pub/u$i >/dev/null; i=$((i+1)); done")
+        .current_dir(&m.mnt)
+        .uid(1000)
+        .gid(1000)
+        .spawn()
+        .unwrap();
+    let mut user = ChildGuard(user);
+    let mut rounds = 0;
+    while user.0.try_wait().unwrap().is_none() || rounds < 200 {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&suid).unwrap();
+        f.write_all(b"#").unwrap();
+        let mode = f.metadata().unwrap().mode();
+        drop(f);
+        assert_eq!(
+            mode & 0o7777,
+            0o4755,
+            "root's write kept the set-uid bit (round {rounds})"
+        );
+        std::fs::write(m.path(&format!("pub/r{rounds}")), b"r").unwrap();
+        rounds += 1;
+    }
+    assert!(user.0.wait().unwrap().success());
+    for e in std::fs::read_dir(store.join("pub")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let uid = e.metadata().unwrap().uid();
+        match name.as_bytes()[0] {
+            b'u' => assert_eq!(uid, 1000, "{name}"),
+            _ => assert_eq!(uid, 0, "{name}"),
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(store.join("pub")).unwrap().count(),
+        1 + 1500 + rounds
+    );
+}
+
+/// Kills (by its own pid) and reaps a child this test started if the test fails first.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

@@ -5,18 +5,42 @@
 //!
 //! Linux keeps these credentials per thread at the syscall level (glibc's wrappers broadcast a
 //! change to every thread; the raw syscalls here do not), so one worker can act as one caller
-//! while another acts as another. A root caller (a GC run by root, every request of a mount
-//! without `--allow-other`) switches nothing: no syscall is added to its requests.
+//! while another acts as another.
+//!
+//! The switch is lazy: a thread keeps the credentials of its last caller after the request
+//! and changes only what the next request needs changed, so a run of requests from one user
+//! (a GC as `backup`) makes no credential syscall at all, and a root caller on a thread that
+//! acts as root (every request of a mount without `--allow-other`) none either. So every
+//! request handler that reaches the backing store takes its caller's credentials first
+//! ([`become_caller`]), also those whose calls check none today (fstat, read, close, fsync,
+//! a listing of an open directory): no handler runs with the credentials of a request that
+//! came before it. Only FORGET, which has no caller and touches no file, takes none.
+//!
+//! A caller's supplementary groups come from `/proc/TID/status` (the request names the
+//! calling thread). They are kept per thread of the daemon for a few recent callers, keyed by
+//! (tid, uid, gid), and read again after [`GROUPS_TTL_MS`]: only a process with
+//! `CAP_SETGID` can change its groups, and the kernel checks permissions with the caller's
+//! current credentials before the overlay sees the request (`default_permissions`, which
+//! `--allow-other` adds); what the kept groups can still decide for that long is the backing
+//! filesystem's second check. Reading them on every request halved an unprivileged caller's
+//! throughput (BENCHMARKS.md).
 //!
 //! Resolving a node's file handle (`open_by_handle_at`) needs `CAP_DAC_READ_SEARCH`, which a
 //! non-zero filesystem uid drops from the effective set; [`as_root`] runs such a step as root
 //! and returns to the caller.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+
+/// How long a caller's supplementary groups are kept before they are read again.
+pub const GROUPS_TTL_MS: u64 = 100;
+/// Callers whose groups a daemon thread keeps.
+const KEPT: usize = 8;
 
 thread_local! {
     /// The (fsuid, fsgid) this thread acts as now; (0, 0) is the daemon itself.
     static ACTING: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    /// The supplementary groups the thread has now, and the callers' groups it keeps.
+    static GROUPS: RefCell<Groups> = RefCell::new(Groups::default());
 }
 
 fn setfsuid(uid: u32) {
@@ -35,7 +59,7 @@ fn setgroups(groups: &[libc::gid_t]) -> bool {
     unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) == 0 }
 }
 
-/// The daemon's own supplementary groups, restored after each caller's request.
+/// The daemon's own supplementary groups, what a thread has when it acts as root.
 fn own_groups() -> &'static [libc::gid_t] {
     static OWN: std::sync::OnceLock<Vec<libc::gid_t>> = std::sync::OnceLock::new();
     OWN.get_or_init(|| {
@@ -50,13 +74,24 @@ fn own_groups() -> &'static [libc::gid_t] {
     })
 }
 
-/// The supplementary groups of process `pid` (`Groups:` in `/proc/PID/status`), into `out`;
-/// `None` when the process is gone or the line unreadable.
-fn groups_of(pid: u32, out: &mut Vec<libc::gid_t>) -> Option<()> {
+/// Milliseconds of a coarse monotonic clock (read from the vDSO, no syscall).
+fn now_ms() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
+/// The supplementary groups of thread (or process) `tid` (`Groups:` in `/proc/TID/status`),
+/// into `out`; `None` when it is gone or the line unreadable.
+fn groups_of(tid: u32, out: &mut Vec<libc::gid_t>) -> Option<()> {
     use std::io::Read;
     let mut path = [0u8; 32];
     let mut w = std::io::Cursor::new(&mut path[..]);
-    std::io::Write::write_fmt(&mut w, format_args!("/proc/{pid}/status")).ok()?;
+    std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/status")).ok()?;
     let len = w.position() as usize;
     let path = std::str::from_utf8(&path[..len]).ok()?;
     let mut buf = [0u8; 4096];
@@ -71,49 +106,99 @@ fn groups_of(pid: u32, out: &mut Vec<libc::gid_t>) -> Option<()> {
     Some(())
 }
 
-thread_local! {
-    static GROUPS: std::cell::RefCell<Vec<libc::gid_t>> = const { std::cell::RefCell::new(Vec::new()) };
+/// A caller whose groups a thread keeps.
+#[derive(Default)]
+struct Kept {
+    tid: u32,
+    uid: u32,
+    gid: u32,
+    read_ms: u64,
+    groups: Vec<libc::gid_t>,
 }
 
-/// While alive, the thread acts as a request's caller; dropping it returns to the daemon.
-#[must_use]
-pub struct AsCaller {
-    switched: bool,
+#[derive(Default)]
+struct Groups {
+    /// The groups this thread has now (`None`: the daemon's own).
+    applied: Option<Vec<libc::gid_t>>,
+    kept: Vec<Kept>,
+    /// The slot the next new caller takes.
+    next: usize,
+    /// How often groups were read from /proc (for tests).
+    reads: u64,
 }
 
-/// Takes the caller's credentials for this thread (nothing to do for root:root).
-pub fn become_caller(uid: u32, gid: u32, pid: u32) -> AsCaller {
-    if uid == 0 && gid == 0 {
-        return AsCaller { switched: false };
-    }
-    if uid != 0 {
-        GROUPS.with(|g| {
-            let mut g = g.borrow_mut();
-            if groups_of(pid, &mut g).is_none() {
-                // The caller is gone or hidden: no supplementary groups, the safe side.
-                g.clear();
+impl Groups {
+    /// The groups of caller (tid, uid, gid), read again when older than the TTL.
+    fn of(&mut self, tid: u32, uid: u32, gid: u32, now: u64) -> usize {
+        let i = match self
+            .kept
+            .iter()
+            .position(|k| (k.tid, k.uid, k.gid) == (tid, uid, gid))
+        {
+            Some(i) if now.saturating_sub(self.kept[i].read_ms) < GROUPS_TTL_MS => return i,
+            Some(i) => i,
+            None if self.kept.len() < KEPT => {
+                self.kept.push(Kept::default());
+                self.kept.len() - 1
             }
-            setgroups(&g);
-        });
-    }
-    setfsgid(gid);
-    setfsuid(uid);
-    ACTING.with(|a| a.set((uid, gid)));
-    AsCaller { switched: true }
-}
-
-impl Drop for AsCaller {
-    fn drop(&mut self) {
-        if self.switched {
-            let (uid, _) = ACTING.with(|a| a.get());
-            setfsuid(0);
-            setfsgid(0);
-            if uid != 0 {
-                setgroups(own_groups());
+            None => {
+                let i = self.next;
+                self.next = (self.next + 1) % KEPT;
+                i
             }
-            ACTING.with(|a| a.set((0, 0)));
+        };
+        let k = &mut self.kept[i];
+        (k.tid, k.uid, k.gid, k.read_ms) = (tid, uid, gid, now);
+        self.reads += 1;
+        if groups_of(tid, &mut k.groups).is_none() {
+            // The caller is gone or hidden: no supplementary groups, the safe side.
+            k.groups.clear();
+        }
+        i
+    }
+
+    /// Gives the thread `groups` unless it has them already.
+    fn apply(&mut self, i: usize) {
+        let want = &self.kept[i].groups;
+        if self.applied.as_deref() == Some(want.as_slice()) {
+            return;
+        }
+        setgroups(want);
+        let applied = self.applied.get_or_insert_with(Vec::new);
+        applied.clear();
+        applied.extend_from_slice(want);
+    }
+
+    /// Gives the thread the daemon's own groups back.
+    fn restore(&mut self) {
+        if self.applied.take().is_some() {
+            setgroups(own_groups());
         }
     }
+}
+
+/// Makes this thread act as the caller (uid, gid) of thread `tid` for the backing calls that
+/// follow, until a request of another caller. Changes only what differs from the last caller.
+#[inline]
+pub fn become_caller(uid: u32, gid: u32, tid: u32) {
+    let (cur_uid, cur_gid) = ACTING.with(|a| a.get());
+    if uid == 0 {
+        // Root keeps the daemon's own groups (root's checks do not depend on them).
+        GROUPS.with(|g| g.borrow_mut().restore());
+    } else {
+        GROUPS.with(|g| {
+            let mut g = g.borrow_mut();
+            let i = g.of(tid, uid, gid, now_ms());
+            g.apply(i);
+        });
+    }
+    if gid != cur_gid {
+        setfsgid(gid);
+    }
+    if uid != cur_uid {
+        setfsuid(uid);
+    }
+    ACTING.with(|a| a.set((uid, gid)));
 }
 
 /// Whether the thread acts as a caller other than root now.
@@ -121,17 +206,22 @@ pub fn acting_as_caller() -> bool {
     ACTING.with(|a| a.get()) != (0, 0)
 }
 
-/// Runs `f` as the daemon (root), then returns to the caller the thread was acting as.
+/// How often this thread read a caller's groups from /proc.
+pub fn groups_reads() -> u64 {
+    GROUPS.with(|g| g.borrow().reads)
+}
+
+/// Runs `f` with the daemon's capabilities (filesystem uid 0, which gives the thread back its
+/// `CAP_DAC_READ_SEARCH`), then returns to the caller the thread was acting as. The gid stays
+/// the caller's: nothing run here creates a file.
 #[inline]
 pub fn as_root<T>(f: impl FnOnce() -> T) -> T {
-    let (uid, gid) = ACTING.with(|a| a.get());
-    if (uid, gid) == (0, 0) {
+    let uid = ACTING.with(|a| a.get()).0;
+    if uid == 0 {
         return f();
     }
     setfsuid(0);
-    setfsgid(0);
     let r = f();
-    setfsgid(gid);
     setfsuid(uid);
     r
 }
@@ -140,7 +230,8 @@ pub fn as_root<T>(f: impl FnOnce() -> T) -> T {
 mod tests {
     use super::*;
 
-    fn fs_ids() -> (u32, u32) {
+    /// (fsuid, fsgid, groups) of this thread, as the kernel has them.
+    fn fs_ids() -> (u32, u32, String) {
         let s = std::fs::read_to_string("/proc/thread-self/status").unwrap();
         let field = |k: &str| -> u32 {
             s.lines()
@@ -152,11 +243,25 @@ mod tests {
                 .parse()
                 .unwrap()
         };
-        (field("Uid:"), field("Gid:"))
+        let groups = s
+            .lines()
+            .find_map(|l| l.strip_prefix("Groups:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        (field("Uid:"), field("Gid:"), groups)
+    }
+
+    fn own() -> String {
+        own_groups()
+            .iter()
+            .map(|g| g.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     #[test]
-    fn a_thread_acts_as_the_caller_and_returns() {
+    fn a_thread_acts_as_each_caller_and_as_root_again() {
         if unsafe { libc::geteuid() } != 0 {
             return; // needs root to switch
         }
@@ -167,24 +272,62 @@ mod tests {
             fs_ids()
         });
         std::thread::spawn(move || {
-            let me = std::process::id();
-            let _c = become_caller(1234, 5678, me);
+            become_caller(1234, 5678, std::process::id());
             tx.send(()).unwrap();
-            assert_eq!(other.join().unwrap(), (0, 0));
+            assert_eq!(other.join().unwrap(), (0, 0, own()));
         })
         .join()
         .unwrap();
+        // A caller whose /proc entry is gone has no supplementary groups.
+        let gone = u32::MAX - 1;
+        std::thread::spawn(move || {
+            become_caller(1234, 5678, gone);
+            assert_eq!(fs_ids(), (1234, 5678, String::new()));
+            assert!(acting_as_caller());
+            as_root(|| assert_eq!(fs_ids(), (0, 5678, String::new())));
+            assert_eq!(fs_ids(), (1234, 5678, String::new()));
+            // The thread stays the caller until a request of another one.
+            assert_eq!(fs_ids(), (1234, 5678, String::new()));
+            become_caller(0, 0, gone);
+            assert_eq!(fs_ids(), (0, 0, own()));
+            assert!(!acting_as_caller());
+            become_caller(99, 0, gone);
+            assert_eq!(fs_ids(), (99, 0, String::new()));
+            become_caller(0, 7, gone);
+            assert_eq!(fs_ids(), (0, 7, own()));
+            assert!(acting_as_caller());
+            become_caller(0, 0, gone);
+            assert_eq!(fs_ids(), (0, 0, own()));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_callers_groups_are_kept_for_a_while_then_read_again() {
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
         std::thread::spawn(|| {
             let me = std::process::id();
-            {
-                let _c = become_caller(1234, 5678, me);
-                assert_eq!(fs_ids(), (1234, 5678));
-                assert!(acting_as_caller());
-                as_root(|| assert_eq!(fs_ids(), (0, 0)));
-                assert_eq!(fs_ids(), (1234, 5678));
+            become_caller(1234, 5678, me);
+            become_caller(1234, 5678, me);
+            become_caller(0, 0, me);
+            become_caller(1234, 5678, me);
+            assert_eq!(groups_reads(), 1, "kept");
+            become_caller(1234, 9, me);
+            assert_eq!(groups_reads(), 2, "another gid is another caller");
+            // More callers than kept: the oldest is read again.
+            for tid in 0..KEPT as u32 {
+                become_caller(1234, 5678, u32::MAX - 10 - tid);
             }
-            assert_eq!(fs_ids(), (0, 0));
-            assert!(!acting_as_caller());
+            become_caller(1234, 9, me);
+            assert_eq!(groups_reads(), 3 + KEPT as u64);
+            std::thread::sleep(std::time::Duration::from_millis(GROUPS_TTL_MS + 20));
+            become_caller(1234, 9, me);
+            assert_eq!(groups_reads(), 4 + KEPT as u64, "read again after the TTL");
+            become_caller(0, 0, me);
+            assert_eq!(fs_ids(), (0, 0, own()));
         })
         .join()
         .unwrap();

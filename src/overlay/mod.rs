@@ -345,9 +345,9 @@ impl Overlay {
         Ok(Fd::Owned(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    /// Acts as the request's caller until the guard drops (see [`creds`]).
+    /// Acts as the request's caller for its backing calls (see [`creds`]).
     #[inline]
-    fn caller(&self, req: &Request) -> creds::AsCaller {
+    fn caller(&self, req: &Request) {
         creds::become_caller(req.uid(), req.gid(), req.pid())
     }
 
@@ -815,7 +815,7 @@ impl Filesystem for Overlay {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, Op::Lookup, t0, parent, name, reply);
         let dec = self.admit(Op::Lookup, parent, n.bytes(), false, false);
         let r = unless(dec, || self.lookup_in(parent, &n));
@@ -842,6 +842,7 @@ impl Filesystem for Overlay {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let t0 = self.t0();
+        self.caller(req);
         let dec = self.admit(Op::Getattr, ino, b"", false, false);
         let r = unless(dec, || self.getattr_of(ino, fh));
         let errno = r.as_ref().err().copied().unwrap_or(0);
@@ -878,7 +879,7 @@ impl Filesystem for Overlay {
         reply: ReplyAttr,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let dec = self.admit(Op::Setattr, ino, b"", atime.is_some(), mtime.is_some());
         let r = unless(dec, || {
             self.setattr_of(ino, mode, uid, gid, size, atime, mtime, fh)
@@ -916,7 +917,7 @@ impl Filesystem for Overlay {
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let mut target = [0u8; 4096];
         let dec = self.admit(Op::Readlink, ino, b"", false, false);
         let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
@@ -959,7 +960,7 @@ impl Filesystem for Overlay {
         reply: ReplyEntry,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, Op::Mknod, t0, parent, name, reply);
         let dec = self.admit(Op::Mknod, parent, n.bytes(), false, false);
         let r = unless(dec, || self.writable())
@@ -992,7 +993,7 @@ impl Filesystem for Overlay {
         reply: ReplyEntry,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, Op::Mkdir, t0, parent, name, reply);
         let dec = self.admit(Op::Mkdir, parent, n.bytes(), false, false);
         let r = unless(dec, || self.writable())
@@ -1027,7 +1028,7 @@ impl Filesystem for Overlay {
         reply: ReplyEntry,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, Op::Symlink, t0, parent, link_name, reply);
         let dec = self.admit(Op::Symlink, parent, n.bytes(), false, false);
         let r = unless(dec, || Ok(()))
@@ -1060,7 +1061,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, Op::Rename, t0, parent, name, reply);
         let nn = name_or_reply!(self, req, Op::Rename, t0, newparent, newname, reply);
         let mut ino = 0;
@@ -1105,7 +1106,7 @@ impl Filesystem for Overlay {
         reply: ReplyEntry,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, Op::Link, t0, newparent, newname, reply);
         let dec = self.admit(Op::Link, newparent, n.bytes(), false, false);
         let mut source = None;
@@ -1148,7 +1149,7 @@ impl Filesystem for Overlay {
 
     fn open(&self, req: &Request, ino: INodeNo, oflags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let fl = oflags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
         let writes = fl & libc::O_ACCMODE != libc::O_RDONLY || fl & libc::O_TRUNC != 0;
         let dec = self.admit(Op::Open, ino, b"", false, false);
@@ -1190,6 +1191,7 @@ impl Filesystem for Overlay {
         reply: ReplyData,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         let dec = self.admit(Op::Read, ino, b"", false, false);
         BUF.with(|b| {
             let mut buf = b.borrow_mut();
@@ -1243,6 +1245,8 @@ impl Filesystem for Overlay {
         reply: ReplyWrite,
     ) {
         let t0 = self.t0();
+        // As the caller: a write clears set-uid bits unless the writer may keep them.
+        self.caller(req);
         let dec = self.admit(Op::Write, ino, b"", false, false);
         let r = unless(dec, || {
             // SAFETY: data is readable for its length.
@@ -1284,6 +1288,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         // As close(2) would on the backing file: write-back errors surface here.
         // SAFETY: fh is an fd we opened; the duplicate is closed at once.
         let r = sys::rc_val(unsafe { libc::dup(fh.0 as RawFd) })
@@ -1317,6 +1322,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         sys::close(fh.0 as RawFd);
         self.emit(
             req,
@@ -1342,6 +1348,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         let dec = self.admit(Op::Fallocate, ino, b"", false, false);
         let r = unless(dec, || self.writable()).and_then(|()| {
             // SAFETY: fh is an fd we opened.
@@ -1379,6 +1386,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         let dec = self.admit(Op::Fsync, ino, b"", false, false);
         let r = unless(dec, || {
             // SAFETY: fh is an fd we opened.
@@ -1407,7 +1415,7 @@ impl Filesystem for Overlay {
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let dec = self.admit(Op::Opendir, ino, b"", false, false);
         let r = unless(dec, || {
             self.fd(ino, self.read_flags(libc::O_RDONLY | libc::O_DIRECTORY))
@@ -1443,6 +1451,7 @@ impl Filesystem for Overlay {
         mut reply: ReplyDirectory,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         let parent = self.backing(ino);
         let dec = self.admit(Op::Readdir, ino, b"", false, false);
         let track = self.tracks_listings();
@@ -1489,6 +1498,7 @@ impl Filesystem for Overlay {
         mut reply: ReplyDirectoryPlus,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         let dir = fh.0 as RawFd;
         let zero = attr(&unsafe { std::mem::zeroed() });
         let parent = self.backing(ino);
@@ -1576,6 +1586,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         sys::close(fh.0 as RawFd);
         self.emit(
             req,
@@ -1599,6 +1610,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         // SAFETY: fh is a directory fd we opened.
         let r = sys::rc(unsafe {
             if datasync {
@@ -1627,6 +1639,7 @@ impl Filesystem for Overlay {
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let t0 = self.t0();
+        self.caller(req);
         let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
         let dec = self.admit(Op::Statfs, ino, b"", false, false);
         // SAFETY: valid fd and out pointer.
@@ -1662,7 +1675,7 @@ impl Filesystem for Overlay {
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let dec = self.admit(Op::Access, ino, b"", false, false);
         let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
             let p = ProcPath::new(fd.as_raw_fd());
@@ -1698,7 +1711,7 @@ impl Filesystem for Overlay {
         reply: ReplyCreate,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, Op::Create, t0, parent, name, reply);
         let mut fd_out = -1;
         let dec = self.admit(Op::Create, parent, n.bytes(), false, false);
@@ -1742,6 +1755,7 @@ impl Filesystem for Overlay {
         reply: ReplyLock,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         let mut fl = flock(start, end, typ);
         // SAFETY: valid fd and flock.
         let r = sys::rc(unsafe { libc::fcntl(fh.0 as RawFd, libc::F_OFD_GETLK, &mut fl) });
@@ -1795,6 +1809,7 @@ impl Filesystem for Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
+        self.caller(req);
         let fl = flock(start, end, typ);
         let cmd = if sleep {
             libc::F_OFD_SETLKW
@@ -1824,7 +1839,7 @@ impl Filesystem for Overlay {
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         if !self.opts.xattr {
             self.emit(
                 req,
@@ -1876,7 +1891,7 @@ impl Filesystem for Overlay {
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         if !self.opts.xattr {
             self.emit(
                 req,
@@ -1951,7 +1966,7 @@ impl Overlay {
         reply: ReplyEmpty,
     ) {
         let t0 = self.t0();
-        let _as = self.caller(req);
+        self.caller(req);
         let n = name_or_reply!(self, req, op, t0, parent, name, reply);
         let mut ino = 0;
         let dec = self.admit(op, parent, n.bytes(), false, false);
