@@ -12,7 +12,8 @@
 //! With `CHUNKSCOPE_BENCH_CALLER=UID`, the store is handed to that user and two more mounts
 //! (`--allow-other`, no trace) are measured in each round: one with the client as root, one
 //! with the client's threads acting as UID (its filesystem uid and gid), so what running a
-//! request as an unprivileged caller costs is measured side by side.
+//! request as an unprivileged caller costs is measured side by side (and the baseline's mount
+//! with that caller too, when both are set).
 //!
 //! One "operation" is what a GC does per chunk: `stat` (lookups of each path component, then
 //! getattr) and `utimensat(UTIME_NOW, UTIME_OMIT)` (lookups, then setattr). The client runs on
@@ -216,7 +217,7 @@ fn main() {
             .unwrap();
         assert!(ok.success());
     }
-    let (mut other_root, mut other_user) = (Vec::new(), Vec::new());
+    let (mut other_root, mut other_user, mut base_user) = (Vec::new(), Vec::new(), Vec::new());
     let mnt = base.join("mnt");
     for round in 0..rounds {
         direct.push(workload(&store, &paths));
@@ -227,6 +228,9 @@ fn main() {
         }
         if caller.is_some() {
             order.extend([3, 4]);
+            if baseline.is_some() {
+                order.push(5);
+            }
         }
         let len = order.len();
         order.rotate_left(round % len);
@@ -245,6 +249,11 @@ fn main() {
                     let exe = baseline.as_ref().expect("configured");
                     let m = MountProc::start(exe, &store, &mnt, None);
                     base_plain.push(workload(&m.mnt, &paths));
+                }
+                5 => {
+                    let exe = baseline.as_ref().expect("configured");
+                    let m = MountProc::start_with(exe, &store, &mnt, None, &["--allow-other"]);
+                    base_user.push(workload_as(&m.mnt, &paths, caller.expect("configured")));
                 }
                 3 | 4 => {
                     let m = MountProc::start_with(
@@ -310,6 +319,15 @@ fn main() {
             "an unprivileged caller against root: {:+.1}%",
             (u / r - 1.0) * 100.0
         );
+        if !base_user.is_empty() {
+            let b = median(base_user.clone());
+            println!("rounds, baseline allow-other, {uid}: {}", show(&base_user));
+            println!("{:<28} {:>12.0}", format!("baseline, uid {uid}"), b);
+            println!(
+                "this build against the baseline, uid {uid}: {:+.1}%",
+                (u / b - 1.0) * 100.0
+            );
+        }
     }
     std::fs::remove_dir_all(&base).unwrap();
 }

@@ -18,7 +18,9 @@
 //! thread ([`timer`]) and the worker goes on serving.
 //!
 //! POSIX record locks are forwarded as open-file-description locks on the backing file, which
-//! conflict with `fcntl` locks taken on the store directly.
+//! conflict with `fcntl` locks taken on the store directly. `flock` locks are not asked for
+//! (`FUSE_FLOCK_LOCKS`): fuser's `setlk` does not pass the flag that tells them from POSIX
+//! ones, so the kernel keeps them for the mount.
 
 pub mod control;
 pub mod creds;
