@@ -1,0 +1,414 @@
+//! Requests on open files: open, read, write, flush, release, fallocate, fsync, record locks
+//! and extended attributes. The [`super::fs`] `Filesystem` hands them here.
+
+use std::ffi::{CStr, OsStr};
+use std::os::fd::{AsRawFd, RawFd};
+
+use fuser::{
+    FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLock, ReplyOpen,
+    ReplyWrite, ReplyXattr, Request,
+};
+
+use super::convert::{err, flock};
+use super::fs::IntoRawKeep;
+use super::inode::Fd;
+use super::record::{Done, Finish};
+use super::sys::{self, CName, ProcPath};
+use super::{unless, Overlay, BUF};
+use crate::faults::Decision;
+use crate::trace::Op;
+
+impl Overlay {
+    pub(super) fn serve_open(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        oflags: OpenFlags,
+        reply: ReplyOpen,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let fl = oflags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        let writes = fl & libc::O_ACCMODE != libc::O_RDONLY || fl & libc::O_TRUNC != 0;
+        let dec = self.admit(Op::Open, ino, b"", false, false);
+        let r = unless(dec, || if writes { self.writable() } else { Ok(()) });
+        let r = r
+            .and_then(|()| self.fd(ino, self.read_flags(fl)))
+            .map(|fd| match fd {
+                Fd::Owned(o) => o.into_raw_fd_keep(),
+                Fd::Root(_) => unreachable!("root is opened with openat"),
+            });
+        let hold = self.emit(
+            req,
+            Op::Open,
+            t0,
+            Done {
+                arg: oflags.0 as u64,
+                ..self.done(ino, &r)
+            },
+            dec,
+        );
+        self.answer(hold, move || match r {
+            Ok(fd) => reply.opened(FileHandle(fd as u64), FopenFlags::empty()),
+            Err(e) => reply.error(err(e)),
+        });
+    }
+
+    pub(super) fn serve_read(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let dec = self.admit(Op::Read, ino, b"", false, false);
+        BUF.with(|b| {
+            let mut buf = b.borrow_mut();
+            buf.resize(size as usize, 0);
+            let r = unless(dec, || {
+                // SAFETY: buf is writable for `size` bytes.
+                sys::rc_size(unsafe {
+                    libc::pread(
+                        fh.0 as RawFd,
+                        buf.as_mut_ptr() as *mut libc::c_void,
+                        size as usize,
+                        offset as libc::off_t,
+                    )
+                })
+            });
+            let arg = *r.as_ref().unwrap_or(&0) as u64;
+            let d = Done {
+                arg,
+                ..self.done(ino, &r)
+            };
+            let hold = self.emit(req, Op::Read, t0, d, dec);
+            match r {
+                Ok(n) if hold > 0 => {
+                    let data = buf[..n].to_vec(); // held: the reply outlives this buffer
+                    self.answer(hold, move || reply.data(&data));
+                }
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => self.answer(hold, move || reply.error(err(e))),
+            }
+        });
+    }
+
+    pub(super) fn serve_write(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        reply: ReplyWrite,
+    ) {
+        let t0 = self.t0();
+        // As the caller: a write clears set-uid bits unless the writer may keep them.
+        self.caller(req);
+        let dec = self.admit(Op::Write, ino, b"", false, false);
+        let r = unless(dec, || {
+            // SAFETY: data is readable for its length.
+            sys::rc_size(unsafe {
+                libc::pwrite(
+                    fh.0 as RawFd,
+                    data.as_ptr() as *const libc::c_void,
+                    data.len(),
+                    offset as libc::off_t,
+                )
+            })
+        });
+        let arg = *r.as_ref().unwrap_or(&0) as u64;
+        let hold = self.emit(
+            req,
+            Op::Write,
+            t0,
+            Done {
+                arg,
+                ..self.done(ino, &r)
+            },
+            dec,
+        );
+        self.answer(hold, move || match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(err(e)),
+        });
+    }
+
+    pub(super) fn serve_flush(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        reply: ReplyEmpty,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        // As close(2) would on the backing file: write-back errors surface here.
+        // SAFETY: fh is an fd we opened; the duplicate is closed at once.
+        let r = sys::rc_val(unsafe { libc::dup(fh.0 as RawFd) })
+            .and_then(|dup| sys::rc(unsafe { libc::close(dup) }));
+        self.emit(req, Op::Flush, t0, self.done(ino, &r), Decision::default());
+        reply.done(r);
+    }
+
+    pub(super) fn serve_release(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        reply: ReplyEmpty,
+    ) {
+        self.close_handle(req, Op::Release, ino, fh);
+        reply.ok();
+    }
+
+    /// release and releasedir: closes the descriptor behind `fh` and records it.
+    pub(super) fn close_handle(&self, req: &Request, op: Op, ino: INodeNo, fh: FileHandle) {
+        let t0 = self.t0();
+        self.caller(req);
+        sys::close(fh.0 as RawFd);
+        let d = Done {
+            ino: self.backing(ino),
+            ..Default::default()
+        };
+        self.emit(req, op, t0, d, Decision::default());
+    }
+
+    #[allow(clippy::too_many_arguments)] // the request's fields, as fuser hands them over
+    pub(super) fn serve_fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let dec = self.admit(Op::Fallocate, ino, b"", false, false);
+        let r = unless(dec, || self.writable()).and_then(|()| {
+            // SAFETY: fh is an fd we opened.
+            sys::rc(unsafe {
+                libc::fallocate(
+                    fh.0 as RawFd,
+                    mode,
+                    offset as libc::off_t,
+                    length as libc::off_t,
+                )
+            })
+        });
+        let hold = self.emit(
+            req,
+            Op::Fallocate,
+            t0,
+            Done {
+                arg: length,
+                ..self.done(ino, &r)
+            },
+            dec,
+        );
+        self.reply_empty(hold, reply, r);
+    }
+
+    pub(super) fn serve_fsync(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.sync(req, Op::Fsync, ino, fh, datasync, reply)
+    }
+
+    /// fsync and fsyncdir: fsync or fdatasync of the descriptor behind `fh`.
+    pub(super) fn sync(
+        &self,
+        req: &Request,
+        op: Op,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let dec = self.admit(op, ino, b"", false, false);
+        let r = unless(dec, || {
+            // SAFETY: fh is an fd we opened.
+            sys::rc(unsafe {
+                if datasync {
+                    libc::fdatasync(fh.0 as RawFd)
+                } else {
+                    libc::fsync(fh.0 as RawFd)
+                }
+            })
+        });
+        let hold = self.emit(req, op, t0, self.done(ino, &r), dec);
+        self.reply_empty(hold, reply, r);
+    }
+
+    #[allow(clippy::too_many_arguments)] // the request's fields, as fuser hands them over
+    pub(super) fn serve_getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let mut fl = flock(start, end, typ);
+        // SAFETY: valid fd and flock.
+        let r = sys::rc(unsafe { libc::fcntl(fh.0 as RawFd, libc::F_OFD_GETLK, &mut fl) });
+        self.emit(
+            req,
+            Op::Getlk,
+            t0,
+            Done {
+                arg: typ as u64,
+                ..self.done(ino, &r)
+            },
+            Decision::default(),
+        );
+        match r {
+            Ok(()) => {
+                let s = fl.l_start as u64;
+                let e = if fl.l_len == 0 {
+                    i64::MAX as u64
+                } else {
+                    (fl.l_start + fl.l_len - 1) as u64
+                };
+                reply.locked(
+                    s,
+                    e,
+                    fl.l_type as i32,
+                    if fl.l_type as i32 == libc::F_UNLCK {
+                        0
+                    } else {
+                        pid
+                    },
+                );
+            }
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)] // the request's fields, as fuser hands them over
+    pub(super) fn serve_setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        start: u64,
+        end: u64,
+        typ: i32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let fl = flock(start, end, typ);
+        let cmd = if sleep {
+            libc::F_OFD_SETLKW
+        } else {
+            libc::F_OFD_SETLK
+        };
+        // SAFETY: valid fd and flock.
+        let r = sys::rc(unsafe { libc::fcntl(fh.0 as RawFd, cmd, &fl) });
+        self.emit(
+            req,
+            Op::Setlk,
+            t0,
+            Done {
+                arg: typ as u64,
+                ..self.done(ino, &r)
+            },
+            Decision::default(),
+        );
+        reply.done(r);
+    }
+
+    pub(super) fn serve_getxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        self.serve_xattr(req, Op::Getxattr, ino, size, reply, |path, buf| {
+            let n = CName::new(name)?;
+            // SAFETY: valid path, name and buffer.
+            sys::rc_size(unsafe {
+                libc::getxattr(
+                    path.as_ptr(),
+                    n.as_cstr().as_ptr(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                )
+            })
+        });
+    }
+
+    pub(super) fn serve_listxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        self.serve_xattr(req, Op::Listxattr, ino, size, reply, |path, buf| {
+            // SAFETY: valid path and buffer.
+            sys::rc_size(unsafe {
+                libc::listxattr(
+                    path.as_ptr(),
+                    buf.as_mut_ptr() as *mut libc::c_char,
+                    buf.len(),
+                )
+            })
+        });
+    }
+
+    /// getxattr and listxattr (ENOSYS without `--xattr`): `query(path, buf)` fills `buf`
+    /// through the node's `/proc/self/fd` path and returns the bytes it holds (or needs, for
+    /// a query of size 0).
+    fn serve_xattr(
+        &self,
+        req: &Request,
+        op: Op,
+        ino: INodeNo,
+        size: u32,
+        reply: ReplyXattr,
+        query: impl FnOnce(&CStr, &mut [u8]) -> Result<usize, i32>,
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let r = if self.opts.xattr {
+            self.fd(ino, libc::O_PATH).and_then(|fd| {
+                let mut buf = vec![0u8; size as usize];
+                let got = query(ProcPath::new(fd.as_raw_fd()).as_cstr(), &mut buf)?;
+                buf.truncate(got);
+                Ok(buf)
+            })
+        } else {
+            Err(libc::ENOSYS)
+        };
+        self.emit(req, op, t0, self.done(ino, &r), Decision::default());
+        match r {
+            Ok(buf) if size == 0 => reply.size(buf.len() as u32),
+            Ok(buf) => reply.data(&buf),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+}

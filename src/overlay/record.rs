@@ -1,0 +1,293 @@
+//! Recording a request: its number under the model's lock, the model's charge, its trace
+//! record (and the records of a listing's entries, a rename's or link's second name), and how
+//! long its reply is held; and sending the reply, now or from the timer thread.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use fuser::{FileAttr, Generation, INodeNo, ReplyAttr, ReplyEmpty, ReplyEntry, Request};
+
+use super::convert::{attr, err};
+use super::{read_dir, unless, Overlay};
+use crate::faults::Decision;
+use crate::model::{charges, ModelOp};
+use crate::trace::format::flags;
+use crate::trace::{Op, RawRecord, TraceSink};
+
+thread_local! {
+    pub(super) static LISTING: RefCell<Listing> = RefCell::new(Listing::default());
+}
+
+/// The entries of the listing a worker is answering (thread local, reused).
+#[derive(Default)]
+pub(super) struct Listing {
+    pub(super) inos: Vec<u64>,
+    pub(super) names: Vec<u8>,
+    pub(super) ends: Vec<u32>,
+}
+
+impl Listing {
+    pub(super) fn clear(&mut self) {
+        self.inos.clear();
+        self.names.clear();
+        self.ends.clear();
+    }
+
+    pub(super) fn push(&mut self, ino: u64, name: &[u8]) {
+        if name == b"." || name == b".." {
+            return;
+        }
+        self.inos.push(ino);
+        self.names.extend_from_slice(name);
+        self.ends.push(self.names.len() as u32);
+    }
+}
+
+/// What a request did, for its trace record.
+#[derive(Default)]
+pub(super) struct Done<'a> {
+    pub(super) errno: i32,
+    pub(super) ino: u64,
+    pub(super) parent: u64,
+    pub(super) arg: u64,
+    pub(super) flags: u8,
+    pub(super) name: &'a [u8],
+    /// rename: the new name (in directory `arg`), recorded as a `newname` record with the
+    /// request's number, before the request's own.
+    pub(super) new_name: &'a [u8],
+    /// link: the inode, and a name it had (that name's directory and the name), recorded as
+    /// an `oldname` record with the request's number, before the request's own.
+    pub(super) old_name: Option<(u64, u64, &'a [u8])>,
+    /// A listing: its entries are in [`LISTING`].
+    pub(super) listing: bool,
+}
+
+impl Overlay {
+    /// Records a request (charging the model first) and returns how long its reply must be
+    /// held: the injected delay plus `time_scale` times the modelled cost.
+    #[inline]
+    pub(super) fn emit(&self, req: &Request, op: Op, t0: u64, d: Done<'_>, dec: Decision) -> u64 {
+        if (d.errno == libc::EMFILE || d.errno == libc::ENFILE) && dec.errno == 0 {
+            self.inst
+                .fd_exhausted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let sink = self.sink.as_ref();
+        let seq;
+        let mut modeled = 0;
+        match &self.inst.model {
+            Some(_) if charges(op) => {
+                let mut m = self.inst.model().expect("checked");
+                // The request number is taken under the model's lock: the trace's order is
+                // the order the model saw.
+                seq = sink.map_or(0, TraceSink::next_seq);
+                let mop = ModelOp {
+                    op,
+                    ino: d.ino,
+                    parent: d.parent,
+                    errno: d.errno,
+                };
+                modeled = if d.listing {
+                    LISTING.with(|l| m.charge_request(&mop, Some(&l.borrow().inos)))
+                } else {
+                    m.charge_request(&mop, None)
+                };
+            }
+            _ => seq = sink.map_or(0, TraceSink::next_seq),
+        }
+        if let Some(sink) = sink {
+            if d.listing {
+                LISTING.with(|l| {
+                    let l = l.borrow();
+                    let mut start = 0;
+                    for (i, (&ino, &end)) in l.inos.iter().zip(&l.ends).enumerate() {
+                        let mut r = RawRecord::new(Op::Dirent);
+                        r.seq = seq;
+                        r.start_ns = t0;
+                        r.ino = ino;
+                        r.parent = d.ino;
+                        r.arg = i as u64;
+                        r.pid = req.pid();
+                        r.set_name(&l.names[start..end as usize]);
+                        start = end as usize;
+                        sink.record(r);
+                    }
+                });
+            }
+            if !d.new_name.is_empty() {
+                let mut r = RawRecord::new(Op::NewName);
+                r.seq = seq;
+                r.start_ns = t0;
+                r.ino = d.ino;
+                r.parent = d.arg;
+                r.pid = req.pid();
+                r.set_name(d.new_name);
+                sink.record(r);
+            }
+            if let Some((ino, parent, name)) = d.old_name {
+                let mut r = RawRecord::new(Op::OldName);
+                r.seq = seq;
+                r.start_ns = t0;
+                r.ino = ino;
+                r.parent = parent;
+                r.pid = req.pid();
+                r.set_name(name);
+                sink.record(r);
+            }
+            let mut r = RawRecord::new(op);
+            r.seq = seq;
+            r.start_ns = t0;
+            r.duration_ns = sink.now_ns().saturating_sub(t0);
+            r.pid = req.pid();
+            r.errno = d.errno;
+            r.ino = d.ino;
+            r.parent = d.parent;
+            r.arg = d.arg;
+            r.flags = d.flags;
+            if dec.errno != 0 {
+                r.flags |= flags::INJECTED_ERROR;
+            }
+            r.injected_ns = dec.delay_ns;
+            r.modeled_ns = modeled;
+            r.set_name(d.name);
+            sink.record(r);
+        }
+        dec.delay_ns + (modeled as f64 * self.inst.time_scale) as u64
+    }
+
+    /// Sends a reply now, or after `hold_ns` from the timer thread.
+    #[inline]
+    pub(super) fn answer(&self, hold_ns: u64, send: impl FnOnce() + Send + 'static) {
+        match &self.inst.timer {
+            Some(t) if hold_ns > 0 => t.after(Duration::from_nanos(hold_ns), send),
+            _ => send(),
+        }
+    }
+
+    pub(super) fn reply_entry(
+        &self,
+        hold: u64,
+        reply: ReplyEntry,
+        r: Result<(FileAttr, Generation), i32>,
+    ) {
+        let (attr_ttl, entry_ttl) = (self.opts.attr_ttl, self.opts.entry_ttl);
+        self.answer(hold, move || match r {
+            Ok((a, g)) => reply.entry_with_ttls(&attr_ttl, &entry_ttl, &a, g),
+            Err(e) => reply.error(err(e)),
+        })
+    }
+
+    /// Sends an attribute reply (after `hold`).
+    pub(super) fn reply_attr(&self, hold: u64, reply: ReplyAttr, r: Result<libc::stat, i32>) {
+        let ttl = self.opts.attr_ttl;
+        self.answer(hold, move || match r {
+            Ok(st) => reply.attr(&ttl, &attr(&st)),
+            Err(e) => reply.error(err(e)),
+        })
+    }
+
+    /// Sends an empty reply (after `hold`).
+    pub(super) fn reply_empty(&self, hold: u64, reply: ReplyEmpty, r: Result<(), i32>) {
+        self.reply_done(hold, reply, r)
+    }
+
+    /// A listing of the directory open as `fh` from `offset`: `add(reply, ino, next, type,
+    /// name)` puts an entry in the reply and says whether the reply is full and which inode it
+    /// listed; names removed in shadow mode are left out; the listed entries are kept for the
+    /// record (and the model) when something reads them.
+    #[allow(clippy::too_many_arguments)] // the request's fields, as fuser hands them over
+    pub(super) fn list<R: Finish>(
+        &self,
+        req: &Request,
+        op: Op,
+        ino: INodeNo,
+        fh: fuser::FileHandle,
+        offset: u64,
+        mut reply: R,
+        mut add: impl FnMut(&mut R, u64, u64, u8, &[u8]) -> (bool, u64),
+    ) {
+        let t0 = self.t0();
+        self.caller(req);
+        let parent = self.backing(ino);
+        let dec = self.admit(op, ino, b"", false, false);
+        let track = self.tracks_listings();
+        LISTING.with(|l| l.borrow_mut().clear());
+        let r = unless(dec, || {
+            read_dir(
+                fh.0 as std::os::fd::RawFd,
+                offset,
+                |d_ino, next, t, name| {
+                    if self.hidden(parent, name) {
+                        return None;
+                    }
+                    let (full, listed) = add(&mut reply, d_ino, next, t, name);
+                    if !full && track {
+                        LISTING.with(|l| l.borrow_mut().push(listed, name));
+                    }
+                    Some(full)
+                },
+            )
+        });
+        let d = Done {
+            arg: *r.as_ref().unwrap_or(&0),
+            listing: track,
+            ..self.done(ino, &r)
+        };
+        let hold = self.emit(req, op, t0, d, dec);
+        self.reply_done(hold, reply, r);
+    }
+
+    /// Sends "done" or the errno (after `hold`), for the replies that carry nothing else.
+    pub(super) fn reply_done<R: Finish, T: Send + 'static>(
+        &self,
+        hold: u64,
+        reply: R,
+        r: Result<T, i32>,
+    ) {
+        self.answer(hold, move || reply.done(r.map(|_| ())))
+    }
+
+    /// What a request about `ino` did, for its record: its errno and the backing inode.
+    pub(super) fn done<T>(&self, ino: INodeNo, r: &Result<T, i32>) -> Done<'static> {
+        Done {
+            errno: r.as_ref().err().copied().unwrap_or(0),
+            ino: self.backing(ino),
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn done_entry<'a>(
+        &self,
+        parent: INodeNo,
+        name: &'a [u8],
+        r: &Result<(FileAttr, Generation), i32>,
+    ) -> Done<'a> {
+        Done {
+            errno: r.as_ref().err().copied().unwrap_or(0),
+            ino: r.as_ref().map_or(0, |(a, _)| a.ino.0),
+            parent: self.backing(parent),
+            name,
+            ..Default::default()
+        }
+    }
+}
+
+/// A reply that says only "done" or an errno.
+pub(super) trait Finish: Send + 'static {
+    fn done(self, r: Result<(), i32>);
+}
+
+macro_rules! finish {
+    ($($t:ty),*) => {$(
+        impl Finish for $t {
+            fn done(self, r: Result<(), i32>) {
+                match r {
+                    Ok(()) => self.ok(),
+                    Err(e) => self.error(err(e)),
+                }
+            }
+        }
+    )*};
+}
+
+finish!(ReplyEmpty, fuser::ReplyDirectory, fuser::ReplyDirectoryPlus);
