@@ -110,11 +110,7 @@ pub fn replay(
     order: Option<&Path>,
 ) -> Result<(ReplayReport, Option<u64>)> {
     let reader = TraceReader::open(path)?;
-    let creation = reader
-        .meta()
-        .options
-        .get("layout_order")
-        .is_some_and(|v| v == "creation");
+    let creation = reader.meta().creation_order();
     let order = match order {
         Some(p) => Some(InodeOrder::load(p)?),
         None if creation => Some(InodeOrder::load(&order_path(path)).map_err(|e| {
@@ -126,7 +122,7 @@ pub fn replay(
         })?),
         None => None,
     };
-    let recorded = reader.meta().options.get("model").cloned();
+    let recorded = reader.meta().model().cloned();
     let same_model =
         recorded.is_some_and(|v| v == serde_json::to_value(&params).unwrap_or_default());
     let mut r = Replayer {

@@ -84,7 +84,7 @@ fn fault() -> impl Strategy<Value = String> {
 fn case() -> impl Strategy<Value = Case> {
     (
         shape(),
-        prop::sample::select(vec!["naive", "lru", "prefetch", "batched", "inode-order"]),
+        prop::sample::select(chunkscope::gc::Strategy::ALL.map(|s| s.name()).to_vec()),
         prop_oneof![
             Just(Plan::All),
             Just(Plan::MarkThenSweep),

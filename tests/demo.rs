@@ -81,7 +81,7 @@ fn demo_on_tiny_prints_the_table_and_writes_the_report() {
     let (so, se) = (stdout(&o), stderr(&o));
     assert!(o.status.success(), "{so}\n{se}");
     // The table: a row per strategy, each checked.
-    for s in ["naive", "lru", "prefetch", "batched", "inode-order"] {
+    for s in chunkscope::gc::Strategy::ALL.map(|s| s.name()) {
         let row = so
             .lines()
             .find(|l| l.starts_with(&format!("{s} ")))

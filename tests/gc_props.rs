@@ -115,7 +115,7 @@ proptest! {
 
     #[test]
     fn every_strategy_marks_exactly_the_referenced_chunks(s in spec(), cap in prop::sample::select(vec![0usize, 1, 3, 7, 64]), batch in 1usize..6) {
-        for strategy in [GcStrategy::Naive, GcStrategy::Lru, GcStrategy::Prefetch, GcStrategy::Batched, GcStrategy::InodeOrder] {
+        for strategy in GcStrategy::ALL {
             let dir = common::store_dir();
             let root = dir.path().join("store");
             let old = chunkscope::fsutil::now_epoch() - 3 * 86_400;
@@ -129,7 +129,7 @@ proptest! {
             let (root2, late) = (root.clone(), s.late);
             let mut added = false;
             let hooks = Hooks {
-                marker: None,
+                boundary: None,
                 after_index: Some(Box::new(move |n| {
                     if n == 1 && !added {
                         added = true;

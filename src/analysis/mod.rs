@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::trace::format::flags;
 use crate::trace::ordered::Ordered;
-use crate::trace::{Name, Op, Record, TraceReader};
+use crate::trace::{Marker, Name, Op, Record, TraceReader};
 use mrc::{Mrc, ReuseDistances};
 
 /// PBS's default and maximum digest-cache capacities (`gc-cache-capacity`).
@@ -622,17 +622,6 @@ fn charged_metadata(op: Op) -> bool {
     )
 }
 
-/// The phase a marker opens, or None for a marker that closes one.
-fn phase_of_marker(text: &str) -> Option<String> {
-    if let Some(i) = text.find(" start") {
-        return Some(format!("{}{}", &text[..i], &text[i + 6..]));
-    }
-    if text.contains(" end") {
-        return None;
-    }
-    Some(text.to_string())
-}
-
 /// The analysis of one trace.
 pub struct Analyzer {
     o: Options,
@@ -788,7 +777,7 @@ impl Analyzer {
             if let Some(i) = self.current {
                 self.phases[i].end_run();
             }
-            self.current = phase_of_marker(marker).map(|n| self.phase(&n));
+            self.current = Marker::decode(marker).section().map(|n| self.phase(&n));
             return;
         }
         let i = match self.current {

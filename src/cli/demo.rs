@@ -30,15 +30,14 @@ pub struct DemoArgs {
     /// Generator seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Cost model: a preset (zfs-hdd, zfs-ssd, ext4-hdd, none) or a JSON model file.
-    #[arg(long, default_value = "zfs-hdd", value_name = "PRESET|FILE")]
+    #[arg(long, default_value = "zfs-hdd", value_name = "PRESET|FILE", help = crate::model::model_help())]
     model: String,
     /// Strategies to run, in this order (comma-separated).
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "naive,lru,prefetch,batched,inode-order"
+        default_value = Strategy::all_names()
     )]
     strategies: Vec<Strategy>,
     /// Report directory.

@@ -12,6 +12,7 @@ use crate::gc::log::TaskLog;
 use crate::gc::{self, GcOptions, Hooks, Phases, Strategy};
 use crate::overlay::control::{default_socket, Client};
 use crate::store::dir::DirStore;
+use crate::trace::Marker;
 
 /// Run a PBS-compatible garbage collection with one of the phase-1 strategies of the threads.
 #[derive(Args, Debug)]
@@ -178,15 +179,17 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
             }
         }
     });
-    let mut mark = |text: &str| -> Result<()> {
+    let mut mark = |b: gc::Boundary| -> Result<()> {
         match &mut client {
-            Some(c) => c.mark(text),
+            Some(c) => {
+                c.mark(&Marker::phase(b.phase.number(), b.start, b.strategy.name()).encode())
+            }
             None => Ok(()),
         }
     };
     let mut log = TaskLog::new(Box::new(std::io::stdout()), super::stderr_is_terminal());
     let hooks = Hooks {
-        marker: Some(&mut mark),
+        boundary: Some(&mut mark),
         after_index: None,
     };
     let report = match gc::run(&store, &opts, &mut log, hooks) {

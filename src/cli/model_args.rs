@@ -7,9 +7,7 @@ use crate::model::{ModelParams, PRESETS};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ModelArgs {
-    /// Cost model: a preset (none, zfs-hdd, zfs-ssd, ext4-hdd; zfs-raidz-hdd and
-    /// zfs-special-ssd, the pools of the pbs-devel threads) or a JSON model file.
-    #[arg(long, value_name = "PRESET|FILE")]
+    #[arg(long, value_name = "PRESET|FILE", help = crate::model::model_help())]
     pub model: Option<String>,
     /// Override the model's metadata cache size (e.g. 4GiB, 512MiB).
     #[arg(long, value_name = "SIZE")]

@@ -214,22 +214,15 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             o.insert("allow_other".into(), args.allow_other.into());
             o.insert("page_cache_reads".into(), true.into());
             o.insert("shadow".into(), args.shadow.into());
-            if let Some(p) = &params {
-                o.insert("model".into(), serde_json::to_value(p)?);
+            if params.is_some() {
                 o.insert("time_scale".into(), args.time_scale.into());
-                o.insert(
-                    "layout_order".into(),
-                    if order.is_some() {
-                        "creation"
-                    } else {
-                        "native"
-                    }
-                    .into(),
-                );
             }
             if !rule_texts.is_empty() {
                 o.insert("faults".into(), rule_texts.clone().into());
                 o.insert("seed".into(), args.seed.into());
+            }
+            if let Some(p) = &params {
+                meta.set_model(serde_json::to_value(p)?, order.is_some());
             }
             let (w, s) = TraceWriter::start(path, meta)
                 .with_context(|| format!("--trace {}", path.display()))?;

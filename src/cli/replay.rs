@@ -44,11 +44,12 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
         Some(p) => p,
         None => {
             let r = TraceReader::open(&args.trace)?;
-            let Some(v) = r.meta().options.get("model") else {
+            let Some(v) = r.meta().model() else {
                 bail!(
-                    "{} was recorded without a model: choose one with --model (none, zfs-hdd, \
-                     zfs-ssd, ext4-hdd, or a JSON file)",
-                    args.trace.display()
+                    "{} was recorded without a model: choose one with --model ({}, or a JSON \
+                     file)",
+                    args.trace.display(),
+                    crate::model::PRESETS.join(", ")
                 );
             };
             serde_json::from_value::<ModelParams>(v.clone()).with_context(|| {

@@ -38,7 +38,7 @@ pub struct SimulateArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "naive,lru,prefetch,batched,inode-order"
+        default_value = Strategy::all_names()
     )]
     strategy: Vec<Strategy>,
     #[command(flatten)]
@@ -156,8 +156,8 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             o.insert("simulated".into(), true.into());
             o.insert("preset".into(), args.preset.clone().into());
             o.insert("seed".into(), args.seed.into());
-            o.insert("model".into(), serde_json::to_value(&params)?);
             o.insert("sample_rate".into(), rate.into());
+            meta.set_model(serde_json::to_value(&params)?, false);
             let (w, sink) = crate::trace::TraceWriter::start(path, meta)
                 .map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))?;
             store.set_trace(Some(sim::SimTrace::new(sink, rate, params.layout)));

@@ -24,5 +24,9 @@ pub mod paths;
 pub mod snapshots;
 
 pub use digest::Digest;
+
+/// PBS's default `gc-atime-cutoff` (a datastore tuning option), minutes: 24 h 5 min. A chunk
+/// whose atime is older than this at the start of a GC is removed unless phase 1 touched it.
+pub const DEFAULT_ATIME_CUTOFF_MINUTES: u64 = 1445;
 pub use error::{FormatError, FormatErrorKind};
 pub use index::{IndexFile, IndexKind};

@@ -32,6 +32,7 @@ use crate::gen::GenConfig;
 use crate::model::{ModelParams, Totals};
 use crate::overlay::control::{socket_for, Client};
 use crate::store::dir::DirStore;
+use crate::trace::Marker;
 
 /// What to run.
 pub struct DemoOptions {
@@ -384,14 +385,14 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         cleanup.unmount()?;
         interrupted()?;
         let analysed = analysis::analyze(&trace, analysis::Options::default())?;
-        let phase = |p: &str| {
+        let phase = |p: u8| {
             analysed
                 .phases
                 .iter()
-                .find(|x| x.name == format!("{p} strategy={name}"))
+                .find(|x| x.name == Marker::section_name(p, name))
         };
-        let p1 = phase("phase1").ok_or_else(|| anyhow!("{}: no phase 1", trace.display()))?;
-        let p2 = phase("phase2");
+        let p1 = phase(1).ok_or_else(|| anyhow!("{}: no phase 1", trace.display()))?;
+        let p2 = phase(2);
         rows.push(row(strategy, gc, p1, p2, &truth));
         phases.push((name.to_string(), p1.clone()));
     }
@@ -468,9 +469,9 @@ fn gc_and_check(
     let started = Instant::now();
     // The model's totals when phase 1 ends: the table's reads and writes are phase 1's.
     let mut phase1: Option<Phase1Cost> = None;
-    let mut mark = |text: &str| -> Result<()> {
-        client.mark(text)?;
-        if text.starts_with("phase1 end") {
+    let mut mark = |b: gc::Boundary| -> Result<()> {
+        client.mark(&Marker::phase(b.phase.number(), b.start, b.strategy.name()).encode())?;
+        if b.phase == gc::GcPhase::Mark && !b.start {
             let v: serde_json::Value = serde_json::from_str(&client.request("stats")?)?;
             let totals: Totals = serde_json::from_value(v["model"]["totals"].clone())?;
             let open_txg = v["model"]["dirty_blocks"].as_u64().unwrap_or(0);
@@ -487,7 +488,7 @@ fn gc_and_check(
         &opts,
         &mut log,
         Hooks {
-            marker: Some(&mut mark),
+            boundary: Some(&mut mark),
             after_index: None,
         },
     );

@@ -38,6 +38,22 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Every strategy, in the order the threads introduced them (the demo's order).
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Naive,
+        Strategy::Lru,
+        Strategy::Prefetch,
+        Strategy::Batched,
+        Strategy::InodeOrder,
+    ];
+
+    /// Every strategy's name, comma-separated (the default of `--strategy` lists).
+    pub fn all_names() -> &'static str {
+        static NAMES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| Strategy::ALL.map(Strategy::name).join(","))
+    }
+
+    /// The name used on the command line, in reports and in markers.
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Naive => "naive",
@@ -64,8 +80,8 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 1_048_576;
 pub const MAX_CACHE_CAPACITY: usize = 8_388_608;
 /// Thread 003's batch size.
 pub const DEFAULT_BATCH_SIZE: usize = 1_048_576;
-/// PBS's default `gc-atime-cutoff`, minutes.
-pub const DEFAULT_CUTOFF_MINUTES: u64 = 1445;
+/// PBS's default `gc-atime-cutoff`, minutes (the datastore's option).
+pub const DEFAULT_CUTOFF_MINUTES: u64 = crate::datastore::DEFAULT_ATIME_CUTOFF_MINUTES;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct GcOptions {
@@ -239,22 +255,52 @@ impl std::fmt::Display for Aborted {
     }
 }
 
-/// Records a marker; an error aborts the run.
-pub type MarkerFn<'a> = &'a mut dyn FnMut(&str) -> Result<()>;
+/// A GC phase: 1 marks (touches) what the indexes reference, 2 sweeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcPhase {
+    Mark,
+    Sweep,
+}
+
+impl GcPhase {
+    /// PBS's number for the phase.
+    pub fn number(self) -> u8 {
+        match self {
+            GcPhase::Mark => 1,
+            GcPhase::Sweep => 2,
+        }
+    }
+}
+
+/// A phase's start or end, as the GC reports it to [`Hooks::boundary`] (a chunkscope mount
+/// records it as a trace marker).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Boundary {
+    pub phase: GcPhase,
+    pub start: bool,
+    pub strategy: Strategy,
+}
+
+/// Told of each phase boundary; an error aborts the run.
+pub type BoundaryFn<'a> = &'a mut dyn FnMut(Boundary) -> Result<()>;
 
 /// Test and caller hooks.
 #[derive(Default)]
 pub struct Hooks<'a> {
-    /// Records a marker (e.g. in a chunkscope mount's trace); errors abort the run.
-    pub marker: Option<MarkerFn<'a>>,
+    /// Told when a phase starts and ends (e.g. to mark a chunkscope mount's trace).
+    pub boundary: Option<BoundaryFn<'a>>,
     /// Called after each index file is marked.
     pub after_index: Option<Box<dyn FnMut(usize) + 'a>>,
 }
 
 impl Hooks<'_> {
-    fn mark(&mut self, text: &str) -> Result<()> {
-        match &mut self.marker {
-            Some(m) => m(text),
+    fn boundary(&mut self, phase: GcPhase, start: bool, strategy: Strategy) -> Result<()> {
+        match &mut self.boundary {
+            Some(b) => b(Boundary {
+                phase,
+                start,
+                strategy,
+            }),
             None => Ok(()),
         }
     }
@@ -273,7 +319,6 @@ pub fn run<S: ChunkStore>(
     let min_atime = start - cutoff;
     // The caller holds the exclusive .lock, so no writer is running: oldest writer = start.
     let oldest_writer = start;
-    let strategy = opts.strategy.name();
     log.info(&format!(
         "starting garbage collection on store {}",
         store.root().display()
@@ -317,11 +362,11 @@ pub fn run<S: ChunkStore>(
     if opts.phases != Phases::Sweep {
         log.info("Start GC phase1 (mark used chunks)");
         let phase1 = (|| -> Result<mark::Marked> {
-            hooks.mark(&format!("phase1 start strategy={strategy}"))?;
+            hooks.boundary(GcPhase::Mark, true, opts.strategy)?;
             let mut marker = mark::Marker::new(store, opts, log);
             marker.after_index = hooks.after_index.take();
             let m = marker.run()?;
-            hooks.mark(&format!("phase1 end strategy={strategy}"))?;
+            hooks.boundary(GcPhase::Mark, false, opts.strategy)?;
             Ok(m)
         })();
         match phase1 {
@@ -360,7 +405,7 @@ pub fn run<S: ChunkStore>(
             missing: missing.as_ref(),
         };
         let phase2 = hooks
-            .mark(&format!("phase2 start strategy={strategy}"))
+            .boundary(GcPhase::Sweep, true, opts.strategy)
             .and_then(|()| {
                 sweep::sweep(
                     store,
@@ -372,7 +417,7 @@ pub fn run<S: ChunkStore>(
                     &mut report,
                 )
             })
-            .and_then(|()| hooks.mark(&format!("phase2 end strategy={strategy}")));
+            .and_then(|()| hooks.boundary(GcPhase::Sweep, false, opts.strategy));
         if let Err(e) = phase2 {
             return Err(aborted(2, &report, log, e));
         }
@@ -519,4 +564,28 @@ pub fn gc_status_json(report: &GcReport, upid: &str) -> serde_json::Value {
         v["cache-stats"] = serde_json::json!({ "hits": c.cache_hits, "misses": c.cache_misses });
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_strategies_are_every_variant_under_its_command_line_name() {
+        use clap::ValueEnum;
+        let variants: Vec<String> = Strategy::value_variants()
+            .iter()
+            .map(|s| {
+                s.to_possible_value()
+                    .expect("not skipped")
+                    .get_name()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            Strategy::ALL.map(|s| s.name().to_owned()).to_vec(),
+            variants
+        );
+        assert_eq!(Strategy::all_names(), variants.join(","));
+    }
 }

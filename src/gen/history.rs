@@ -31,7 +31,7 @@
 use crate::rng::{hash, unit};
 
 /// The GC's default cutoff window, seconds: a GC removes no chunk touched more recently.
-pub const GC_CUTOFF_SECS: i64 = crate::gc::DEFAULT_CUTOFF_MINUTES as i64 * 60;
+pub const GC_CUTOFF_SECS: i64 = crate::datastore::DEFAULT_ATIME_CUTOFF_MINUTES as i64 * 60;
 
 /// A chunk content, identified by a 64-bit hash; the low bit says "dynamic chunk size".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -33,7 +33,7 @@ use crate::datastore::{blob, Digest};
 use crate::fsutil::{set_file_times, Timestamp};
 use crate::rng::hash;
 
-use crate::gc::DEFAULT_CUTOFF_MINUTES;
+use crate::datastore::DEFAULT_ATIME_CUTOFF_MINUTES as DEFAULT_CUTOFF_MINUTES;
 
 /// How to write.
 #[derive(Clone, Debug)]

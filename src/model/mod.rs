@@ -129,6 +129,15 @@ pub struct ModelParams {
     pub unlink_reads_indirect: bool,
 }
 
+/// What `--model` takes, for help texts: the presets (the last two are the pools of the
+/// pbs-devel threads) or a JSON model file.
+pub fn model_help() -> String {
+    format!(
+        "Cost model: a preset ({}) or a JSON model file",
+        PRESETS.join(", ")
+    )
+}
+
 /// Names of the presets.
 pub const PRESETS: [&str; 6] = [
     "none",

@@ -15,9 +15,10 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::gc::log::TaskLog;
-use crate::gc::{self, Counters, GcOptions, Hooks, Strategy};
+use crate::gc::{self, Counters, GcOptions, GcPhase, Hooks, Strategy};
 use crate::gen::GenConfig;
 use crate::model::{Model, ModelParams, Totals};
+use crate::trace::Marker;
 pub use store::{DigestMode, RequestCounts, SimStore, SimTrace};
 
 /// One strategy's simulated run.
@@ -99,13 +100,14 @@ pub fn run(
     }
     let started = Instant::now();
     store.open_requests();
-    let mut marks: Vec<(String, u64)> = Vec::new();
+    // Each phase boundary with the model's clock there.
+    let mut marks: Vec<(gc::Boundary, u64)> = Vec::new();
     let mut phase1_requests = RequestCounts::default();
     let (mut phase1_reads, mut phase1_prefetch_reads, mut phase1_block_writes) = (0, 0, 0);
-    let mut marker = |text: &str| -> Result<()> {
-        store.mark(text);
-        marks.push((text.to_string(), store.with_model(|m| m.clock_ns())));
-        if text.starts_with("phase1 end") {
+    let mut boundary = |b: gc::Boundary| -> Result<()> {
+        store.mark(&Marker::phase(b.phase.number(), b.start, b.strategy.name()).encode());
+        marks.push((b, store.with_model(|m| m.clock_ns())));
+        if b.phase == GcPhase::Mark && !b.start {
             phase1_requests = store.counts();
             (phase1_reads, phase1_prefetch_reads, phase1_block_writes) = store.with_model(|m| {
                 (
@@ -123,25 +125,22 @@ pub fn run(
         opts,
         &mut log,
         Hooks {
-            marker: Some(&mut marker),
+            boundary: Some(&mut boundary),
             after_index: None,
         },
     )?;
-    let clock_at = |prefix: &str| {
+    let clock_at = |phase: GcPhase, start: bool| {
         marks
             .iter()
-            .find(|(t, _)| t.starts_with(prefix))
+            .find(|(b, _)| b.phase == phase && b.start == start)
             .map(|m| m.1)
     };
-    let span = |phase: &str| match (
-        clock_at(&format!("{phase} start")),
-        clock_at(&format!("{phase} end")),
-    ) {
+    let span = |phase: GcPhase| match (clock_at(phase, true), clock_at(phase, false)) {
         (Some(a), Some(b)) => b - a,
         _ => 0,
     };
-    let (phase1_ns, phase2_ns) = (span("phase1"), span("phase2"));
-    let pass_ns = match (clock_at("phase1 start"), store.first_index_ns()) {
+    let (phase1_ns, phase2_ns) = (span(GcPhase::Mark), span(GcPhase::Sweep));
+    let pass_ns = match (clock_at(GcPhase::Mark, true), store.first_index_ns()) {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => 0,
     };

@@ -191,8 +191,37 @@ pub struct TraceMeta {
     /// The backing store traced.
     pub store: String,
     /// Mount options and kernel cache settings (TTLs, readdirplus, threads, shadow, ...).
+    /// What a reader acts on has typed accessors below; the rest is for people.
     #[serde(default)]
     pub options: serde_json::Map<String, serde_json::Value>,
+}
+
+impl TraceMeta {
+    /// Key of the cost model's parameters (the model's own JSON form).
+    const MODEL: &'static str = "model";
+    /// Key of the layout order the model numbered inodes by (`native` or `creation`).
+    const LAYOUT_ORDER: &'static str = "layout_order";
+
+    /// The cost model the requests were charged with, in its JSON form (None: no model).
+    pub fn model(&self) -> Option<&serde_json::Value> {
+        self.options.get(Self::MODEL)
+    }
+
+    /// Records the cost model (`params`: the model's JSON form) and the layout order it used
+    /// (`creation`: inodes ranked by creation, as `--layout-order creation`).
+    pub fn set_model(&mut self, params: serde_json::Value, creation_order: bool) {
+        self.options.insert(Self::MODEL.into(), params);
+        let order = if creation_order { "creation" } else { "native" };
+        self.options.insert(Self::LAYOUT_ORDER.into(), order.into());
+    }
+
+    /// Whether the model ranked inodes by creation order (its ranking is saved beside the
+    /// trace).
+    pub fn creation_order(&self) -> bool {
+        self.options
+            .get(Self::LAYOUT_ORDER)
+            .is_some_and(|v| v == "creation")
+    }
 }
 
 /// Encodes the header for `meta`.

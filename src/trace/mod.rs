@@ -10,10 +10,12 @@
 
 pub mod export;
 pub mod format;
+pub mod marker;
 pub mod ordered;
 pub mod reader;
 pub mod writer;
 
 pub use format::{Name, Op, RawRecord, Record, TraceMeta};
+pub use marker::Marker;
 pub use reader::TraceReader;
 pub use writer::{TraceSink, TraceWriter, WriterStats};

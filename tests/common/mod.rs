@@ -70,6 +70,53 @@ fn nix_statfs_type(p: &Path) -> Option<i64> {
     (unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0).then_some(s.f_type as i64)
 }
 
+/// A tmpfs of its own on a temporary directory, unmounted on drop (and on panic): for a test
+/// whose results depend on inode numbers. tmpfs numbers inodes from one counter per mount, so
+/// on the shared `/dev/shm` every process that creates files there (another test running at
+/// the same time) shifts them.
+pub struct PrivateTmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl PrivateTmpfs {
+    /// Mounts it (needs root).
+    pub fn new() -> PrivateTmpfs {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let c = std::ffi::CString::new(dir.path().as_os_str().as_bytes()).unwrap();
+        // SAFETY: a tmpfs on a directory this test made; unmounted on drop.
+        let rc = unsafe {
+            libc::mount(
+                c"chunkscope-test".as_ptr(),
+                c.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(
+            rc,
+            0,
+            "mounting a tmpfs: {}",
+            std::io::Error::last_os_error()
+        );
+        PrivateTmpfs { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for PrivateTmpfs {
+    fn drop(&mut self) {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(self.dir.path().as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid C string; detach so that nothing stays behind even if a file is open.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
 /// A temporary directory for a store: tmpfs when there is one (fast to create 65536
 /// directories in), else the default temporary directory. Tests that depend on the
 /// filesystem's inode numbering use [`tmpfs_dir`] or say so.

@@ -1,0 +1,210 @@
+//! ARCHITECTURE.md's code map is a rule, not a picture: modules are listed so that "no module
+//! imports one listed after it". This test reads the map and every file under `src/`, and
+//! fails on a `crate::` path from one top-level module into another that the map lists later,
+//! and on a module the map does not place. (Paths inside one top-level module, and `super::`,
+//! are that module's own business.)
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The map's modules, each with the row it is listed in.
+fn map_rows() -> BTreeMap<String, usize> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .expect("ARCHITECTURE.md");
+    let map = doc
+        .split("\n## Code map")
+        .nth(1)
+        .expect("a '## Code map' section");
+    let mut rows = BTreeMap::new();
+    let mut row = 0;
+    for line in map.lines().skip(1) {
+        if line.starts_with("## ") {
+            break;
+        }
+        let Some(first) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let cell = format!("`{}", first.split(" | ").next().unwrap_or(""));
+        for token in cell.split('`').skip(1).step_by(2) {
+            for path in expand(token) {
+                let last = path.rsplit("::").next().unwrap_or("");
+                if last.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    continue; // a type named in the map, not a module
+                }
+                rows.entry(path).or_insert(row);
+            }
+        }
+        row += 1;
+    }
+    assert!(rows.len() > 20, "the map lists {} modules", rows.len());
+    rows
+}
+
+/// `a::{b,mod,c}` -> `a::b`, `a`, `a::c`; `a` -> `a`.
+fn expand(token: &str) -> Vec<String> {
+    match token.split_once("::{") {
+        Some((base, rest)) => rest
+            .trim_end_matches('}')
+            .split(',')
+            .map(|m| match m.trim() {
+                "mod" => base.to_string(),
+                m => format!("{base}::{m}"),
+            })
+            .collect(),
+        None => vec![token.to_string()],
+    }
+}
+
+/// The row of module `path`: its own, else the first row of a module below it (a parent that
+/// only re-exports), else its parent's.
+fn row_of(rows: &BTreeMap<String, usize>, path: &str) -> Option<usize> {
+    if let Some(&r) = rows.get(path) {
+        return Some(r);
+    }
+    let below = format!("{path}::");
+    if let Some(r) = rows
+        .iter()
+        .filter(|(p, _)| p.starts_with(&below))
+        .map(|(_, &r)| r)
+        .min()
+    {
+        return Some(r);
+    }
+    let (parent, _) = path.rsplit_once("::")?;
+    row_of(rows, parent)
+}
+
+/// Every `crate::a::b` path in `src` outside comments, as `a::b` (for `crate::{a, b}`: `a`
+/// and `b`).
+fn crate_paths(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in src.lines() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let code = code.split(" //").next().unwrap_or(code);
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let inner = group.split('}').next().unwrap_or("");
+                for item in inner.split(',') {
+                    let p = path_prefix(item.trim());
+                    if !p.is_empty() {
+                        out.push(p);
+                    }
+                }
+            } else {
+                let p = path_prefix(rest);
+                if !p.is_empty() {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The leading `a::b::c` of `s` (identifiers joined by `::`).
+fn path_prefix(s: &str) -> String {
+    let mut segs = Vec::new();
+    let mut rest = s;
+    loop {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        segs.push(&rest[..end]);
+        match rest[end..].strip_prefix("::") {
+            Some(r) if r.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => rest = r,
+            _ => break,
+        }
+    }
+    segs.join("::")
+}
+
+fn modules(dir: &Path, prefix: &str, out: &mut Vec<(String, std::path::PathBuf)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_str().unwrap().to_string();
+        if p.is_dir() {
+            modules(&p, &format!("{prefix}{name}::"), out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let module = match name.as_str() {
+                "mod" => prefix.trim_end_matches("::").to_string(),
+                _ => format!("{prefix}{name}"),
+            };
+            out.push((module, p));
+        }
+    }
+}
+
+#[test]
+fn no_module_imports_one_the_map_lists_after_it() {
+    let rows = map_rows();
+    let mut files = Vec::new();
+    modules(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        "",
+        &mut files,
+    );
+    let mut problems = Vec::new();
+    for (module, path) in &files {
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let Some(mine) = row_of(&rows, module) else {
+            problems.push(format!("{module} ({}) is not in the map", path.display()));
+            continue;
+        };
+        let top = module.split("::").next().unwrap();
+        let src = std::fs::read_to_string(path).unwrap();
+        for dep in crate_paths(&src) {
+            if dep.split("::").next() == Some(top) {
+                continue;
+            }
+            match row_of(&rows, &dep) {
+                None => problems.push(format!(
+                    "{module} uses crate::{dep}, which is not in the map"
+                )),
+                Some(r) if r > mine => problems.push(format!(
+                    "{module} (row {mine}) uses crate::{dep} (row {r}), listed after it"
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md's code map is broken:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_reader_of_the_map_finds_what_it_should() {
+    assert_eq!(expand("gc::{mark,mod}"), ["gc::mark", "gc"]);
+    assert_eq!(
+        crate_paths("use crate::trace::{Op, X};\nlet a = crate::gc::Strategy::ALL; // crate::no\n// crate::nope\nuse crate::{model::Model, rng};"),
+        ["trace", "gc::Strategy::ALL", "model::Model", "rng"]
+    );
+    let rows: BTreeMap<String, usize> = [
+        ("a::b".to_string(), 3),
+        ("a::c".to_string(), 1),
+        ("d".to_string(), 5),
+    ]
+    .into();
+    assert_eq!(
+        row_of(&rows, "a"),
+        Some(1),
+        "a parent: its first child's row"
+    );
+    assert_eq!(row_of(&rows, "a::b::X"), Some(3));
+    assert_eq!(row_of(&rows, "e"), None);
+}
