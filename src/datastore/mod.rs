@@ -1,6 +1,6 @@
 //! The Proxmox Backup Server datastore format: names, files and walk order.
 //!
-//! Everything here follows `shared/context/pbs-format.md` to the byte. This layer knows nothing
+//! Everything here follows `docs/pbs-format.md` ("the format document") to the byte. This layer knows nothing
 //! of FUSE, traces, cost models or GC strategies; it reads and writes files and says precisely
 //! what is wrong with bad ones ([`FormatError`]).
 //!
