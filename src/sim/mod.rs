@@ -6,7 +6,9 @@
 //! datastore or a mount: no strategy code knows it is simulated. Each strategy starts from
 //! the store as built and a cold model ([`SimStore::reset`]), as the demo's shadow mounts do.
 
+mod ahead;
 mod digest_table;
+mod requests;
 pub mod store;
 
 use std::time::Instant;

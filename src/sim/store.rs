@@ -40,7 +40,9 @@ use std::sync::Mutex;
 
 use hashbrown::HashMap;
 
+use super::ahead::Ahead;
 use super::digest_table::DigestTable;
+pub use super::requests::{RequestCounts, SimTrace};
 
 use crate::datastore::paths::{
     chunk_subdir_name, CHUNK_DIR, GROUP_OWNER_FILE, LOCK_FILE, MANIFEST_BLOB_NAME,
@@ -51,10 +53,10 @@ use crate::gen::history::{ContentId, Event, History};
 use crate::gen::payload::PayloadModel;
 use crate::gen::writer::{archive_index_bytes, config_blob_name, group_dir};
 use crate::gen::GenConfig;
-use crate::model::{Layout, Model, ModelOp};
+use crate::model::Model;
 use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
 use crate::trace::format::flags;
-use crate::trace::{Op, RawRecord, TraceSink};
+use crate::trace::{Op, RawRecord};
 
 /// How chunk digests are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -66,16 +68,16 @@ pub enum DigestMode {
 }
 
 /// A node of the index tree (everything but chunk files).
-struct Node {
+pub(super) struct Node {
     name: Box<str>,
     ino: u64,
-    kind: NodeKind,
+    pub(super) kind: NodeKind,
     /// Children in creation order.
     children: Vec<u32>,
 }
 
 #[derive(Clone, Copy)]
-enum NodeKind {
+pub(super) enum NodeKind {
     Dir,
     /// Chunk directory `prefix`.
     ChunkDir,
@@ -89,7 +91,7 @@ enum NodeKind {
 /// A chunk file. Its digest is in the same record as what a touch reads and writes, so
 /// that a touch costs one cache miss here (after the table's), not two.
 #[derive(Clone, Copy)]
-struct Chunk {
+pub(super) struct Chunk {
     digest: Digest,
     ino: u64,
     atime: i64,
@@ -97,79 +99,24 @@ struct Chunk {
     removed: bool,
 }
 
-/// Requests emitted, by kind.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct RequestCounts {
-    pub lookup: u64,
-    pub getattr: u64,
-    pub setattr: u64,
-    pub opendir: u64,
-    pub readdir: u64,
-    pub open: u64,
-    pub unlink: u64,
-    pub create: u64,
-}
-
-struct State {
-    model: Model,
-    chunks: Vec<Chunk>,
-    counts: RequestCounts,
+pub(super) struct State {
+    pub(super) model: Model,
+    pub(super) chunks: Vec<Chunk>,
+    pub(super) counts: RequestCounts,
     /// Listing scratch: the inodes a readdir returned.
-    listing: Vec<u64>,
-    trace: Option<SimTrace>,
+    pub(super) listing: Vec<u64>,
+    pub(super) trace: Option<SimTrace>,
     /// The model's clock when the first index file was opened since the reset.
-    first_index_ns: Option<u64>,
+    pub(super) first_index_ns: Option<u64>,
     /// Before the first index file: modelled time per calling thread (the prefetch pass's
     /// jobs), see [`State::end_pass`].
-    lanes: Vec<(std::thread::ThreadId, u64)>,
-}
-
-/// The simulated requests as a trace (`simulate --trace`), in the format a mount writes, so
-/// `analyze` reads simulated runs too. A sampled trace keeps the requests on a fraction of the
-/// metadata blocks, chosen by a hash of the block number (as SHARDS samples keys): everything
-/// that happens to a kept block is in it, with consecutive request numbers.
-pub struct SimTrace {
-    sink: TraceSink,
-    /// A request is kept when the hash of its block is below this (`u64::MAX`: all).
-    cut: u64,
-    /// The model's layout: which metadata block an inode is in.
-    layout: Layout,
-    seq: u64,
-}
-
-impl SimTrace {
-    /// `rate` in (0, 1]: the share of the metadata blocks of `layout` kept.
-    pub fn new(sink: TraceSink, rate: f64, layout: Layout) -> SimTrace {
-        let cut = if rate >= 1.0 {
-            u64::MAX
-        } else {
-            (rate.max(0.0) * u64::MAX as f64) as u64
-        };
-        SimTrace {
-            sink,
-            cut,
-            layout,
-            seq: 0,
-        }
-    }
-
-    fn keep(&self, ino: u64) -> bool {
-        self.cut == u64::MAX || crate::rng::hash(&[0x5349_4d54, self.layout.block(ino)]) < self.cut
-    }
-
-    fn next(&mut self, op: Op, start: u64) -> RawRecord {
-        let mut r = RawRecord::new(op);
-        r.seq = self.seq;
-        r.start_ns = start;
-        r.pid = std::process::id();
-        r
-    }
+    pub(super) lanes: Vec<(std::thread::ThreadId, u64)>,
 }
 
 /// The simulated datastore.
 pub struct SimStore {
-    root: PathBuf,
-    nodes: Vec<Node>,
+    pub(super) root: PathBuf,
+    pub(super) nodes: Vec<Node>,
     chunks_node: u32,
     /// Chunk directory `p` is node `chunk_dir_nodes + p`, inode `chunk_dir_first_ino + p`.
     chunk_dir_nodes: u32,
@@ -182,7 +129,7 @@ pub struct SimStore {
     initial_atimes: Vec<i64>,
     /// Content -> chunk, for exact digests (emptied after the build for hashed ones).
     content: HashMap<ContentId, u32>,
-    mode: DigestMode,
+    pub(super) mode: DigestMode,
     /// The simulated clock (epoch seconds): the time the store was built for.
     now: i64,
     history: History,
@@ -596,7 +543,7 @@ impl SimStore {
     }
 
     /// The bytes of an index file, built from the history as the writer builds them.
-    fn index_bytes(&self, e: &Event, ai: usize) -> Vec<u8> {
+    pub(super) fn index_bytes(&self, e: &Event, ai: usize) -> Vec<u8> {
         let g = &self.history.groups[e.group as usize];
         let a = &g.archives[ai];
         let mut refs: Vec<(Digest, u32)> = Vec::new();
@@ -620,7 +567,7 @@ impl SimStore {
 
     /// Opens an index file of the walk: lookups, open, getattr (size), getattr (after reading).
     /// Its bytes come from `ahead` when the generating thread made them already.
-    fn open_index(
+    pub(super) fn open_index(
         &self,
         path: &Path,
         ahead: Option<&mut Ahead>,
@@ -656,7 +603,7 @@ impl SimStore {
     }
 
     /// The node at `path`, without requests.
-    fn node_at(&self, path: &Path) -> Option<u32> {
+    pub(super) fn node_at(&self, path: &Path) -> Option<u32> {
         let rel = path.strip_prefix(&self.root).ok()?;
         let mut at = 0u32;
         for comp in rel.components() {
@@ -668,7 +615,7 @@ impl SimStore {
     }
 
     /// The entries of node `n` as a listing returns them (newest first).
-    fn entries(&self, n: u32) -> Vec<(String, EntryKind)> {
+    pub(super) fn entries(&self, n: u32) -> Vec<(String, EntryKind)> {
         self.nodes[n as usize]
             .children
             .iter()
@@ -682,244 +629,6 @@ impl SimStore {
                 (child.name.to_string(), kind)
             })
             .collect()
-    }
-
-    /// The index walk of hashed stores: a second thread runs the same walk over the same
-    /// tree without requests, building each index file's bytes ahead of the GC (up to
-    /// [`AHEAD`] files), so that building them (half of an LRU run's time at thread 000's
-    /// scale) overlaps the GC's touches. Exact stores read their digests from the chunk
-    /// records under the state's lock, which the GC's touches hold: they build on the GC's
-    /// thread.
-    fn walk_indexes_ahead(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()> {
-        use crate::datastore::error::FormatError;
-        let walk = |mut ahead: Option<Ahead>, visitor: &mut dyn Phase1Visitor| {
-            crate::store::walk_indexes(
-                self,
-                &self.root,
-                &mut |p| self.open_index(p, ahead.as_mut()),
-                visitor,
-            )
-        };
-        if self.mode == DigestMode::Exact {
-            return walk(None, visitor);
-        }
-        std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::sync_channel(AHEAD);
-            scope.spawn(move || {
-                let quiet = Quiet(self);
-                let mut build = |p: &Path| {
-                    let node = self.node_at(p);
-                    if let Some(n) = node {
-                        if let NodeKind::Index { event, archive } = self.nodes[n as usize].kind {
-                            let bytes = self.index_bytes(&event, archive as usize);
-                            if tx.send((n, bytes)).is_err() {
-                                // The GC's walk ended (an error): stop.
-                                return Err(FormatError::io(p, io::ErrorKind::Interrupted.into()));
-                            }
-                        }
-                    }
-                    // Nothing to visit here: "vanished" makes the walk go on to the next.
-                    Err(FormatError::io(p, io::ErrorKind::NotFound.into()))
-                };
-                let _ = crate::store::walk_indexes(&quiet, &self.root, &mut build, &mut Unvisited);
-            });
-            walk(Some(Ahead { rx, next: None }), visitor)
-        })
-    }
-}
-
-/// Index files the generating thread may build ahead of the GC's walk.
-const AHEAD: usize = 8;
-
-/// The GC's end of the index files built ahead.
-struct Ahead {
-    rx: std::sync::mpsc::Receiver<(u32, Vec<u8>)>,
-    /// Received but not yet asked for.
-    next: Option<(u32, Vec<u8>)>,
-}
-
-impl Ahead {
-    /// The bytes of index node `node`, if they are the next ones built. Both walks list the
-    /// same tree in the same order, so they are; if not, the caller builds them itself.
-    fn take(&mut self, node: u32) -> Option<Vec<u8>> {
-        if self.next.is_none() {
-            self.next = self.rx.recv().ok();
-        }
-        match self.next.take() {
-            Some((n, bytes)) if n == node => Some(bytes),
-            other => {
-                debug_assert!(other.is_none(), "the walks went apart at index node {node}");
-                self.next = other;
-                None
-            }
-        }
-    }
-}
-
-/// The simulated store's tree, listed without requests (for the walk that builds ahead).
-struct Quiet<'a>(&'a SimStore);
-
-impl Tree for Quiet<'_> {
-    fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
-        let n = self.0.node_at(dir).ok_or(io::ErrorKind::NotFound)?;
-        if !matches!(self.0.nodes[n as usize].kind, NodeKind::Dir) {
-            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
-        }
-        Ok(self.0.entries(n))
-    }
-}
-
-/// A visitor for a walk that visits nothing.
-struct Unvisited;
-
-impl Phase1Visitor for Unvisited {
-    fn start(&mut self, _: usize) {}
-    fn index(
-        &mut self,
-        _: &Path,
-        _: IndexFile,
-        _: crate::store::IndexOrigin,
-    ) -> anyhow::Result<()> {
-        Ok(())
-    }
-}
-
-impl State {
-    /// Adds a request's modelled time to the calling thread's lane (before the first index
-    /// file only: the prefetch pass is the one part of a GC that runs on several threads).
-    #[inline]
-    fn lane(&mut self, ns: u64) {
-        if self.first_index_ns.is_some() {
-            return;
-        }
-        let me = std::thread::current().id();
-        match self.lanes.iter_mut().find(|l| l.0 == me) {
-            Some(l) => l.1 += ns,
-            None => self.lanes.push((me, ns)),
-        }
-    }
-
-    /// The end of the part before the first index file, on the thread that opens it. The
-    /// model charged the part's requests one after another; the prefetch pass's jobs (the
-    /// other threads) wait for their reads side by side, so the pass took as long as its
-    /// busiest job, or as long as the pool needs to serve all the reads `queue_depth` at a
-    /// time, whichever is longer; this thread's own requests come after it. The clock goes
-    /// back by the rest.
-    fn end_pass(&mut self) {
-        let me = std::thread::current().id();
-        let jobs = self.lanes.iter().filter(|l| l.0 != me);
-        if jobs.clone().count() < 2 {
-            return;
-        }
-        let busiest = jobs.map(|l| l.1).max().unwrap_or(0);
-        let serial: u64 = self.lanes.iter().map(|l| l.1).sum();
-        let own: u64 = self.lanes.iter().filter(|l| l.0 == me).map(|l| l.1).sum();
-        let p = self.model.params();
-        let t = self.model.totals();
-        let device = t.reads().div_ceil(p.queue_depth.max(1)) * p.miss_ns;
-        let parallel = (busiest + own).max(device);
-        if parallel < serial {
-            self.model.rewind(serial - parallel);
-        }
-    }
-
-    #[inline]
-    fn req(&mut self, op: Op, ino: u64, parent: u64, errno: i32) {
-        self.req_with(op, ino, parent, errno, |_| {});
-    }
-
-    /// A request; `fill` adds what a trace record carries beyond the numbers (a name, flags),
-    /// and runs only when the request is traced.
-    #[inline]
-    fn req_with(
-        &mut self,
-        op: Op,
-        ino: u64,
-        parent: u64,
-        errno: i32,
-        fill: impl FnOnce(&mut RawRecord),
-    ) {
-        let start = self.model.clock_ns();
-        let ns = self.model.charge_request(
-            &ModelOp {
-                op,
-                ino,
-                parent,
-                errno,
-            },
-            None,
-        );
-        self.lane(ns);
-        self.count(op);
-        if let Some(t) = &mut self.trace {
-            if t.keep(if ino != 0 { ino } else { parent }) {
-                let mut r = t.next(op, start);
-                r.duration_ns = ns;
-                r.modeled_ns = ns;
-                r.ino = ino;
-                r.parent = parent;
-                r.errno = errno;
-                fill(&mut r);
-                t.sink.record(r);
-                t.seq += 1;
-            }
-        }
-    }
-
-    #[inline]
-    fn count(&mut self, op: Op) {
-        let c = &mut self.counts;
-        match op {
-            Op::Lookup => c.lookup += 1,
-            Op::Getattr => c.getattr += 1,
-            Op::Setattr => c.setattr += 1,
-            Op::Opendir => c.opendir += 1,
-            Op::Readdir => c.readdir += 1,
-            Op::Open => c.open += 1,
-            Op::Unlink => c.unlink += 1,
-            Op::Create => c.create += 1,
-            _ => {}
-        }
-    }
-
-    /// A readdir returning the inodes in `self.listing`, then the one that finds the end.
-    fn readdir(&mut self, ino: u64) {
-        let listing = std::mem::take(&mut self.listing);
-        let m = ModelOp {
-            op: Op::Readdir,
-            ino,
-            parent: 0,
-            errno: 0,
-        };
-        let start = self.model.clock_ns();
-        let ns = self.model.charge_request(&m, Some(&listing));
-        let end_start = self.model.clock_ns();
-        let end_ns = self.model.charge_request(&m, Some(&[]));
-        self.lane(ns + end_ns);
-        self.count(Op::Readdir);
-        self.count(Op::Readdir);
-        if let Some(t) = &mut self.trace {
-            if t.keep(ino) {
-                // The entries first, under the listing's number, as the overlay writes them.
-                for (i, &e) in listing.iter().enumerate() {
-                    let mut r = t.next(Op::Dirent, start);
-                    r.ino = e;
-                    r.parent = ino;
-                    r.arg = i as u64;
-                    t.sink.record(r);
-                }
-                for (at, cost, n) in [(start, ns, listing.len()), (end_start, end_ns, 0)] {
-                    let mut r = t.next(Op::Readdir, at);
-                    r.ino = ino;
-                    r.arg = n as u64;
-                    r.duration_ns = cost;
-                    r.modeled_ns = cost;
-                    t.sink.record(r);
-                    t.seq += 1;
-                }
-            }
-        }
-        self.listing = listing;
     }
 }
 

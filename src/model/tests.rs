@@ -1,0 +1,327 @@
+//! Unit tests of the cost model.
+use super::*;
+
+fn params() -> ModelParams {
+    ModelParams {
+        name: "test".into(),
+        layout: Layout::Zfs { per_block: 32 },
+        block_bytes: 16 << 10,
+        cache_bytes: 4 * (16 << 10), // 4 blocks
+        miss_ns: 1000,
+        queue_depth: 2,
+        write_ns: 100,
+        txg_ns: 1_000_000,
+        dirty_limit_blocks: 10,
+        throttle_start: 0.6,
+        delay_scale_ns: 500,
+        op_ns: 0,
+        zap_leaf_entries: 0,
+        dir_entries: 0,
+        async_prefetch: false,
+        unlink_reads_indirect: false,
+    }
+}
+
+fn op(op: Op, ino: u64, parent: u64) -> ModelOp {
+    ModelOp {
+        op,
+        ino,
+        parent,
+        errno: 0,
+    }
+}
+
+#[test]
+fn layouts() {
+    assert_eq!(Layout::Zfs { per_block: 32 }.block(31), 0);
+    assert_eq!(Layout::Zfs { per_block: 32 }.block(32), 1);
+    let e = Layout::Ext4 {
+        inodes_per_group: 8192,
+        per_block: 16,
+    };
+    assert_eq!(e.block(1), 0);
+    assert_eq!(e.block(17), 1);
+    assert_eq!(e.block(8193), 1 << 24);
+    assert_eq!(e.block(8192 + 33), (1 << 24) | 2);
+}
+
+#[test]
+fn sequential_scan_misses_once_per_block() {
+    let mut m = Model::new(params());
+    let total: u64 = (32..96)
+        .map(|i| m.charge(&op(Op::Getattr, i, 0)).misses)
+        .sum();
+    assert_eq!(total, 2);
+    assert_eq!(m.totals().hits, 62);
+    assert_eq!(m.clock_ns(), 2000);
+}
+
+#[test]
+fn round_robin_over_more_blocks_than_the_cache_always_misses() {
+    let mut m = Model::new(params());
+    // 5 blocks, cache of 4: LRU thrashes on a cyclic pattern.
+    for _ in 0..3 {
+        for b in 0..5u64 {
+            assert_eq!(m.charge(&op(Op::Getattr, (b + 1) * 32, 0)).misses, 1);
+        }
+    }
+    assert_eq!(m.totals().misses, 15);
+}
+
+#[test]
+fn lookup_reads_the_directory_block_then_the_inode_block() {
+    let mut m = Model::new(params());
+    assert_eq!(m.charge(&op(Op::Lookup, 100, 7)).misses, 2);
+    assert_eq!(
+        m.charge(&op(Op::Lookup, 101, 7)).misses,
+        0,
+        "same dir block, same dnode block"
+    );
+    let failed = ModelOp {
+        op: Op::Lookup,
+        ino: 0,
+        parent: 9,
+        errno: libc::ENOENT,
+    };
+    assert_eq!(
+        m.charge(&failed).misses,
+        1,
+        "a failed lookup reads only the directory"
+    );
+}
+
+#[test]
+fn listing_prefetches_entry_blocks_queue_depth_at_a_time() {
+    let mut m = Model::new(params());
+    let c = m.charge(&op(Op::Readdir, 5, 0));
+    assert_eq!(c.misses, 1);
+    // Entries in 3 distinct blocks: ceil(3 / 2) = 2 reads of 1000 ns.
+    let c = m.charge_listing(5, &[64, 65, 96, 128, 130]);
+    assert_eq!((c.prefetched, c.ns), (3, 2000));
+    // Now a stat of any of them hits.
+    assert_eq!(m.charge(&op(Op::Getattr, 130, 0)).misses, 0);
+    assert_eq!(
+        m.charge_listing(5, &[64, 96]).prefetched,
+        0,
+        "already cached"
+    );
+}
+
+#[test]
+fn dirty_blocks_are_written_once_per_txg() {
+    let mut p = params();
+    p.miss_ns = 100_000; // each touch advances the clock by 0.1 ms of reads at most
+    let mut m = Model::new(p);
+    for i in 0..10u64 {
+        m.charge(&op(Op::Setattr, (i % 2 + 1) * 32, 0)); // 2 blocks, touched 5 times each
+    }
+    assert_eq!(m.totals().dirtied, 2);
+    // Jump past the txg boundary: the next operation first syncs the group.
+    let mut far = op(Op::Getattr, 1 << 20, 0);
+    far.ino = 1 << 20;
+    while m.clock_ns() < 1_000_000 {
+        m.charge(&far);
+        far.ino += 32;
+    }
+    m.charge(&op(Op::Setattr, 32, 0));
+    assert_eq!(m.totals().txg_syncs, 1);
+    assert_eq!(m.totals().dirty_per_txg, vec![2]);
+    assert_eq!(m.totals().blocks_written, 2);
+    assert_eq!(
+        m.totals().writeback_ns,
+        100,
+        "2 blocks, queue depth 2: one write time"
+    );
+    m.flush();
+    assert_eq!(m.totals().dirty_per_txg, vec![2, 1]);
+}
+
+#[test]
+fn throttle_above_sixty_percent_and_sync_at_the_limit() {
+    let mut m = Model::new(params());
+    let mut delays = Vec::new();
+    for b in 0..11u64 {
+        delays.push(m.charge(&op(Op::Setattr, (b + 1) * 32, 0)).throttle_ns);
+    }
+    // Dirty before each op: 0..=10, start = 6, limit = 10:
+    // 7 -> 500*1/3 = 166, 8 -> 500*2/2 = 500, 9 -> 500*3/1 = 1500, 10 -> forced sync.
+    assert_eq!(&delays[..7], &[0; 7]);
+    assert_eq!(delays[7], 166);
+    assert_eq!(delays[8], 500);
+    assert_eq!(delays[9], 1500);
+    assert_eq!(
+        delays[10], 500,
+        "sync of 10 blocks at queue depth 2, 100 ns each"
+    );
+    assert_eq!(m.totals().dirty_per_txg, vec![10]);
+}
+
+#[test]
+fn fat_zap_directories_read_a_header_and_the_entrys_leaf() {
+    let mut p = params();
+    p.cache_bytes = 64 * (16 << 10);
+    p.zap_leaf_entries = 10;
+    p.dir_entries = 40; // 4 leaves
+    let mut m = Model::new(p.clone());
+    assert_eq!(m.leaves, 4);
+    assert_eq!(
+        m.charge(&op(Op::Lookup, 100, 7)).misses,
+        3,
+        "header, leaf, dnode block"
+    );
+    // Entries of the same dnode block spread over the leaves: each new leaf is one miss.
+    let leaves: HashSet<u64> = (96..128).filter_map(|i| m.leaf(7, i)).collect();
+    assert_eq!(leaves.len(), 4, "32 names hash to all 4 leaves");
+    let misses: u64 = (96..128)
+        .map(|i| m.charge(&op(Op::Lookup, i, 7)).misses)
+        .sum();
+    assert_eq!(misses, 3, "the 3 leaves not read yet");
+    // A listing prefetches the leaves with the entries' blocks.
+    let mut m = Model::new(p.clone());
+    assert_eq!(m.charge(&op(Op::Readdir, 7, 0)).misses, 1, "the header");
+    let c = m.charge_listing(7, &(96..128).collect::<Vec<_>>());
+    assert_eq!(c.prefetched, 1 + 4, "one dnode block and four leaves");
+    assert_eq!(m.charge(&op(Op::Lookup, 100, 7)).misses, 0);
+    // An unlink dirties the header, the leaf and the dnode block.
+    assert_eq!(m.charge(&op(Op::Unlink, 100, 7)).dirtied, 3);
+    // Freeing the data reads the file's indirect block, which nothing had cached.
+    let mut q = p.clone();
+    q.unlink_reads_indirect = true;
+    let mut m = Model::new(q);
+    m.charge(&op(Op::Lookup, 101, 7));
+    let c = m.charge(&op(Op::Unlink, 101, 7));
+    assert_eq!((c.misses, c.dirtied), (1, 3), "the indirect block only");
+    // Without an entry count the layout still has one leaf; without leaves, none.
+    p.dir_entries = 0;
+    assert_eq!(Model::new(p.clone()).leaves, 1);
+    p.zap_leaf_entries = 0;
+    assert_eq!(Model::new(p).charge(&op(Op::Lookup, 100, 7)).misses, 2);
+}
+
+#[test]
+fn async_prefetch_waits_only_for_the_previous_listings_reads() {
+    let mut p = params(); // miss 1000 ns, queue depth 2
+    p.cache_bytes = 1 << 30;
+    p.async_prefetch = true;
+    let mut m = Model::new(p);
+    // 4 blocks: 2000 ns of pool time, not waited for.
+    let c = m.charge_listing(5, &[32, 64, 96, 128]);
+    assert_eq!((c.prefetched, c.ns), (4, 0));
+    // The next listing, 500 ns later, waits for the rest of them, then queues its own.
+    m.charge(&op(Op::Getattr, 32, 0)); // op_ns 0, a hit: no time
+    m.clock_ns += 500;
+    let c = m.charge_listing(6, &[160, 192]);
+    assert_eq!((c.prefetched, c.ns), (2, 1500));
+    // A listing after its reads were served waits for nothing.
+    m.clock_ns += 10_000;
+    assert_eq!(m.charge_listing(7, &[224]).ns, 0);
+}
+
+#[test]
+fn a_sync_longer_than_the_txg_delays_the_next_one() {
+    let mut p = params();
+    p.write_ns = 1_000_000; // 2 blocks at queue depth 2 take 1 ms: as long as a txg
+    p.miss_ns = 10_000;
+    p.dirty_limit_blocks = 1 << 20;
+    p.cache_bytes = 1 << 30;
+    let mut m = Model::new(p);
+    // 4 dirty blocks in the first txg: their sync takes 2 ms, from 1 ms to 3 ms.
+    for b in 1..=4u64 {
+        m.charge(&op(Op::Setattr, b * 32, 0));
+    }
+    let mut b = 5u64;
+    let mut step = |m: &mut Model| {
+        m.charge(&op(Op::Setattr, b * 32, 0));
+        b += 1;
+    };
+    while m.clock_ns() < 1_000_000 {
+        step(&mut m);
+    }
+    step(&mut m);
+    assert_eq!(m.totals().txg_syncs, 1);
+    let first = m.totals().dirty_per_txg[0];
+    let first_ns = first.div_ceil(2) * 1_000_000;
+    // The second group stays open until the first sync ends, not at 2 ms.
+    while m.clock_ns() < 1_000_000 + first_ns {
+        assert_eq!(m.totals().txg_syncs, 1, "at {} ns", m.clock_ns());
+        step(&mut m);
+    }
+    step(&mut m);
+    assert_eq!(m.totals().txg_syncs, 2);
+    assert!(
+        m.totals().dirty_per_txg[1] > first,
+        "the delayed group collected more: {:?}",
+        m.totals().dirty_per_txg
+    );
+}
+
+#[test]
+fn warm_caches_inodes_then_directories() {
+    let mut p = params();
+    p.zap_leaf_entries = 10;
+    p.dir_entries = 10; // one leaf
+    let mut m = Model::new(p); // 4 blocks
+                               // Two dnode blocks, then a directory's header and leaf: all four fit.
+    m.warm([32u64, 64, 65].into_iter(), &[7]);
+    assert_eq!(
+        m.totals().misses + m.totals().hits,
+        0,
+        "warming counts nothing"
+    );
+    assert_eq!(m.clock_ns(), 0);
+    assert_eq!(m.charge(&op(Op::Lookup, 64, 7)).misses, 0);
+    // A third dnode block evicts the least recent (block 1, inode 32).
+    m.warm([96u64].into_iter(), &[]);
+    assert_eq!(m.charge(&op(Op::Getattr, 32, 0)).misses, 1);
+}
+
+#[test]
+fn creation_order_places_scattered_inodes_together() {
+    // ext4-like numbers 1000 apart, created one after the other: one ZFS block by rank.
+    let inos: Vec<u64> = (1..=32).map(|i| i * 1000).collect();
+    let mut m = Model::with_order(params(), order::InodeOrder::from_creation(inos.clone()));
+    let misses: u64 = inos
+        .iter()
+        .map(|&i| m.charge(&op(Op::Getattr, i, 0)).misses)
+        .sum();
+    assert_eq!(misses, 2, "ranks 1..=31 in block 0, rank 32 in block 1");
+    let mut native = Model::new(params());
+    let misses: u64 = inos
+        .iter()
+        .map(|&i| native.charge(&op(Op::Getattr, i, 0)).misses)
+        .sum();
+    assert_eq!(misses, 32);
+    // A file created later gets the next rank (33: block 1, already cached).
+    assert_eq!(
+        m.charge(&op(Op::Create, 5, 1)).misses,
+        1,
+        "the parent's block"
+    );
+    assert_eq!(m.charge(&op(Op::Getattr, 5, 0)).misses, 0);
+}
+
+#[test]
+fn deterministic_and_presets() {
+    let run = || {
+        let mut m = Model::new(ModelParams::preset("zfs-hdd").unwrap());
+        for i in 0..10_000u64 {
+            m.charge(&op(
+                if i % 3 == 0 { Op::Setattr } else { Op::Lookup },
+                (i * 7919) % 50_000 + 1,
+                i % 97,
+            ));
+        }
+        m.flush();
+        m.totals().clone()
+    };
+    assert_eq!(run(), run());
+    for p in PRESETS {
+        ModelParams::preset(p).unwrap();
+    }
+    assert!(ModelParams::preset("btrfs")
+        .unwrap_err()
+        .to_string()
+        .contains("zfs-hdd"));
+    let mut none = Model::new(ModelParams::preset("none").unwrap());
+    assert_eq!(none.charge(&op(Op::Lookup, 5, 1)).ns, 0);
+}
