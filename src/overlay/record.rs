@@ -12,7 +12,7 @@ use super::{read_dir, unless, Overlay};
 use crate::faults::Decision;
 use crate::model::{charges, ModelOp};
 use crate::trace::format::flags;
-use crate::trace::{Op, RawRecord, TraceSink};
+use crate::trace::{Extra, ListingEntries, Op, RawRecord, TraceSink};
 
 thread_local! {
     pub(super) static LISTING: RefCell<Listing> = RefCell::new(Listing::default());
@@ -96,44 +96,6 @@ impl Overlay {
             _ => seq = sink.map_or(0, TraceSink::next_seq),
         }
         if let Some(sink) = sink {
-            if d.listing {
-                LISTING.with(|l| {
-                    let l = l.borrow();
-                    let mut start = 0;
-                    for (i, (&ino, &end)) in l.inos.iter().zip(&l.ends).enumerate() {
-                        let mut r = RawRecord::new(Op::Dirent);
-                        r.seq = seq;
-                        r.start_ns = t0;
-                        r.ino = ino;
-                        r.parent = d.ino;
-                        r.arg = i as u64;
-                        r.pid = req.pid();
-                        r.set_name(&l.names[start..end as usize]);
-                        start = end as usize;
-                        sink.record(r);
-                    }
-                });
-            }
-            if !d.new_name.is_empty() {
-                let mut r = RawRecord::new(Op::NewName);
-                r.seq = seq;
-                r.start_ns = t0;
-                r.ino = d.ino;
-                r.parent = d.arg;
-                r.pid = req.pid();
-                r.set_name(d.new_name);
-                sink.record(r);
-            }
-            if let Some((ino, parent, name)) = d.old_name {
-                let mut r = RawRecord::new(Op::OldName);
-                r.seq = seq;
-                r.start_ns = t0;
-                r.ino = ino;
-                r.parent = parent;
-                r.pid = req.pid();
-                r.set_name(name);
-                sink.record(r);
-            }
             let mut r = RawRecord::new(op);
             r.seq = seq;
             r.start_ns = t0;
@@ -150,7 +112,30 @@ impl Overlay {
             r.injected_ns = dec.delay_ns;
             r.modeled_ns = modeled;
             r.set_name(d.name);
-            sink.record(r);
+            let extra = Extra {
+                listing: None,
+                new_name: (!d.new_name.is_empty()).then_some((d.arg, d.new_name)),
+                old_name: d.old_name,
+            };
+            if d.listing {
+                LISTING.with(|l| {
+                    let l = l.borrow();
+                    let listing = ListingEntries {
+                        inos: &l.inos,
+                        names: &l.names,
+                        name_ends: &l.ends,
+                    };
+                    sink.record_request(
+                        r,
+                        Extra {
+                            listing: Some(listing),
+                            ..extra
+                        },
+                    );
+                });
+            } else {
+                sink.record_request(r, extra);
+            }
         }
         dec.delay_ns + (modeled as f64 * self.inst.time_scale) as u64
     }

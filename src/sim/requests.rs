@@ -3,7 +3,7 @@
 //! order, counted by kind, and written as trace records when a trace is kept.
 
 use crate::model::{Layout, ModelOp};
-use crate::trace::{Op, RawRecord, TraceSink};
+use crate::trace::{Extra, ListingEntries, Op, RawRecord, TraceSink};
 
 use super::store::State;
 
@@ -178,21 +178,23 @@ impl State {
         self.count(Op::Readdir);
         if let Some(t) = &mut self.trace {
             if t.keep(ino) {
-                // The entries first, under the listing's number, as the overlay writes them.
-                for (i, &e) in listing.iter().enumerate() {
-                    let mut r = t.next(Op::Dirent, start);
-                    r.ino = e;
-                    r.parent = ino;
-                    r.arg = i as u64;
-                    t.sink.record(r);
-                }
+                // The listing with its entries (the simulator keeps no names), then the
+                // readdir that finds the end, as a mount records them.
                 for (at, cost, n) in [(start, ns, listing.len()), (end_start, end_ns, 0)] {
                     let mut r = t.next(Op::Readdir, at);
                     r.ino = ino;
                     r.arg = n as u64;
                     r.duration_ns = cost;
                     r.modeled_ns = cost;
-                    t.sink.record(r);
+                    let entries = ListingEntries {
+                        inos: &listing[..n],
+                        ..Default::default()
+                    };
+                    let extra = Extra {
+                        listing: (n > 0).then_some(entries),
+                        ..Default::default()
+                    };
+                    t.sink.record_request(r, extra);
                     t.seq += 1;
                 }
             }

@@ -18,4 +18,4 @@ pub mod writer;
 pub use format::{Name, Op, RawRecord, Record, TraceMeta};
 pub use marker::Marker;
 pub use reader::TraceReader;
-pub use writer::{TraceSink, TraceWriter, WriterStats};
+pub use writer::{Extra, ListingEntries, TraceSink, TraceWriter, WriterStats};

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hashbrown::HashMap;
 
-use super::format::{encode_header, encode_record, RawRecord, TraceMeta, SLOT_SIZE, STRING_DEF};
+use super::format::{
+    encode_header, encode_record, Op, RawRecord, TraceMeta, SLOT_SIZE, STRING_DEF,
+};
 use crate::datastore::Digest;
 
 /// Records the channel holds before senders wait.
@@ -61,6 +63,26 @@ pub struct WriterStats {
     pub bytes: u64,
 }
 
+/// The entries a listing returned: their inodes and, where known, their names (`names`
+/// holds them back to back, `name_ends[i]` is where entry `i`'s name ends; empty: no names).
+#[derive(Clone, Copy, Default)]
+pub struct ListingEntries<'a> {
+    pub inos: &'a [u64],
+    pub names: &'a [u8],
+    pub name_ends: &'a [u32],
+}
+
+/// What a request's records carry beyond its own (see [`TraceSink::record_request`]).
+#[derive(Clone, Copy, Default)]
+pub struct Extra<'a> {
+    /// A listing's entries: a `dirent` record each.
+    pub listing: Option<ListingEntries<'a>>,
+    /// A rename's new name: (new directory, name), a `newname` record.
+    pub new_name: Option<(u64, &'a [u8])>,
+    /// A link's source: (inode, directory, name), an `oldname` record.
+    pub old_name: Option<(u64, u64, &'a [u8])>,
+}
+
 impl TraceSink {
     /// Nanoseconds since the trace started (monotonic clock).
     #[inline]
@@ -90,6 +112,50 @@ impl TraceSink {
                 self.counters.lost.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Hands over one request's records in the order the format gives them (`format.rs`):
+    /// the entries its listing returned, its second name (a rename's new one, a link's old
+    /// one), then the request's own record `r`. The extra records take `r`'s number, start
+    /// and pid. Used by the overlay and the simulator alike, so both write the same records.
+    #[inline]
+    pub fn record_request(&self, r: RawRecord, extra: Extra<'_>) {
+        let related = |op: Op| {
+            let mut x = RawRecord::new(op);
+            x.seq = r.seq;
+            x.start_ns = r.start_ns;
+            x.pid = r.pid;
+            x
+        };
+        if let Some(l) = extra.listing {
+            let mut start = 0;
+            for (i, &ino) in l.inos.iter().enumerate() {
+                let mut d = related(Op::Dirent);
+                d.ino = ino;
+                d.parent = r.ino;
+                d.arg = i as u64;
+                if let Some(&end) = l.name_ends.get(i) {
+                    d.set_name(&l.names[start..end as usize]);
+                    start = end as usize;
+                }
+                self.record(d);
+            }
+        }
+        if let Some((parent, name)) = extra.new_name {
+            let mut n = related(Op::NewName);
+            n.ino = r.ino;
+            n.parent = parent;
+            n.set_name(name);
+            self.record(n);
+        }
+        if let Some((ino, parent, name)) = extra.old_name {
+            let mut n = related(Op::OldName);
+            n.ino = ino;
+            n.parent = parent;
+            n.set_name(name);
+            self.record(n);
+        }
+        self.record(r);
     }
 
     /// Records so far: sent, stalls, lost.
