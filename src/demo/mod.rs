@@ -472,9 +472,11 @@ fn gc_and_check(
     let mut mark = |b: gc::Boundary| -> Result<()> {
         client.mark(&Marker::phase(b.phase.number(), b.start, b.strategy.name()).encode())?;
         if b.phase == gc::GcPhase::Mark && !b.start {
-            let v: serde_json::Value = serde_json::from_str(&client.request("stats")?)?;
-            let totals: Totals = serde_json::from_value(v["model"]["totals"].clone())?;
-            let open_txg = v["model"]["dirty_blocks"].as_u64().unwrap_or(0);
+            let model = client
+                .stats()?
+                .model
+                .ok_or_else(|| anyhow!("the demo's mount has no model"))?;
+            let (totals, open_txg) = (model.totals, model.dirty_blocks);
             phase1 = Some(Phase1Cost {
                 reads: totals.reads(),
                 block_writes: totals.blocks_written + open_txg,

@@ -360,7 +360,7 @@ pub struct Faults {
 }
 
 /// A rule and its counters, for `chunkscope ctl MNT rules`.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RuleStats {
     pub rule: String,
     pub matches: u64,

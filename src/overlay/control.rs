@@ -110,30 +110,8 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
             format!("ok seq={seq}")
         }
         "stats" => {
-            let (sent, stalls, lost) = shared
-                .sink
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-                .map_or((0, 0, 0), TraceSink::counts);
-            let inst = &shared.inst;
-            let model = inst.model().map(|m| {
-                serde_json::json!({
-                    "name": m.params().name, "clock_ns": m.clock_ns(), "totals": m.totals(),
-                    "dirty_blocks": m.dirty_blocks(),
-                })
-            });
-            let v = serde_json::json!({
-                "inodes": shared.inodes.len(),
-                "records": sent, "stalls": stalls, "lost": lost,
-                "shadow_unlinks": shared.shadow.as_ref().map(|s| s.removed_count()),
-                "model": model,
-                "held_replies": inst.timer.as_ref().map(|t| t.counts().0),
-                "fd_exhausted": inst.fd_exhausted.load(std::sync::atomic::Ordering::Relaxed),
-                "nofile_limit": crate::fsutil::nofile_limit(),
-                "faults": inst.faults.as_ref().map(|f| f.stats()),
-            });
-            format!("ok {v}")
+            let v = Stats::of(shared);
+            format!("ok {}", serde_json::to_string(&v).unwrap_or_default())
         }
         "drop-caches" => match shared.inst.model() {
             Some(mut m) => {
@@ -259,6 +237,67 @@ pub struct Client {
     input: BufReader<UnixStream>,
 }
 
+/// The answer to `stats`: a mount's counters, as the daemon sends them and clients read them.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Stats {
+    /// Inodes the kernel holds lookups on (the overlay's inode table).
+    pub inodes: u64,
+    /// Trace records sent, times a sender waited for room, records lost.
+    pub records: u64,
+    pub stalls: u64,
+    pub lost: u64,
+    /// Unlinks kept in memory (shadow mode only).
+    pub shadow_unlinks: Option<u64>,
+    /// The cost model's state (with `--model` only).
+    pub model: Option<ModelStats>,
+    /// Replies held by the timer thread so far (when replies can be delayed).
+    pub held_replies: Option<u64>,
+    /// Requests the store answered EMFILE/ENFILE, and the daemon's open-file limit.
+    pub fd_exhausted: u64,
+    pub nofile_limit: u64,
+    /// Each fault rule with its counters (with `--fault` only).
+    pub faults: Option<Vec<crate::faults::RuleStats>>,
+}
+
+/// The cost model's part of [`Stats`].
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelStats {
+    pub name: String,
+    pub clock_ns: u64,
+    pub totals: crate::model::Totals,
+    /// Blocks dirtied in the open transaction group.
+    pub dirty_blocks: u64,
+}
+
+impl Stats {
+    fn of(shared: &Shared) -> Stats {
+        let (records, stalls, lost) = shared
+            .sink
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or((0, 0, 0), TraceSink::counts);
+        let inst = &shared.inst;
+        Stats {
+            inodes: shared.inodes.len() as u64,
+            records,
+            stalls,
+            lost,
+            shadow_unlinks: shared.shadow.as_ref().map(|s| s.removed_count() as u64),
+            model: inst.model().map(|m| ModelStats {
+                name: m.params().name.clone(),
+                clock_ns: m.clock_ns(),
+                totals: m.totals().clone(),
+                dirty_blocks: m.dirty_blocks(),
+            }),
+            held_replies: inst.timer.as_ref().map(|t| t.counts().0),
+            fd_exhausted: inst.fd_exhausted.load(std::sync::atomic::Ordering::Relaxed),
+            nofile_limit: crate::fsutil::nofile_limit(),
+            faults: inst.faults.as_ref().map(|f| f.stats()),
+        }
+    }
+}
+
 impl Client {
     pub fn connect(socket: &Path) -> Result<Client> {
         let out = UnixStream::connect(socket).with_context(|| {
@@ -290,5 +329,11 @@ impl Client {
     /// Records a marker in the trace; returns once it is recorded.
     pub fn mark(&mut self, text: &str) -> Result<()> {
         self.request(&format!("mark {text}")).map(drop)
+    }
+
+    /// The mount's counters.
+    pub fn stats(&mut self) -> Result<Stats> {
+        let reply = self.request("stats")?;
+        serde_json::from_str(&reply).context("the mount's stats reply is not readable")
     }
 }
