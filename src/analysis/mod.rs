@@ -19,6 +19,7 @@
 //!
 //! Memory grows with distinct inodes and digests, not with the trace's length.
 
+pub mod csv;
 pub mod mrc;
 mod sample;
 
@@ -294,6 +295,17 @@ pub struct Phase {
     /// A decimated sample of the metadata operations, for the access-pattern plot.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub access: Vec<AccessPoint>,
+}
+
+impl Phase {
+    /// Requests of operation `op` (by name) in the phase.
+    pub fn op_count(&self, op: &str) -> u64 {
+        self.ops
+            .iter()
+            .filter(|o| o.op == op)
+            .map(|o| o.count)
+            .sum()
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]

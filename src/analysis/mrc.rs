@@ -190,6 +190,16 @@ pub struct Mrc {
     pub points: Vec<MrcPoint>,
 }
 
+impl Mrc {
+    /// The hit ratio at `capacity` if the curve has that point (0 otherwise).
+    pub fn hit_at(&self, capacity: u64) -> f64 {
+        self.points
+            .iter()
+            .find(|x| x.capacity == capacity)
+            .map_or(0.0, |x| x.hit_ratio)
+    }
+}
+
 impl ReuseDistances {
     /// Summarises at `capacities` (deduplicated and sorted here), exactly.
     pub fn new(capacities: Vec<u64>) -> ReuseDistances {

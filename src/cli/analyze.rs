@@ -1,18 +1,17 @@
 //! `chunkscope analyze`
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use super::Outcome;
-use crate::analysis::mrc::Mrc;
 use crate::analysis::plot::Labelled;
 use crate::analysis::{
     analyze, pbs_digest_cache_bytes, Locality, Options, Phase, Report, PBS_CACHE_DEFAULT,
     PBS_CACHE_MAX,
 };
-use crate::table::{csv_field, Table};
+use crate::table::Table;
 use crate::units::thousands;
 use crate::units::{duration_ns, human_bytes};
 
@@ -113,7 +112,7 @@ fn phase(p: &Phase, block_bytes: u64) {
     locality("lookups", &p.lookups);
     let m = &p.digest_mrc;
     if m.references > 0 {
-        let at = |c: u64| 100.0 * hit_at(m, c);
+        let at = |c: u64| 100.0 * m.hit_at(c);
         println!(
             "  digest cache (LRU): {} lookups of {} digests; hit ratio at 1Ki {:.1}%, 64Ki \
              {:.1}%, PBS default 1Mi {:.1}% ({}), max 8Mi {:.1}% ({}){}",
@@ -167,7 +166,7 @@ fn phase(p: &Phase, block_bytes: u64) {
     if p.touches.count > 1 {
         println!("  what if the same touches came in inode order:");
         for w in &p.what_if {
-            let at = |c: u64| 100.0 * hit_at(&w.block_mrc, c);
+            let at = |c: u64| 100.0 * w.block_mrc.hit_at(c);
             println!(
                 "    {:<10} |Δino| p50 {:>8}, same block {:>5.1}%, block writes {:>8}, touched-block \
                  hit ratio at {} {:.1}%",
@@ -206,18 +205,6 @@ fn sampled(rate: f64) -> String {
     }
 }
 
-/// The hit ratio of `m` at capacity `c` (0 when the curve has no such point).
-fn hit_at(m: &Mrc, c: u64) -> f64 {
-    m.points
-        .iter()
-        .find(|x| x.capacity == c)
-        .map_or(0.0, |x| x.hit_ratio)
-}
-
-fn op_count(p: &Phase, op: &str) -> u64 {
-    p.ops.iter().filter(|o| o.op == op).map(|o| o.count).sum()
-}
-
 /// One row per phase of every report: what the threads compare.
 pub fn summary(rows: &[Labelled]) -> Table {
     let mut t = Table::new([
@@ -239,8 +226,8 @@ pub fn summary(rows: &[Labelled]) -> Table {
         t.row(vec![
             r.label.clone(),
             thousands(p.touches.count),
-            thousands(op_count(p, "lookup")),
-            thousands(op_count(p, "readdir") + op_count(p, "readdirplus")),
+            thousands(p.op_count("lookup")),
+            thousands(p.op_count("readdir") + p.op_count("readdirplus")),
             if p.modeled_ns > 0 {
                 duration_ns(p.modeled_ns)
             } else {
@@ -254,8 +241,8 @@ pub fn summary(rows: &[Labelled]) -> Table {
             ),
             thousands(p.writeback.block_writes),
             thousands(p.writeback.inode_order_block_writes),
-            format!("{:.1}%", 100.0 * hit_at(&p.digest_mrc, PBS_CACHE_DEFAULT)),
-            format!("{:.1}%", 100.0 * hit_at(&p.block_mrc, 1 << 14)),
+            format!("{:.1}%", 100.0 * p.digest_mrc.hit_at(PBS_CACHE_DEFAULT)),
+            format!("{:.1}%", 100.0 * p.block_mrc.hit_at(1 << 14)),
         ]);
     }
     t
@@ -281,145 +268,6 @@ pub fn labelled(reports: &[Report]) -> Vec<Labelled<'_>> {
             })
         })
         .collect()
-}
-
-/// Writes the CSV tables into `dir`.
-pub fn write_csv(dir: &Path, rows: &[Labelled], block_bytes: u64) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut files = Vec::new();
-    let mut put = |name: &str, header: &str, lines: Vec<String>| -> Result<()> {
-        let path = dir.join(name);
-        let mut body = String::with_capacity(lines.len() * 64);
-        body.push_str(header);
-        body.push('\n');
-        for l in lines {
-            body.push_str(&l);
-            body.push('\n');
-        }
-        std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
-        files.push(path);
-        Ok(())
-    };
-    let q = |s: &str| csv_field(s);
-    let mut phases = Vec::new();
-    let mut ops = Vec::new();
-    let mut mrc = Vec::new();
-    let mut gaps = Vec::new();
-    let mut txg = Vec::new();
-    let mut what_if = Vec::new();
-    for r in rows {
-        let p = r.phase;
-        let l = q(&r.label);
-        phases.push(format!(
-            "{l},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            p.records,
-            p.real_ns,
-            p.modeled_ns,
-            p.touches.count,
-            op_count(p, "lookup"),
-            op_count(p, "readdir") + op_count(p, "readdirplus"),
-            p.indexes,
-            p.touches.distinct_inodes,
-            p.touches.gap_p10,
-            p.touches.gap_p50,
-            p.touches.gap_p90,
-            p.touches.same_block,
-            p.touches.distinct_blocks,
-            p.touches.ideal_blocks,
-            p.writeback.block_writes,
-            p.writeback.inode_order_block_writes,
-            hit_at(&p.digest_mrc, PBS_CACHE_DEFAULT),
-            p.listings.median_in_dir_gap,
-        ));
-        for o in &p.ops {
-            let errors: u64 = o.errors.values().sum();
-            ops.push(format!(
-                "{l},{},{},{errors},{},{},{},{},{},{},{:.1},{},{}",
-                o.op,
-                o.count,
-                o.rate,
-                o.real.min,
-                o.real.p50,
-                o.real.p99,
-                o.real.p999,
-                o.real.max,
-                o.modeled.avg,
-                o.modeled.p50,
-                o.modeled.p99
-            ));
-        }
-        let curves = [("digests", &p.digest_mrc), ("blocks", &p.block_mrc)];
-        let what_curves = p.what_if.iter().map(|w| (w.order, &w.block_mrc));
-        for (stream, m) in curves.into_iter().chain(what_curves.map(|(o, m)| {
-            (
-                match o {
-                    "recorded" => "touch-blocks-recorded",
-                    "per-index" => "touch-blocks-per-index",
-                    _ => "touch-blocks-global",
-                },
-                m,
-            )
-        })) {
-            for x in &m.points {
-                mrc.push(format!(
-                    "{l},{stream},{},{},{},{},{}",
-                    x.capacity, x.bytes, x.hit_ratio, x.miss_ratio, m.sample_rate
-                ));
-            }
-        }
-        for (stream, loc) in [("touches", &p.touches), ("lookups", &p.lookups)] {
-            for (k, &n) in loc.gap_log2.iter().enumerate() {
-                let lower = if k == 0 { 0 } else { 1u64 << (k - 1) };
-                gaps.push(format!("{l},{stream},{lower},{n}"));
-            }
-        }
-        for (t, n) in p
-            .writeback
-            .txg_start_ns
-            .iter()
-            .zip(&p.writeback.dirty_per_txg)
-        {
-            txg.push(format!("{l},{},{t},{n}", p.writeback.clock));
-        }
-        for w in &p.what_if {
-            what_if.push(format!(
-                "{l},{},{},{},{},{},{},{}",
-                w.order,
-                w.touches.gap_p50,
-                w.touches.same_block,
-                w.touches.distinct_blocks,
-                w.block_writes,
-                hit_at(&w.block_mrc, 1024),
-                1024 * block_bytes
-            ));
-        }
-    }
-    put(
-        "phases.csv",
-        "phase,records,real_ns,modeled_ns,touches,lookups,listings,indexes,touched_inodes,\
-         gap_p10,gap_p50,gap_p90,same_block,distinct_blocks,ideal_blocks,block_writes,\
-         inode_order_block_writes,digest_hit_pbs_default,median_in_dir_gap",
-        phases,
-    )?;
-    put(
-        "ops.csv",
-        "phase,op,count,errors,rate_per_s,real_min_ns,real_p50_ns,real_p99_ns,real_p999_ns,\
-         real_max_ns,modeled_avg_ns,modeled_p50_ns,modeled_p99_ns",
-        ops,
-    )?;
-    put(
-        "mrc.csv",
-        "phase,stream,capacity,bytes,hit_ratio,miss_ratio,sample_rate",
-        mrc,
-    )?;
-    put("gaps.csv", "phase,stream,gap_at_least,count", gaps)?;
-    put("txg.csv", "phase,clock,txg_start_ns,dirty_blocks", txg)?;
-    put(
-        "what_if.csv",
-        "phase,order,gap_p50,same_block,distinct_blocks,block_writes,block_hit_1024,cache_bytes_1024",
-        what_if,
-    )?;
-    Ok(files)
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
@@ -461,7 +309,7 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
     }
     let rows = labelled(&reports);
     if let Some(dir) = &args.csv {
-        let files = write_csv(dir, &rows, block_bytes)?;
+        let files = crate::analysis::csv::write_csv(dir, &rows, block_bytes)?;
         eprintln!(
             "chunkscope: {} CSV tables in {}",
             files.len(),
