@@ -780,25 +780,7 @@ fn submounts_below_the_store_are_refused() {
     let store = tiny_store(dir.path());
     let sub = store.join("elsewhere");
     std::fs::create_dir(&sub).unwrap();
-    let c = CString::new(sub.as_os_str().as_bytes()).unwrap();
-    // SAFETY: plain tmpfs mount on a directory this test created; unmounted below.
-    let rc = unsafe {
-        libc::mount(
-            c"none".as_ptr(),
-            c.as_ptr(),
-            c"tmpfs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    struct Umount(CString);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
-    let _guard = Umount(c);
+    let _guard = TmpfsMount::on(&sub, 0);
     std::fs::write(sub.join("secret"), b"x").unwrap();
     let m = Mount::start(&store, dir.path(), false, &[]);
     let e = std::fs::metadata(m.mnt.join("elsewhere/secret")).unwrap_err();

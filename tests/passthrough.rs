@@ -561,15 +561,6 @@ fn nix_is_ext4(p: &Path) -> bool {
 /// flags, so a device node, a set-uid file and an executable behave as on the store.
 #[test]
 fn the_mount_takes_the_stores_dev_suid_and_exec_flags() {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    struct Umount(CString);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            // SAFETY: valid C string.
-            unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
     let dir = store_dir();
     for (case, flags) in [
         ("plain", 0),
@@ -581,19 +572,7 @@ fn the_mount_takes_the_stores_dev_suid_and_exec_flags() {
         let base = dir.path().join(case);
         let fs = base.join("fs");
         std::fs::create_dir_all(&fs).unwrap();
-        let c = CString::new(fs.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a private tmpfs on a directory this test made; the guard unmounts it.
-        let rc = unsafe {
-            libc::mount(
-                c"none".as_ptr(),
-                c.as_ptr(),
-                c"tmpfs".as_ptr(),
-                flags,
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-        let _fs = Umount(c);
+        let _fs = TmpfsMount::on(&fs, flags);
         let store = fs.join("store");
         std::fs::create_dir(&store).unwrap();
         std::fs::copy("/bin/true", store.join("true")).unwrap();
@@ -608,8 +587,9 @@ fn the_mount_takes_the_stores_dev_suid_and_exec_flags() {
         for o in ["nodev", "nosuid", "noexec"] {
             assert_eq!(opts.contains(&o), restricted, "{case}: {line}");
         }
+        use std::os::unix::ffi::OsStrExt;
         // SAFETY: valid C string; a character device (1, 3) made through the mount.
-        let node = CString::new(m.path("null").as_os_str().as_bytes()).unwrap();
+        let node = std::ffi::CString::new(m.path("null").as_os_str().as_bytes()).unwrap();
         assert_eq!(
             unsafe { libc::mknod(node.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) },
             0

@@ -63,6 +63,19 @@ impl SimTrace {
 }
 
 impl State {
+    /// No requests yet, no chunks (the build adds them), no trace.
+    pub(super) fn new(model: crate::model::Model) -> State {
+        State {
+            model,
+            chunks: Vec::new(),
+            counts: RequestCounts::default(),
+            listing: Vec::new(),
+            trace: None,
+            first_index_ns: None,
+            lanes: Vec::new(),
+        }
+    }
+
     /// Adds a request's modelled time to the calling thread's lane (before the first index
     /// file only: the prefetch pass is the one part of a GC that runs on several threads).
     #[inline]
@@ -210,15 +223,7 @@ mod tests {
     use crate::trace::{TraceReader, TraceWriter};
 
     fn state() -> State {
-        State {
-            model: Model::new(ModelParams::preset("zfs-hdd").unwrap()),
-            chunks: Vec::new(),
-            counts: RequestCounts::default(),
-            listing: Vec::new(),
-            trace: None,
-            first_index_ns: None,
-            lanes: Vec::new(),
-        }
+        State::new(Model::new(ModelParams::preset("zfs-hdd").unwrap()))
     }
 
     #[test]

@@ -192,15 +192,7 @@ impl SimStore {
             referenced: referenced.len(),
             cfg: cfg.clone(),
             payload,
-            state: Mutex::new(State {
-                model,
-                chunks: Vec::new(),
-                counts: RequestCounts::default(),
-                listing: Vec::new(),
-                trace: None,
-                first_index_ns: None,
-                lanes: Vec::new(),
-            }),
+            state: Mutex::new(State::new(model)),
             cursor: Mutex::default(),
         };
         let mut ino = first_ino;

@@ -70,50 +70,63 @@ fn nix_statfs_type(p: &Path) -> Option<i64> {
     (unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0).then_some(s.f_type as i64)
 }
 
-/// A tmpfs of its own on a temporary directory, unmounted on drop (and on panic): for a test
-/// whose results depend on inode numbers. tmpfs numbers inodes from one counter per mount, so
-/// on the shared `/dev/shm` every process that creates files there (another test running at
-/// the same time) shifts them.
-pub struct PrivateTmpfs {
-    dir: tempfile::TempDir,
-}
+/// A tmpfs mounted on `dir` with mount `flags` (`MS_NODEV`, ...), detached on drop (and on
+/// panic). Needs root.
+pub struct TmpfsMount(std::ffi::CString);
 
-impl PrivateTmpfs {
-    /// Mounts it (needs root).
-    pub fn new() -> PrivateTmpfs {
+impl TmpfsMount {
+    pub fn on(dir: &Path, flags: libc::c_ulong) -> TmpfsMount {
         use std::os::unix::ffi::OsStrExt;
-        let dir = tempfile::tempdir().unwrap();
-        let c = std::ffi::CString::new(dir.path().as_os_str().as_bytes()).unwrap();
-        // SAFETY: a tmpfs on a directory this test made; unmounted on drop.
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid C strings; the guard unmounts it.
         let rc = unsafe {
             libc::mount(
                 c"chunkscope-test".as_ptr(),
                 c.as_ptr(),
                 c"tmpfs".as_ptr(),
-                0,
+                flags,
                 std::ptr::null(),
             )
         };
         assert_eq!(
             rc,
             0,
-            "mounting a tmpfs: {}",
+            "mounting a tmpfs on {}: {}",
+            dir.display(),
             std::io::Error::last_os_error()
         );
-        PrivateTmpfs { dir }
+        TmpfsMount(c)
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        // SAFETY: valid C string; detach so that nothing stays behind even if a file is open.
+        unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// A tmpfs of its own on a temporary directory, unmounted on drop: for a test whose results
+/// depend on inode numbers. tmpfs numbers inodes from one counter per mount, so on the shared
+/// `/dev/shm` every process that creates files there (another test running at the same time)
+/// shifts them.
+pub struct PrivateTmpfs {
+    // Declared first: unmounted before the directory is removed.
+    _mount: TmpfsMount,
+    dir: tempfile::TempDir,
+}
+
+impl PrivateTmpfs {
+    pub fn new() -> PrivateTmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        PrivateTmpfs {
+            _mount: TmpfsMount::on(dir.path(), 0),
+            dir,
+        }
     }
 
     pub fn path(&self) -> &Path {
         self.dir.path()
-    }
-}
-
-impl Drop for PrivateTmpfs {
-    fn drop(&mut self) {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(self.dir.path().as_os_str().as_bytes()).unwrap();
-        // SAFETY: valid C string; detach so that nothing stays behind even if a file is open.
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
     }
 }
 
