@@ -280,15 +280,19 @@ impl Overlay {
         f.decide(&r, &mut || self.path_of(node, name))
     }
 
+    /// Where the node open as `fd` is, relative to the store (the kernel's path of the
+    /// descriptor less the store's; `opts.store` is canonical, see `cli::mount`).
+    fn store_path(&self, fd: RawFd) -> Option<PathBuf> {
+        let link = std::fs::read_link(ProcPath::new(fd).as_path()).ok()?;
+        Some(link.strip_prefix(&self.opts.store).ok()?.to_path_buf())
+    }
+
     /// A name of the node open as `fd` (an `O_PATH` descriptor) in the store, as the kernel's
     /// dentry cache has it: its directory's backing inode and the name. For a link's trace
     /// record, whose request names only the inode; off the hot path (a link is rare, and this
     /// runs only when tracing). `None` when the node has no name inside the store.
     fn name_of(&self, fd: RawFd) -> Option<(u64, Vec<u8>)> {
-        let proc_link = |fd: RawFd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
-        let root = proc_link(self.root.as_raw_fd())?;
-        let path = proc_link(fd)?;
-        let rel = path.strip_prefix(&root).ok()?;
+        let rel = self.store_path(fd)?;
         let name = rel.file_name()?.as_bytes().to_vec();
         let dir = rel.parent().filter(|d| !d.as_os_str().is_empty());
         let parent = match dir {
@@ -307,12 +311,7 @@ impl Overlay {
     /// The store-relative path of `node`, joined with `name` (for path globs of fault rules).
     fn path_of(&self, node: INodeNo, name: &[u8]) -> Option<String> {
         let fd = self.fd(node, libc::O_PATH).ok()?;
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
-        let mut p = link
-            .strip_prefix(&self.opts.store)
-            .ok()?
-            .to_str()?
-            .to_string();
+        let mut p = self.store_path(fd.as_raw_fd())?.to_str()?.to_string();
         if !name.is_empty() {
             if !p.is_empty() {
                 p.push('/');

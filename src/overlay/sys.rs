@@ -62,6 +62,10 @@ impl ProcPath {
     pub fn as_cstr(&self) -> &CStr {
         CStr::from_bytes_until_nul(&self.buf).expect("NUL-terminated")
     }
+
+    pub fn as_path(&self) -> &std::path::Path {
+        std::path::Path::new(OsStr::from_bytes(self.as_cstr().to_bytes()))
+    }
 }
 
 pub fn errno_of(e: &io::Error) -> i32 {

@@ -58,11 +58,13 @@ pub fn check(store: &Path, deep: bool) -> (i32, serde_json::Value) {
 /// A temporary directory on tmpfs when there is one (inode numbers follow creation order there).
 pub fn tmpfs_dir() -> Option<tempfile::TempDir> {
     let shm = Path::new("/dev/shm");
-    let statfs = nix_statfs_type(shm)?;
+    let statfs = statfs_type(shm)?;
     (statfs == 0x0102_1994).then(|| tempfile::tempdir_in(shm).unwrap()) // TMPFS_MAGIC
 }
 
-fn nix_statfs_type(p: &Path) -> Option<i64> {
+/// The filesystem type (`f_type` of statfs) of the filesystem holding `p`: 0xEF53 is ext4,
+/// 0x01021994 tmpfs.
+pub fn statfs_type(p: &Path) -> Option<i64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
