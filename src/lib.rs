@@ -5,6 +5,8 @@
 //! * [`gen`]: a backup-history model and the writer that turns it into a real datastore.
 //! * [`check`]: verifies a datastore (indexes, referenced chunks, optionally every chunk).
 //! * [`faults`]: fault rules (errors, delays, stalls) and their seeded decisions.
+//! * [`instrument`]: a request's fault decision, model charge and trace records, for the overlay
+//!   and the simulator alike.
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`replay`]: a recorded trace through any cost model, offline.
 //! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
@@ -25,6 +27,7 @@ pub mod faults;
 pub mod fsutil;
 pub mod gc;
 pub mod gen;
+pub mod instrument;
 pub mod lru;
 pub mod model;
 pub mod overlay;

@@ -213,3 +213,119 @@ fn the_table_counts_demand_and_prefetch_reads() {
         );
     }
 }
+
+/// The faults a trace says were injected: (operation, inode, directory, name, errno, delay),
+/// sorted.
+fn injected(trace: &std::path::Path) -> Vec<(String, u64, u64, String, i32, u64)> {
+    use chunkscope::trace::format::flags;
+    let mut r = chunkscope::trace::TraceReader::open(trace).unwrap();
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        if rec.injected_ns > 0 || rec.flags & flags::INJECTED_ERROR != 0 {
+            let op = rec.op().unwrap().name().to_string();
+            let name = format!("{:?}", rec.name);
+            out.push((op, rec.ino, rec.parent, name, rec.errno, rec.injected_ns));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `simulate --fault` injects what `mount --fault` injects: the same rules and seed on the
+/// same store (tmpfs numbers inodes in creation order, as the simulator does) give the same
+/// requests the same delays and errors, and a GC stops at the same chunk.
+#[test]
+fn simulated_faults_are_the_mounts_faults() {
+    let dir = PrivateTmpfs::new();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "7"]);
+    let delays = [
+        "setattr-atime prob=0.1 delay=uniform:5us..40us",
+        "lookup path=.chunks/0*/* prob=0.1 delay=exp:10us",
+        "getattr,readdir prob=0.02 delay=5us",
+    ];
+    let errors = ["setattr-atime errno=EIO prob=0.01"];
+    let rule_args = |rules: &[&'static str]| -> Vec<&'static str> {
+        rules.iter().flat_map(|r| ["--fault", *r]).collect()
+    };
+    // Delays only: both runs complete, with the same delays on the same requests.
+    let d = dir.path().join("delays");
+    std::fs::create_dir(&d).unwrap();
+    let stats = d.join("stats.json");
+    let mut args = vec!["--shadow", "--model", "zfs-hdd", "--time-scale", "0"];
+    args.extend(["--seed", "3", "--stats", stats.to_str().unwrap()]);
+    args.extend(rule_args(&delays));
+    let mut m = Mount::start(&store, &d, true, &args);
+    let (code, _, out) = gc(&m.mnt, &["--no-lock", "--strategy", "naive"]);
+    assert_eq!(code, 0, "{out}");
+    m.stop();
+    let mount_trace = m.trace.clone().unwrap();
+    let sim_trace = d.join("sim.trace");
+    let mut sargs = vec!["--strategy", "naive", "--fault-seed", "3"];
+    sargs.extend(["--trace", sim_trace.to_str().unwrap()]);
+    sargs.extend(rule_args(&delays));
+    let sims = simulate(&store, "tiny", "7", &sargs);
+    let (real, sim) = (injected(&mount_trace), injected(&sim_trace));
+    assert!(real.len() > 30, "{} faults injected", real.len());
+    assert!(
+        real.iter().any(|f| f.0 == "lookup") && real.iter().any(|f| f.0 == "setattr"),
+        "{real:?}"
+    );
+    if real != sim {
+        let at = real.iter().zip(&sim).position(|(a, b)| a != b);
+        let show = |v: &[(String, u64, u64, String, i32, u64)], i: Option<usize>| {
+            i.and_then(|i| v.get(i)).map(|f| format!("{f:?}"))
+        };
+        panic!(
+            "injected faults differ: {} on the mount, {} simulated; first difference (sorted) \
+             {:?} vs {:?}",
+            real.len(),
+            sim.len(),
+            show(&real, at),
+            show(&sim, at)
+        );
+    }
+    let mount_rules: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    let hits = |rules: &serde_json::Value| -> Vec<u64> {
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["hits"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(hits(&mount_rules["faults"]), hits(&sims[0]["faults"]));
+    // An error: the GC stops before sweeping, on both, at the same chunk.
+    let d = dir.path().join("errors");
+    std::fs::create_dir(&d).unwrap();
+    let mut args = vec!["--shadow", "--seed", "3"];
+    args.extend(rule_args(&errors));
+    let mut m = Mount::start(&store, &d, false, &args);
+    let (code, _, real) = gc(&m.mnt, &["--no-lock", "--strategy", "naive"]);
+    m.stop();
+    assert_ne!(code, 0, "{real}");
+    let mut a = vec![
+        "simulate",
+        "--preset",
+        "tiny",
+        "--seed",
+        "7",
+        "--strategy",
+        "naive",
+    ];
+    let ino = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&store).unwrap().ino().to_string()
+    };
+    a.extend(["--first-ino", &ino, "--fault-seed", "3"]);
+    a.extend(rule_args(&errors));
+    let o = run(&a);
+    assert_ne!(o.status.code(), Some(0));
+    let chunk = |text: &str| -> String {
+        let at = text
+            .find("update atime failed for chunk ")
+            .unwrap_or_else(|| panic!("no failed touch in: {text}"));
+        text[at..].split_whitespace().nth(5).unwrap().to_string()
+    };
+    assert_eq!(chunk(&real), chunk(&stderr(&o)));
+}

@@ -11,8 +11,9 @@ use fuser::{Config, MountOption, Session, SessionACL};
 use super::model_args::ModelArgs;
 use super::Outcome;
 use crate::faults::Faults;
+use crate::instrument::Instruments;
 use crate::model::Model;
-use crate::overlay::{Instruments, Overlay, OverlayOptions};
+use crate::overlay::{Overlay, OverlayOptions};
 use crate::trace::{TraceMeta, TraceWriter};
 
 /// Mount a tracing FUSE passthrough over a chunk store (foreground).
@@ -237,7 +238,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             None => Model::new(p),
         }),
         args.time_scale,
-    )?);
+    ));
     let overlay = Overlay::new(opts, sink, inst.clone())?;
     let shared = std::sync::Arc::new(overlay.shared());
     // Bound before mounting: whoever sees the mount finds its control socket.
@@ -325,7 +326,11 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         })?;
     let ran = session.run().context("FUSE session");
     // The control thread's handle on the trace must go before the writer can finish.
-    shared.sink.lock().unwrap_or_else(|p| p.into_inner()).take();
+    shared
+        .trace
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
     crate::overlay::control::remove_if_ours(&socket, socket_ino);
     ran?;
     // SAFETY: plain syscall. The daemon's own files (--stats) get its own umask again.

@@ -73,6 +73,17 @@ pub struct SimulateArgs {
     /// fits), as a pool that ran a GC shortly before does; the default is a cold cache.
     #[arg(long)]
     warm: bool,
+    /// A fault rule, as `chunkscope mount --fault` takes it (repeatable): every run gets the
+    /// faults a mount of the same store with the same rules and seed would inject. Delays are
+    /// recorded, not waited for; the model's clock does not count them.
+    #[arg(long = "fault", value_name = "RULE")]
+    faults: Vec<String>,
+    /// Read fault rules from FILE, one per line (# comments), after the --fault ones.
+    #[arg(long = "faults", value_name = "FILE")]
+    fault_files: Vec<std::path::PathBuf>,
+    /// Seed of the fault decisions (a mount's --seed).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    fault_seed: u64,
     /// Print the runs as JSON.
     #[arg(long)]
     json: bool,
@@ -106,6 +117,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     if args.phase == Phases::Sweep {
         bail!("--phase sweep: a simulated sweep needs the mark before it; use mark or all");
     }
+    let faults = crate::faults::Faults::load(&args.faults, &args.fault_files, args.fault_seed)?;
     let mut params = args
         .model
         .params_or(Some("zfs-hdd"))?
@@ -131,6 +143,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     };
     let built = std::time::Instant::now();
     let store = sim::build(&setup)?;
+    store.set_faults(Some(faults));
     spinner.finish_and_clear();
     if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
         params.dir_entries = store.dir_entries();
@@ -157,10 +170,20 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             o.insert("preset".into(), args.preset.clone().into());
             o.insert("seed".into(), args.seed.into());
             o.insert("sample_rate".into(), rate.into());
+            let rules = store.fault_stats();
+            if !rules.is_empty() {
+                let texts: Vec<String> = rules.into_iter().map(|r| r.rule).collect();
+                o.insert("faults".into(), texts.into());
+                o.insert("fault_seed".into(), args.fault_seed.into());
+            }
             meta.set_model(serde_json::to_value(&params)?, false);
             let (w, sink) = crate::trace::TraceWriter::start(path, meta)
                 .map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))?;
-            store.set_trace(Some(sim::SimTrace::new(sink, rate, params.layout)));
+            store.set_trace(Some(crate::instrument::Trace::sampled(
+                sink,
+                rate,
+                params.layout,
+            )));
             Some(w)
         }
         None => None,

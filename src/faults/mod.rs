@@ -414,6 +414,17 @@ impl Faults {
     /// Decides for one request. `path` resolves the request's store-relative path; it is
     /// called at most once, and only if a rule with a glob selects the operation.
     pub fn decide(&self, r: &Request, path: &mut dyn FnMut() -> Option<String>) -> Decision {
+        self.decide_at(r, &|| self.start.elapsed(), path)
+    }
+
+    /// [`Faults::decide`] on another clock: `now` says how long the run has lasted, for
+    /// `after=` (a simulation's modelled time); asked only when a rule has `after=`.
+    pub fn decide_at(
+        &self,
+        r: &Request,
+        now: &dyn Fn() -> Duration,
+        path: &mut dyn FnMut() -> Option<String>,
+    ) -> Decision {
         let mut resolved: Option<Option<String>> = None;
         let mut key = None;
         for (i, rule) in self.rules.iter().enumerate() {
@@ -421,7 +432,7 @@ impl Faults {
                 continue;
             }
             if let Some(after) = rule.after {
-                if self.start.elapsed() < after {
+                if now() < after {
                     continue;
                 }
             }
@@ -460,6 +471,16 @@ impl Faults {
             };
         }
         Decision::default()
+    }
+
+    /// Starts over: counters at zero, `after=` from now (a simulation's next run, which a
+    /// mount would see as a new mount).
+    pub fn restart(&mut self) {
+        for r in &self.rules {
+            r.matches.store(0, Ordering::Relaxed);
+            r.hits.store(0, Ordering::Relaxed);
+        }
+        self.start = Instant::now();
     }
 
     /// Each rule with its counters.

@@ -682,6 +682,20 @@ impl Model {
         self.prefetch_end_ns = self.prefetch_end_ns.saturating_sub(ns);
     }
 
+    /// Requests charged one after another for `serial_ns` ran side by side instead (jobs
+    /// that wait for their reads in parallel, as a prefetch pass's): they took as long as the
+    /// busiest path through them, `parallel_ns`, or as long as the pool needs to serve every
+    /// read so far `queue_depth` at a time, whichever is longer. The clock goes back by the
+    /// rest.
+    pub fn overlap(&mut self, serial_ns: u64, parallel_ns: u64) {
+        let device =
+            self.totals.reads().div_ceil(self.params.queue_depth.max(1)) * self.params.miss_ns;
+        let parallel = parallel_ns.max(device);
+        if parallel < serial_ns {
+            self.rewind(serial_ns - parallel);
+        }
+    }
+
     /// Ends the run: the last transaction group is synced.
     pub fn flush(&mut self) {
         if !self.dirty.is_empty() {

@@ -23,7 +23,6 @@ use anyhow::{bail, Context, Result};
 
 use super::inode::InodeTable;
 use super::shadow::Shadow;
-use crate::trace::{Op, RawRecord, TraceSink};
 
 /// The control socket of a mount on `mountpoint` (an absolute, canonical path):
 /// `/run/chunkscope/mnt-<first 16 hex of SHA-256 of the path>.sock`. Derived from the path,
@@ -67,8 +66,10 @@ pub struct Shared {
     pub inodes: Arc<InodeTable>,
     pub shadow: Option<Arc<Shadow>>,
     /// Taken (set to None) when the session ends, so the trace writer can finish.
-    pub sink: Mutex<Option<TraceSink>>,
+    pub trace: Mutex<Option<crate::instrument::Trace>>,
     pub inst: Arc<super::Instruments>,
+    /// The thread that holds delayed replies (when anything can delay one).
+    pub timer: Option<Arc<super::timer::Timer>>,
 }
 
 fn peer_pid(s: &UnixStream) -> u32 {
@@ -95,18 +96,12 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
     match cmd {
         "mark" => {
-            let sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(sink) = sink.as_ref() else {
+            let trace = shared.trace.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(trace) = trace.as_ref() else {
                 // Nothing to record: a GC on an untraced mount must not fail for it.
                 return "ok untraced".into();
             };
-            let mut r = RawRecord::new(Op::Marker);
-            r.seq = sink.next_seq();
-            r.start_ns = sink.now_ns();
-            r.pid = pid;
-            r.set_name(rest.as_bytes());
-            let seq = r.seq;
-            sink.record(r);
+            let seq = shared.inst.marker(trace, pid, rest.as_bytes());
             format!("ok seq={seq}")
         }
         "stats" => {
@@ -272,11 +267,11 @@ pub struct ModelStats {
 impl Stats {
     fn of(shared: &Shared) -> Stats {
         let (records, stalls, lost) = shared
-            .sink
+            .trace
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .map_or((0, 0, 0), TraceSink::counts);
+            .map_or((0, 0, 0), |t| t.sink.counts());
         let inst = &shared.inst;
         Stats {
             inodes: shared.inodes.len() as u64,
@@ -290,8 +285,8 @@ impl Stats {
                 totals: m.totals().clone(),
                 dirty_blocks: m.dirty_blocks(),
             }),
-            held_replies: inst.timer.as_ref().map(|t| t.counts().0),
-            fd_exhausted: inst.fd_exhausted.load(std::sync::atomic::Ordering::Relaxed),
+            held_replies: shared.timer.as_ref().map(|t| t.counts().0),
+            fd_exhausted: inst.fd_exhausted(),
             nofile_limit: crate::fsutil::nofile_limit(),
             faults: inst.faults.as_ref().map(|f| f.stats()),
         }

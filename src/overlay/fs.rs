@@ -21,7 +21,7 @@ use super::sys::{self, fstat, fstatat, CName, ProcPath};
 use super::{creds, unless, Overlay};
 use crate::faults::Decision;
 use crate::trace::format::flags;
-use crate::trace::Op;
+use crate::trace::{Extra, Op};
 
 macro_rules! name_or_reply {
     ($self:ident, $req:ident, $op:expr, $t0:ident, $parent:expr, $name:expr, $reply:ident) => {
@@ -270,7 +270,10 @@ impl Filesystem for Overlay {
             parent: self.backing(parent),
             arg: self.backing(newparent),
             name: n.bytes(),
-            new_name: nn.bytes(),
+            extra: Extra {
+                new_name: Some((self.backing(newparent), nn.bytes())),
+                ..Extra::default()
+            },
             ..Default::default()
         };
         let hold = self.emit(req, Op::Rename, t0, d, dec);
@@ -294,7 +297,7 @@ impl Filesystem for Overlay {
             unless(dec, || Ok(()))?;
             self.writable()?;
             let src = self.fd(ino, libc::O_PATH)?;
-            if self.sink.is_some() {
+            if self.trace.is_some() {
                 source = self.name_of(src.as_raw_fd());
             }
             let dir = self.fd(newparent, libc::O_PATH)?;
@@ -320,7 +323,7 @@ impl Filesystem for Overlay {
             self.enter(dir.as_raw_fd(), &n, &st)
         })();
         let mut d = self.done_entry(newparent, n.bytes(), &r);
-        d.old_name = source
+        d.extra.old_name = source
             .as_ref()
             .map(|(p, name)| (self.backing(ino), *p, name.as_slice()));
         let hold = self.emit(req, Op::Link, t0, d, dec);
@@ -717,7 +720,7 @@ impl Overlay {
                 return Ok(());
             }
             // The inode number is what the trace is about; one stat more than the kernel asked.
-            if self.sink.is_some() || self.inst.model.is_some() {
+            if self.tracks_listings() {
                 ino = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)
                     .map_or(0, |s| s.st_ino);
             }

@@ -42,8 +42,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use fuser::{FileAttr, FileHandle, Generation, INodeNo, Request, TimeOrNow};
 
-use crate::faults::{Decision, Faults, Request as FaultRequest};
-use crate::model::Model;
+use crate::faults::Decision;
+pub use crate::instrument::Instruments;
+use crate::instrument::Trace;
 use crate::trace::format::flags;
 use crate::trace::{Op, TraceSink};
 use convert::{attr, timespec};
@@ -66,54 +67,17 @@ pub struct OverlayOptions {
     pub shadow: bool,
 }
 
-/// Fault rules, the cost model and the timer that holds delayed replies.
-#[derive(Default)]
-pub struct Instruments {
-    pub faults: Option<Faults>,
-    pub model: Option<std::sync::Mutex<Model>>,
-    /// Replies wait `time_scale` times their modelled cost (0: account only).
-    pub time_scale: f64,
-    pub timer: Option<timer::Timer>,
-    /// Requests the backing store answered EMFILE or ENFILE (the daemon ran out of file
-    /// descriptors); injected ones are not counted.
-    pub fd_exhausted: std::sync::atomic::AtomicU64,
-}
-
-impl Instruments {
-    /// Starts the timer thread if anything can delay a reply.
-    pub fn new(faults: Option<Faults>, model: Option<Model>, time_scale: f64) -> Result<Self> {
-        let faults = faults.filter(|f| !f.is_empty());
-        let delays = faults.is_some() || (model.is_some() && time_scale > 0.0);
-        Ok(Instruments {
-            faults,
-            model: model.map(std::sync::Mutex::new),
-            time_scale,
-            fd_exhausted: std::sync::atomic::AtomicU64::new(0),
-            timer: if delays {
-                Some(timer::Timer::start().context("starting the timer thread")?)
-            } else {
-                None
-            },
-        })
-    }
-
-    /// The model, locked.
-    pub fn model(&self) -> Option<std::sync::MutexGuard<'_, Model>> {
-        self.model
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
 /// The FUSE filesystem.
 pub struct Overlay {
     root: OwnedFd,
     root_ino: u64,
     dev: u64,
     inodes: std::sync::Arc<InodeTable>,
-    sink: Option<TraceSink>,
+    trace: Option<Trace>,
     shadow: Option<std::sync::Arc<shadow::Shadow>>,
     inst: std::sync::Arc<Instruments>,
+    /// Holds delayed replies (when anything can delay one).
+    timer: Option<std::sync::Arc<timer::Timer>>,
     opts: OverlayOptions,
 }
 
@@ -133,7 +97,8 @@ fn unless<T>(dec: Decision, run: impl FnOnce() -> Result<T, i32>) -> Result<T, i
 }
 
 impl Overlay {
-    /// Opens the store; refuses anything that is not a directory.
+    /// Opens the store (refusing anything that is not a directory); starts the timer thread
+    /// if anything can delay a reply.
     pub fn new(
         opts: OverlayOptions,
         sink: Option<TraceSink>,
@@ -177,8 +142,15 @@ impl Overlay {
             root_ino: st.st_ino,
             dev: st.st_dev,
             inodes: std::sync::Arc::new(InodeTable::default()),
-            sink,
+            trace: sink.map(Trace::all),
             shadow,
+            timer: if inst.delays() {
+                Some(std::sync::Arc::new(
+                    timer::Timer::start().context("starting the timer thread")?,
+                ))
+            } else {
+                None
+            },
             inst,
             opts,
         })
@@ -189,8 +161,9 @@ impl Overlay {
         control::Shared {
             inodes: self.inodes.clone(),
             shadow: self.shadow.clone(),
-            sink: std::sync::Mutex::new(self.sink.clone()),
+            trace: std::sync::Mutex::new(self.trace.as_ref().map(|t| Trace::all(t.sink.clone()))),
             inst: self.inst.clone(),
+            timer: self.timer.clone(),
         }
     }
 
@@ -245,39 +218,25 @@ impl Overlay {
 
     #[inline]
     fn t0(&self) -> u64 {
-        self.sink.as_ref().map_or(0, TraceSink::now_ns)
+        self.trace.as_ref().map_or(0, |t| t.sink.now_ns())
     }
 
     /// Whether listings must collect their entries (for Dirent records or the model).
     #[inline]
     fn tracks_listings(&self) -> bool {
-        self.sink.is_some() || self.inst.model.is_some()
+        self.trace.is_some() || self.inst.has_model()
     }
 
     /// Asks the fault rules about a request before it is performed. `node` is the inode the
     /// request is about, or the parent directory for a request with a name.
     #[inline]
     fn admit(&self, op: Op, node: INodeNo, name: &[u8], atime: bool, mtime: bool) -> Decision {
-        let Some(f) = &self.inst.faults else {
-            return Decision::default();
-        };
-        if !f.selects(op) {
+        if !self.inst.consults(op) {
             return Decision::default();
         }
-        let (ino, parent) = if name.is_empty() {
-            (self.backing(node), 0)
-        } else {
-            (0, self.backing(node))
-        };
-        let r = FaultRequest {
-            op,
-            ino,
-            parent,
-            name,
-            set_atime: atime,
-            set_mtime: mtime,
-        };
-        f.decide(&r, &mut || self.path_of(node, name))
+        let path = &mut || self.path_of(node, name);
+        self.inst
+            .admit(op, self.backing(node), name, atime, mtime, path)
     }
 
     /// Where the node open as `fd` is, relative to the store (the kernel's path of the

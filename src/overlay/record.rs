@@ -1,6 +1,6 @@
-//! Recording a request: its number under the model's lock, the model's charge, its trace
-//! record (and the records of a listing's entries, a rename's or link's second name), and how
-//! long its reply is held; and sending the reply, now or from the timer thread.
+//! A request's record (through [`crate::instrument`], which numbers it, charges the model and
+//! writes its records, with the overlay's listing entries and names) and its reply, sent now or
+//! from the timer thread when it is held.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -10,9 +10,7 @@ use fuser::{FileAttr, Generation, INodeNo, ReplyAttr, ReplyEmpty, ReplyEntry, Re
 use super::convert::{attr, err};
 use super::{read_dir, unless, Overlay};
 use crate::faults::Decision;
-use crate::model::{charges, ModelOp};
-use crate::trace::format::flags;
-use crate::trace::{Extra, ListingEntries, Op, RawRecord, TraceSink};
+use crate::trace::{Extra, ListingEntries, Op};
 
 thread_local! {
     pub(super) static LISTING: RefCell<Listing> = RefCell::new(Listing::default());
@@ -43,107 +41,23 @@ impl Listing {
     }
 }
 
-/// What a request did, for its trace record.
-#[derive(Default)]
-pub(super) struct Done<'a> {
-    pub(super) errno: i32,
-    pub(super) ino: u64,
-    pub(super) parent: u64,
-    pub(super) arg: u64,
-    pub(super) flags: u8,
-    pub(super) name: &'a [u8],
-    /// rename: the new name (in directory `arg`), recorded as a `newname` record with the
-    /// request's number, before the request's own.
-    pub(super) new_name: &'a [u8],
-    /// link: the inode, and a name it had (that name's directory and the name), recorded as
-    /// an `oldname` record with the request's number, before the request's own.
-    pub(super) old_name: Option<(u64, u64, &'a [u8])>,
-    /// A listing: its entries are in [`LISTING`].
-    pub(super) listing: bool,
-}
+pub(super) use crate::instrument::Done;
 
 impl Overlay {
-    /// Records a request (charging the model first) and returns how long its reply must be
-    /// held: the injected delay plus `time_scale` times the modelled cost.
+    /// Records a request (numbered and charged under the model's lock, see
+    /// [`crate::instrument`]) and returns how long its reply must be held: the injected
+    /// delay plus `time_scale` times the modelled cost.
     #[inline]
     pub(super) fn emit(&self, req: &Request, op: Op, t0: u64, d: Done<'_>, dec: Decision) -> u64 {
-        if (d.errno == libc::EMFILE || d.errno == libc::ENFILE) && dec.errno == 0 {
-            self.inst
-                .fd_exhausted
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        let sink = self.sink.as_ref();
-        let seq;
-        let mut modeled = 0;
-        match &self.inst.model {
-            Some(_) if charges(op) => {
-                let mut m = self.inst.model().expect("checked");
-                // The request number is taken under the model's lock: the trace's order is
-                // the order the model saw.
-                seq = sink.map_or(0, TraceSink::next_seq);
-                let mop = ModelOp {
-                    op,
-                    ino: d.ino,
-                    parent: d.parent,
-                    errno: d.errno,
-                };
-                modeled = if d.listing {
-                    LISTING.with(|l| m.charge_request(&mop, Some(&l.borrow().inos)))
-                } else {
-                    m.charge_request(&mop, None)
-                };
-            }
-            _ => seq = sink.map_or(0, TraceSink::next_seq),
-        }
-        if let Some(sink) = sink {
-            let mut r = RawRecord::new(op);
-            r.seq = seq;
-            r.start_ns = t0;
-            r.duration_ns = sink.now_ns().saturating_sub(t0);
-            r.pid = req.pid();
-            r.errno = d.errno;
-            r.ino = d.ino;
-            r.parent = d.parent;
-            r.arg = d.arg;
-            r.flags = d.flags;
-            if dec.errno != 0 {
-                r.flags |= flags::INJECTED_ERROR;
-            }
-            r.injected_ns = dec.delay_ns;
-            r.modeled_ns = modeled;
-            r.set_name(d.name);
-            let extra = Extra {
-                listing: None,
-                new_name: (!d.new_name.is_empty()).then_some((d.arg, d.new_name)),
-                old_name: d.old_name,
-            };
-            if d.listing {
-                LISTING.with(|l| {
-                    let l = l.borrow();
-                    let listing = ListingEntries {
-                        inos: &l.inos,
-                        names: &l.names,
-                        name_ends: &l.ends,
-                    };
-                    sink.record_request(
-                        r,
-                        Extra {
-                            listing: Some(listing),
-                            ..extra
-                        },
-                    );
-                });
-            } else {
-                sink.record_request(r, extra);
-            }
-        }
-        dec.delay_ns + (modeled as f64 * self.inst.time_scale) as u64
+        self.inst
+            .record(self.trace.as_ref(), op, req.pid(), t0, &d, dec)
+            .hold_ns
     }
 
     /// Sends a reply now, or after `hold_ns` from the timer thread.
     #[inline]
     pub(super) fn answer(&self, hold_ns: u64, send: impl FnOnce() + Send + 'static) {
-        match &self.inst.timer {
+        match &self.timer {
             Some(t) if hold_ns > 0 => t.after(Duration::from_nanos(hold_ns), send),
             _ => send(),
         }
@@ -213,12 +127,23 @@ impl Overlay {
                 },
             )
         });
-        let d = Done {
-            arg: *r.as_ref().unwrap_or(&0),
-            listing: track,
-            ..self.done(ino, &r)
-        };
-        let hold = self.emit(req, op, t0, d, dec);
+        let hold = LISTING.with(|l| {
+            let l = l.borrow();
+            let entries = ListingEntries {
+                inos: &l.inos,
+                names: &l.names,
+                name_ends: &l.ends,
+            };
+            let d = Done {
+                arg: *r.as_ref().unwrap_or(&0),
+                extra: Extra {
+                    listing: track.then_some(entries),
+                    ..Extra::default()
+                },
+                ..self.done(ino, &r)
+            };
+            self.emit(req, op, t0, d, dec)
+        });
         self.reply_done(hold, reply, r);
     }
 

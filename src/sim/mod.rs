@@ -13,7 +13,7 @@ pub mod store;
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::gc::log::TaskLog;
@@ -21,7 +21,7 @@ use crate::gc::{self, Counters, GcOptions, GcPhase, Hooks, Strategy};
 use crate::gen::GenConfig;
 use crate::model::{Model, ModelParams, Totals};
 use crate::trace::Marker;
-pub use store::{DigestMode, RequestCounts, SimStore, SimTrace};
+pub use store::{DigestMode, RequestCounts, SimStore};
 
 /// One strategy's simulated run.
 #[derive(Clone, Debug, Serialize)]
@@ -51,6 +51,9 @@ pub struct SimRun {
     /// Distinct referenced chunks per modelled second of phase 1.
     pub phase1_chunks_per_s: f64,
     pub wall_seconds: f64,
+    /// Each fault rule with its counters in this run (with fault rules only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::faults::RuleStats>,
 }
 
 impl SimRun {
@@ -101,7 +104,9 @@ pub fn run(
         store.warm();
     }
     let started = Instant::now();
-    store.open_requests();
+    store
+        .open_requests()
+        .context("opening the simulated store (lookup .chunks, opendir)")?;
     // Each phase boundary with the model's clock there.
     let mut marks: Vec<(gc::Boundary, u64)> = Vec::new();
     let mut phase1_requests = RequestCounts::default();
@@ -130,7 +135,8 @@ pub fn run(
             boundary: Some(&mut boundary),
             after_index: None,
         },
-    )?;
+    )
+    .with_context(|| format!("simulated GC, strategy {}", opts.strategy.name()))?;
     let clock_at = |phase: GcPhase, start: bool| {
         marks
             .iter()
@@ -165,6 +171,7 @@ pub fn run(
         phase2_ns,
         pass_ns,
         wall_seconds: started.elapsed().as_secs_f64(),
+        faults: store.fault_stats(),
         counters: c,
     })
 }

@@ -42,21 +42,24 @@ use hashbrown::HashMap;
 
 use super::ahead::Ahead;
 use super::digest_table::DigestTable;
-pub use super::requests::{RequestCounts, SimTrace};
+pub use super::requests::RequestCounts;
+use super::requests::{At, Name, Req};
 
 use crate::datastore::paths::{
     chunk_subdir_name, CHUNK_DIR, GROUP_OWNER_FILE, LOCK_FILE, MANIFEST_BLOB_NAME,
 };
 use crate::datastore::snapshots::{EntryKind, Tree};
 use crate::datastore::{Digest, IndexFile};
+use crate::faults::Faults;
 use crate::gen::history::{ContentId, Event, History};
 use crate::gen::payload::PayloadModel;
 use crate::gen::writer::{archive_index_bytes, config_blob_name, group_dir};
 use crate::gen::GenConfig;
+use crate::instrument::{Instruments, Trace};
 use crate::model::Model;
 use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
 use crate::trace::format::flags;
-use crate::trace::{Op, RawRecord};
+use crate::trace::Op;
 
 /// How chunk digests are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -100,12 +103,15 @@ pub(super) struct Chunk {
 }
 
 pub(super) struct State {
-    pub(super) model: Model,
+    /// Fault rules and the model, as a mount's (see [`crate::instrument`]).
+    pub(super) inst: Instruments,
     pub(super) chunks: Vec<Chunk>,
     pub(super) counts: RequestCounts,
     /// Listing scratch: the inodes a readdir returned.
     pub(super) listing: Vec<u64>,
-    pub(super) trace: Option<SimTrace>,
+    pub(super) trace: Option<Trace>,
+    /// This process: the caller in the trace's records.
+    pub(super) pid: u32,
     /// The model's clock when the first index file was opened since the reset.
     pub(super) first_index_ns: Option<u64>,
     /// Before the first index file: modelled time per calling thread (the prefetch pass's
@@ -192,7 +198,7 @@ impl SimStore {
             referenced: referenced.len(),
             cfg: cfg.clone(),
             payload,
-            state: Mutex::new(State::new(model)),
+            state: Mutex::new(State::new(Instruments::simulated(None, model))),
             cursor: Mutex::default(),
         };
         let mut ino = first_ino;
@@ -396,17 +402,22 @@ impl SimStore {
             .filter(|n| matches!(n.kind, NodeKind::Dir | NodeKind::ChunkDir))
             .map(|n| n.ino)
             .collect();
-        st.model.warm(files.chain(chunks), &dirs);
+        let chunks: Vec<u64> = chunks.collect();
+        st.model().warm(files.chain(chunks), &dirs);
     }
 
-    /// Back to the state it was built in, with a fresh model (cold caches) and no counts.
+    /// Back to the state it was built in, with a fresh model (cold caches), no counts, and
+    /// the fault rules' counters at zero (each run is a new mount's).
     pub fn reset(&self, model: Model) {
         let mut st = self.lock();
         for (c, &atime) in st.chunks.iter_mut().zip(&self.initial_atimes) {
             c.atime = atime;
             c.removed = false;
         }
-        st.model = model;
+        st.inst.set_model(model);
+        if let Some(f) = &mut st.inst.faults {
+            f.restart();
+        }
         st.counts = RequestCounts::default();
         st.first_index_ns = None;
         st.lanes.clear();
@@ -420,37 +431,53 @@ impl SimStore {
 
     /// Records the requests of the following runs into `trace` (replacing any before), or
     /// stops recording; returns the trace that was recording.
-    pub fn set_trace(&self, trace: Option<SimTrace>) -> Option<SimTrace> {
+    pub fn set_trace(&self, trace: Option<Trace>) -> Option<Trace> {
         std::mem::replace(&mut self.lock().trace, trace)
+    }
+
+    /// Injects the faults `faults` decides in the following runs, as a mount with those rules
+    /// would (the same decisions for the same requests); `None` stops injecting.
+    pub fn set_faults(&self, faults: Option<Faults>) {
+        self.lock().inst.faults = faults.filter(|f| !f.is_empty());
+    }
+
+    /// Each fault rule with its counters in the run so far.
+    pub fn fault_stats(&self) -> Vec<crate::faults::RuleStats> {
+        self.lock()
+            .inst
+            .faults
+            .as_ref()
+            .map_or(Vec::new(), |f| f.stats())
     }
 
     /// A marker in the trace (phase boundaries), at the model's clock.
     pub fn mark(&self, text: &str) {
-        let mut st = self.lock();
-        let clock = st.model.clock_ns();
-        if let Some(t) = &mut st.trace {
-            let mut r = t.next(Op::Marker, clock);
-            r.set_name(text.as_bytes());
-            t.sink.record(r);
-            t.seq += 1;
+        let st = self.lock();
+        if let Some(t) = &st.trace {
+            st.inst.marker(t, st.pid, text.as_bytes());
         }
     }
 
     /// Emits what opening the store does on a mount (chunkscope's `DirStore::open`: lookup
     /// `.chunks`, opendir).
-    pub fn open_requests(&self) {
+    pub fn open_requests(&self) -> io::Result<()> {
         let mut st = self.lock();
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let root = self.nodes[0].ino;
-        st.req_with(Op::Lookup, chunks, root, 0, |r| {
-            r.set_name(CHUNK_DIR.as_bytes())
-        });
-        st.req(Op::Opendir, chunks, 0, 0);
+        let name = Name::Bytes(CHUNK_DIR.as_bytes());
+        st.req(Req::lookup(
+            root,
+            name,
+            At::Tree(Path::new("")),
+            Some(chunks),
+        ))
+        .and_then(|()| st.req(Req::on(Op::Opendir, chunks, At::Chunks)))
+        .map_err(io::Error::from_raw_os_error)
     }
 
     /// Runs `f` on the model (totals, clock).
     pub fn with_model<T>(&self, f: impl FnOnce(&mut Model) -> T) -> T {
-        f(&mut self.lock().model)
+        f(self.lock().model())
     }
 
     pub fn counts(&self) -> RequestCounts {
@@ -468,29 +495,26 @@ impl SimStore {
             .find(&d.0, |i| chunks[i as usize].digest == *d)
     }
 
-    /// The node at `path` (under the root), emitting a lookup per component; NotFound when a
-    /// component is missing.
+    /// The node at `path` (under the root), emitting a lookup per component; the lookup's
+    /// errno when one fails (ENOENT for a missing component).
     fn walk(&self, st: &mut State, path: &Path) -> io::Result<u32> {
         let rel = path
             .strip_prefix(&self.root)
             .map_err(|_| io::Error::new(io::ErrorKind::NotFound, "outside the simulated store"))?;
         let mut at = 0u32;
+        let mut dir = Path::new("");
         for comp in rel.components() {
             let Component::Normal(name) = comp else {
                 continue;
             };
             let parent = self.nodes[at as usize].ino;
-            let named = |r: &mut RawRecord| r.set_name(name.as_encoded_bytes());
-            match name.to_str().and_then(|n| self.child(at, n)) {
-                Some(n) => {
-                    st.req_with(Op::Lookup, self.nodes[n as usize].ino, parent, 0, named);
-                    at = n;
-                }
-                None => {
-                    st.req_with(Op::Lookup, 0, parent, libc::ENOENT, named);
-                    return Err(io::Error::from_raw_os_error(libc::ENOENT));
-                }
-            }
+            let found = name.to_str().and_then(|n| self.child(at, n));
+            let ino = found.map(|n| self.nodes[n as usize].ino);
+            let named = Name::Bytes(name.as_encoded_bytes());
+            st.req(Req::lookup(parent, named, At::Tree(dir), ino))
+                .map_err(io::Error::from_raw_os_error)?;
+            at = found.expect("a lookup that succeeds found the node");
+            dir = rel_prefix(rel, dir, name);
         }
         Ok(at)
     }
@@ -501,37 +525,46 @@ impl SimStore {
         self.chunk_dir_first_ino + prefix as u64
     }
 
-    /// The start of a chunk path's walk: lookups of `.chunks` and `XXXX`; returns `XXXX`'s inode.
-    fn walk_chunk_dir(&self, st: &mut State, prefix: u16) -> u64 {
+    /// The start of a chunk path's walk: lookups of `.chunks` and `XXXX`; returns `XXXX`'s
+    /// inode, or the errno of a lookup that failed.
+    #[inline]
+    fn walk_chunk_dir(&self, st: &mut State, prefix: u16) -> Result<u64, i32> {
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let dir = self.chunk_dir_ino(prefix);
-        st.req_with(Op::Lookup, chunks, self.nodes[0].ino, 0, |r| {
-            r.set_name(CHUNK_DIR.as_bytes())
-        });
-        st.req_with(Op::Lookup, dir, chunks, 0, |r| {
-            r.set_name(chunk_subdir_name(prefix).as_bytes())
-        });
-        dir
+        let root = At::Tree(Path::new(""));
+        st.req(Req::lookup(
+            self.nodes[0].ino,
+            Name::Bytes(CHUNK_DIR.as_bytes()),
+            root,
+            Some(chunks),
+        ))?;
+        let name = chunk_subdir_name(prefix);
+        st.req(Req::lookup(
+            chunks,
+            Name::Bytes(name.as_bytes()),
+            At::Chunks,
+            Some(dir),
+        ))?;
+        Ok(dir)
     }
 
     /// The path walk of a chunk's absolute path: lookups of `.chunks`, `XXXX` and the chunk;
-    /// returns the chunk's index if it exists.
-    fn walk_chunk(&self, st: &mut State, d: &Digest) -> Option<u32> {
-        let dir = self.walk_chunk_dir(st, d.prefix());
-        let named = |r: &mut RawRecord| r.set_name(d.to_hex().as_bytes());
-        match self
+    /// returns the chunk's index if it exists, or the errno of a lookup that failed (ENOENT
+    /// for a missing chunk).
+    #[inline]
+    fn walk_chunk(&self, st: &mut State, d: &Digest) -> Result<u32, i32> {
+        let dir = self.walk_chunk_dir(st, d.prefix())?;
+        let found = self
             .find(&st.chunks, d)
-            .filter(|&i| !st.chunks[i as usize].removed)
-        {
-            Some(i) => {
-                st.req_with(Op::Lookup, st.chunks[i as usize].ino, dir, 0, named);
-                Some(i)
-            }
-            None => {
-                st.req_with(Op::Lookup, 0, dir, libc::ENOENT, named);
-                None
-            }
-        }
+            .filter(|&i| !st.chunks[i as usize].removed);
+        let ino = found.map(|i| st.chunks[i as usize].ino);
+        st.req(Req::lookup(
+            dir,
+            Name::Chunk(d),
+            At::ChunkDir(d.prefix()),
+            ino,
+        ))?;
+        Ok(found.expect("a lookup that succeeds found the chunk"))
     }
 
     /// The bytes of an index file, built from the history as the writer builds them.
@@ -568,15 +601,16 @@ impl SimStore {
             let mut st = self.lock();
             if st.first_index_ns.is_none() {
                 st.end_pass();
-                st.first_index_ns = Some(st.model.clock_ns());
+                st.first_index_ns = Some(st.model().clock_ns());
             }
-            let n = self
-                .walk(&mut st, path)
-                .map_err(|e| crate::datastore::error::FormatError::io(path, e))?;
+            let io = |e: io::Error| crate::datastore::error::FormatError::io(path, e);
+            let n = self.walk(&mut st, path).map_err(io)?;
             let ino = self.nodes[n as usize].ino;
-            st.req(Op::Open, ino, 0, 0);
-            st.req(Op::Getattr, ino, 0, 0);
-            st.req(Op::Getattr, ino, 0, 0);
+            let at = At::Tree(path.strip_prefix(&self.root).unwrap_or(path));
+            st.req(Req::on(Op::Open, ino, at))
+                .and_then(|()| st.req(Req::on(Op::Getattr, ino, at)))
+                .and_then(|()| st.req(Req::on(Op::Getattr, ino, at)))
+                .map_err(|e| io(io::Error::from_raw_os_error(e)))?;
             n
         };
         let NodeKind::Index { event, archive } = self.nodes[node as usize].kind else {
@@ -632,8 +666,11 @@ impl Tree for SimStore {
         if !matches!(node.kind, NodeKind::Dir) {
             return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
         }
-        st.req(Op::Opendir, node.ino, 0, 0);
-        st.req(Op::Getattr, node.ino, 0, 0);
+        let at = At::Tree(dir.strip_prefix(&self.root).unwrap_or(dir));
+        let errno = io::Error::from_raw_os_error;
+        st.req(Req::on(Op::Opendir, node.ino, at))
+            .and_then(|()| st.req(Req::on(Op::Getattr, node.ino, at)))
+            .map_err(errno)?;
         st.listing.clear();
         let inos = node
             .children
@@ -641,7 +678,7 @@ impl Tree for SimStore {
             .rev()
             .map(|&c| self.nodes[c as usize].ino);
         st.listing.extend(inos);
-        st.readdir(node.ino);
+        st.readdir(node.ino, at).map_err(errno)?;
         Ok(self.entries(n))
     }
 }
@@ -654,46 +691,63 @@ pub struct SimDir<'a> {
 }
 
 impl SimDir<'_> {
-    /// The chunk named `name` in this directory, with the lookup a `*at` call makes.
-    fn lookup(&self, st: &mut State, name: &[u8]) -> Option<u32> {
+    /// The chunk named `name` in this directory, with the lookup a `*at` call makes; the
+    /// lookup's errno when it fails (ENOENT: no such chunk).
+    fn lookup(&self, st: &mut State, name: &[u8]) -> Result<u32, i32> {
         let found = Digest::from_hex_bytes(name)
             .filter(|d| d.prefix() == self.prefix)
             .and_then(|d| self.store.find(&st.chunks, &d))
             .filter(|&i| !st.chunks[i as usize].removed);
-        let named = |r: &mut RawRecord| r.set_name(name);
-        match found {
-            Some(i) => st.req_with(Op::Lookup, st.chunks[i as usize].ino, self.ino, 0, named),
-            None => st.req_with(Op::Lookup, 0, self.ino, libc::ENOENT, named),
-        }
-        found
+        let ino = found.map(|i| st.chunks[i as usize].ino);
+        st.req(Req::lookup(
+            self.ino,
+            Name::Bytes(name),
+            At::ChunkDir(self.prefix),
+            ino,
+        ))?;
+        Ok(found.expect("a lookup that succeeds found the chunk"))
     }
 }
 
 impl ChunkDir for SimDir<'_> {
     fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()> {
-        let mut st = self.store.lock();
+        let mut guard = self.store.lock();
+        let st = &mut *guard;
         st.listing.clear();
         let mut name = [0u8; 64];
+        for &i in self.store.dirs[self.prefix as usize].iter().rev() {
+            let c = &st.chunks[i as usize];
+            if !c.removed {
+                st.listing.push(c.ino);
+            }
+        }
+        // The listing's requests come first: an error there (injected) lists nothing.
+        st.readdir(self.ino, At::ChunkDir(self.prefix))
+            .map_err(io::Error::from_raw_os_error)?;
         for &i in self.store.dirs[self.prefix as usize].iter().rev() {
             let c = st.chunks[i as usize];
             if c.removed {
                 continue;
             }
-            st.listing.push(c.ino);
             hex::encode_to_slice(c.digest.0, &mut name).expect("64 bytes for 32");
             f(&name, c.ino);
         }
-        st.readdir(self.ino);
         Ok(())
     }
 
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>> {
         let mut st = self.store.lock();
-        let Some(i) = self.lookup(&mut st, name) else {
+        // As `DirStore`: an entry that cannot be stat'ed is skipped (PBS's vanished entry).
+        let Ok(i) = self.lookup(&mut st, name) else {
             return Ok(None);
         };
         let c = st.chunks[i as usize];
-        st.req(Op::Getattr, c.ino, 0, 0);
+        if st
+            .req(Req::on(Op::Getattr, c.ino, At::Chunk(&c.digest)))
+            .is_err()
+        {
+            return Ok(None);
+        }
         Ok(Some(EntryStat {
             atime: c.atime,
             size: c.size as u64,
@@ -703,14 +757,27 @@ impl ChunkDir for SimDir<'_> {
 
     fn unlink(&mut self, name: &[u8]) -> io::Result<()> {
         let mut st = self.store.lock();
-        let Some(i) = self.lookup(&mut st, name) else {
-            return Err(io::Error::from_raw_os_error(libc::ENOENT));
-        };
+        let errno = io::Error::from_raw_os_error;
+        let i = self.lookup(&mut st, name).map_err(errno)?;
         let ino = st.chunks[i as usize].ino;
-        st.req_with(Op::Unlink, ino, self.ino, 0, |r| r.set_name(name));
+        st.req(Req {
+            parent: self.ino,
+            name: Name::Bytes(name),
+            ..Req::on(Op::Unlink, ino, At::ChunkDir(self.prefix))
+        })
+        .map_err(errno)?;
         st.chunks[i as usize].removed = true;
         Ok(())
     }
+}
+
+/// The path of `dir` (a prefix of `rel`) joined with its next component `name`, as a prefix
+/// of `rel` (no allocation).
+fn rel_prefix<'a>(rel: &'a Path, dir: &Path, name: &std::ffi::OsStr) -> &'a Path {
+    let len = dir.as_os_str().len() + (!dir.as_os_str().is_empty()) as usize + name.len();
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = rel.as_os_str().as_bytes();
+    Path::new(std::ffi::OsStr::from_bytes(&bytes[..len.min(bytes.len())]))
 }
 
 impl ChunkStore for SimStore {
@@ -727,40 +794,63 @@ impl ChunkStore for SimStore {
 
     fn touch(&self, digest: &Digest) -> io::Result<bool> {
         let mut st = self.lock();
-        let Some(i) = self.walk_chunk(&mut st, digest) else {
-            return Ok(false);
+        // As `DirStore::touch` (utimensat on the path): ENOENT is a missing chunk.
+        let i = match self.walk_chunk(&mut st, digest) {
+            Ok(i) => i,
+            Err(libc::ENOENT) => return Ok(false),
+            Err(e) => return Err(io::Error::from_raw_os_error(e)),
         };
         let ino = st.chunks[i as usize].ino;
         let now = self.now;
-        st.req_with(Op::Setattr, ino, 0, 0, |r| {
-            r.flags = flags::SET_ATIME;
-            r.arg = now as u64 * 1_000_000_000;
+        let r = st.req(Req {
+            flags: flags::SET_ATIME,
+            arg: now as u64 * 1_000_000_000,
+            ..Req::on(Op::Setattr, ino, At::Chunk(digest))
         });
-        st.chunks[i as usize].atime = now;
-        Ok(true)
+        match r {
+            Ok(()) => {
+                st.chunks[i as usize].atime = now;
+                Ok(true)
+            }
+            Err(libc::ENOENT) => Ok(false),
+            Err(e) => Err(io::Error::from_raw_os_error(e)),
+        }
     }
 
-    fn touch_bad(&self, digest: &Digest, _n: u8) -> io::Result<bool> {
+    fn touch_bad(&self, digest: &Digest, n: u8) -> io::Result<bool> {
         // No `.bad` files here: the walk ends at a failed lookup.
         let mut st = self.lock();
-        let dir = self.walk_chunk_dir(&mut st, digest.prefix());
-        st.req_with(Op::Lookup, 0, dir, libc::ENOENT, |r| {
-            r.set_name(format!("{digest}.{_n}.bad").as_bytes())
-        });
-        Ok(false)
+        let r = self
+            .walk_chunk_dir(&mut st, digest.prefix())
+            .and_then(|dir| {
+                st.req(Req::lookup(
+                    dir,
+                    Name::Bad(digest, n),
+                    At::ChunkDir(digest.prefix()),
+                    None,
+                ))
+            });
+        match r {
+            Ok(()) | Err(libc::ENOENT) => Ok(false),
+            Err(e) => Err(io::Error::from_raw_os_error(e)),
+        }
     }
 
     fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {
         let mut st = self.lock();
-        let Some(i) = self.walk_chunk(&mut st, digest) else {
-            return Ok(None);
-        };
-        let c = st.chunks[i as usize];
-        st.req(Op::Getattr, c.ino, 0, 0);
-        Ok(Some(ChunkStat {
-            ino: c.ino,
-            atime_ns: c.atime as i128 * 1_000_000_000,
-        }))
+        let r = self.walk_chunk(&mut st, digest).and_then(|i| {
+            let c = st.chunks[i as usize];
+            st.req(Req::on(Op::Getattr, c.ino, At::Chunk(digest)))
+                .map(|()| c)
+        });
+        match r {
+            Ok(c) => Ok(Some(ChunkStat {
+                ino: c.ino,
+                atime_ns: c.atime as i128 * 1_000_000_000,
+            })),
+            Err(libc::ENOENT) => Ok(None),
+            Err(e) => Err(io::Error::from_raw_os_error(e)),
+        }
     }
 
     fn insert_chunk(&self, digest: &Digest, _blob: &[u8]) -> io::Result<bool> {
@@ -779,10 +869,21 @@ impl ChunkStore for SimStore {
         let mut st = self.lock();
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let ino = self.chunk_dir_ino(prefix);
-        st.req_with(Op::Lookup, ino, chunks, 0, |r| {
-            r.set_name(chunk_subdir_name(prefix).as_bytes())
-        });
-        st.req(Op::Opendir, ino, 0, 0);
+        let name = chunk_subdir_name(prefix);
+        let r = st
+            .req(Req::lookup(
+                chunks,
+                Name::Bytes(name.as_bytes()),
+                At::Chunks,
+                Some(ino),
+            ))
+            .and_then(|()| st.req(Req::on(Op::Opendir, ino, At::ChunkDir(prefix))));
+        match r {
+            Ok(()) => {}
+            // As `DirStore::open_dir`: a missing directory is no directory.
+            Err(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(io::Error::from_raw_os_error(e)),
+        }
         Ok(Some(SimDir {
             store: self,
             prefix,
