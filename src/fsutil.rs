@@ -209,18 +209,38 @@ pub fn raise_nofile_limit() -> u64 {
     nofile_limit()
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts from now on
-/// (and the processes it spawns), so one thread can wait for them with `sigwait` and clean up
-/// (unmount) before the process ends. Returns the blocked set, for `sigwait`.
-pub fn block_termination_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-mask manipulation.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
+/// SIGINT and SIGTERM, blocked in the thread that made this, in every thread it starts
+/// afterwards and in the processes it spawns (make it before any other thread), to be
+/// handled on one thread of their own: the one that cleans up (unmounts) before the process
+/// ends.
+pub struct TerminationSignals(libc::sigset_t);
+
+impl TerminationSignals {
+    /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts from now on).
+    pub fn block() -> TerminationSignals {
+        // SAFETY: plain signal-mask manipulation.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            TerminationSignals(set)
+        }
+    }
+
+    /// Runs `f` on a thread named `name` each time one of the signals arrives.
+    pub fn handle(self, name: &str, mut f: impl FnMut() + Send + 'static) -> std::io::Result<()> {
+        let set = self.0;
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || loop {
+                let mut sig = 0;
+                // SAFETY: `set` holds the blocked signals.
+                unsafe { libc::sigwait(&set, &mut sig) };
+                f();
+            })?;
+        Ok(())
     }
 }
 

@@ -1,18 +1,17 @@
 //! `chunkscope mount`
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use fuser::{Config, MountOption, Session, SessionACL};
 
 use super::model_args::ModelArgs;
 use super::Outcome;
 use crate::faults::Faults;
 use crate::instrument::Instruments;
 use crate::model::Model;
+use crate::overlay::session::{self, MountConfig};
 use crate::overlay::{Overlay, OverlayOptions};
 use crate::trace::{TraceMeta, TraceWriter};
 
@@ -198,7 +197,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         }
     };
 
-    let set = crate::fsutil::block_termination_signals();
+    let signals = crate::fsutil::TerminationSignals::block();
     let (writer, sink) = match &args.trace {
         Some(path) => {
             let mut meta = TraceMeta {
@@ -240,101 +239,21 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         args.time_scale,
     ));
     let overlay = Overlay::new(opts, sink, inst.clone())?;
-    let shared = std::sync::Arc::new(overlay.shared());
-    // Bound before mounting: whoever sees the mount finds its control socket.
-    let socket = match &args.control {
-        Some(p) => p.clone(),
-        None => crate::overlay::control::socket_for(&mnt),
+    let cfg = MountConfig {
+        mountpoint: mnt.clone(),
+        threads: args.threads as usize,
+        allow_other: args.allow_other,
+        control: args.control.clone(),
     };
-    let socket_ino = crate::overlay::control::serve(&socket, shared.clone())?;
-    let mut mount_options = vec![
-        MountOption::FSName(format!("chunkscope:{}", store.display())),
-        MountOption::Subtype("chunkscope".into()),
-    ];
-    if args.allow_other {
-        mount_options.push(MountOption::DefaultPermissions);
-    }
-    // The mount takes the store's own dev, suid and exec flags (a FUSE mount is nodev and
-    // nosuid otherwise): a device node, a set-uid file and an executable behave through the
-    // mount as they do on the store.
-    let backing = crate::fsutil::mount_flags(&store)
-        .with_context(|| format!("statvfs {}", store.display()))?;
-    let flag = |bit: libc::c_ulong| backing & bit != 0;
-    mount_options.extend([
-        if flag(libc::ST_NODEV) {
-            MountOption::NoDev
-        } else {
-            MountOption::Dev
-        },
-        if flag(libc::ST_NOSUID) {
-            MountOption::NoSuid
-        } else {
-            MountOption::Suid
-        },
-        if flag(libc::ST_NOEXEC) {
-            MountOption::NoExec
-        } else {
-            MountOption::Exec
-        },
-    ]);
-    let mut config = Config::default();
-    config.mount_options = mount_options;
-    config.acl = if args.allow_other {
-        SessionACL::All
-    } else {
-        SessionACL::Owner
-    };
-    config.n_threads = Some(args.threads as usize);
-    // From here on the daemon creates files only for its callers, with the modes they ask
-    // for less the umask the kernel sends with each request: its own umask must not mask
-    // them again. (The trace and the control socket exist already.)
-    // SAFETY: plain syscall.
-    let own_umask = unsafe { libc::umask(0) };
-    let session = match Session::new(overlay, &mnt, &config) {
-        Ok(s) => s,
-        Err(e) => {
-            crate::overlay::control::remove_if_ours(&socket, socket_ino);
-            return Err(e).with_context(|| {
-                format!(
-                    "mounting on {} (is /dev/fuse there, and are you root?)",
-                    mnt.display()
-                )
-            });
-        }
-    };
-    eprintln!(
-        "chunkscope: mounted {} on {} (pid {}, control {})",
-        store.display(),
-        mnt.display(),
-        std::process::id(),
-        socket.display()
-    );
-
-    // On SIGINT/SIGTERM: unmount, which ends the session loop below.
-    let target = std::ffi::CString::new(mnt.as_os_str().as_bytes()).context("mountpoint path")?;
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            let mut sig = 0;
-            // SAFETY: `set` holds the blocked signals.
-            unsafe { libc::sigwait(&set, &mut sig) };
-            // SAFETY: valid C string.
-            if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
-                eprintln!("chunkscope: mountpoint busy; detaching it (lazy unmount)");
-                unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-            }
-        })?;
-    let ran = session.run().context("FUSE session");
-    // The control thread's handle on the trace must go before the writer can finish.
-    shared
-        .trace
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
-    crate::overlay::control::remove_if_ours(&socket, socket_ino);
-    ran?;
-    // SAFETY: plain syscall. The daemon's own files (--stats) get its own umask again.
-    unsafe { libc::umask(own_umask) };
+    session::serve(overlay, &cfg, signals, |socket| {
+        eprintln!(
+            "chunkscope: mounted {} on {} (pid {}, control {})",
+            store.display(),
+            mnt.display(),
+            std::process::id(),
+            socket.display()
+        )
+    })?;
     let mut stats = serde_json::Map::new();
     if let Some(mut m) = inst.model() {
         m.flush();

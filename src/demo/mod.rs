@@ -31,6 +31,7 @@ use crate::gc::{self, Counters, GcOptions, Hooks, Phases, Strategy};
 use crate::gen::GenConfig;
 use crate::model::{ModelParams, Totals};
 use crate::overlay::control::{socket_for, Client};
+use crate::overlay::session::{is_mounted, unmount};
 use crate::store::dir::DirStore;
 use crate::trace::Marker;
 
@@ -122,30 +123,16 @@ pub fn was_interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-fn unmount(mnt: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: a valid C string.
-    unsafe { libc::umount2(c.as_ptr(), 0) == 0 || libc::umount2(c.as_ptr(), libc::MNT_DETACH) == 0 }
-}
-
 /// Blocks SIGINT and SIGTERM in this process and handles them on a thread: mark the demo
 /// interrupted and unmount the current mount, which makes the running GC fail at once.
 fn handle_signals() -> Result<()> {
-    let set = crate::fsutil::block_termination_signals();
-    std::thread::Builder::new()
-        .name("demo-signals".into())
-        .spawn(move || loop {
-            let mut sig = 0;
-            // SAFETY: `set` holds the blocked signals.
-            unsafe { libc::sigwait(&set, &mut sig) };
-            INTERRUPTED.store(true, Ordering::SeqCst);
-            eprintln!("\nchunkscope: interrupted; unmounting and cleaning up");
-            if let Some(m) = MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                unmount(m);
-            }
-        })?;
+    crate::fsutil::TerminationSignals::block().handle("demo-signals", || {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        eprintln!("\nchunkscope: interrupted; unmounting and cleaning up");
+        if let Some(m) = MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = unmount(m);
+        }
+    })?;
     Ok(())
 }
 
@@ -239,7 +226,7 @@ impl Cleanup {
         loop {
             // Unmount first: a mount process that died leaves its mount behind (ENOTCONN).
             if is_mounted(&mnt) {
-                unmount(&mnt);
+                let _ = unmount(&mnt);
             }
             if child.try_wait()?.is_some() && !is_mounted(&mnt) {
                 break;
@@ -270,10 +257,6 @@ impl Drop for Cleanup {
             }
         }
     }
-}
-
-fn is_mounted(mnt: &Path) -> bool {
-    crate::overlay::control::mount_of(mnt).is_some_and(|m| m == mnt)
 }
 
 /// Runs the demo; `say` prints progress (one line per step).

@@ -29,6 +29,7 @@ mod files;
 mod fs;
 pub mod inode;
 mod record;
+pub mod session;
 pub mod shadow;
 mod sys;
 pub mod timer;
