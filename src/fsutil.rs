@@ -209,6 +209,29 @@ pub fn raise_nofile_limit() -> u64 {
     nofile_limit()
 }
 
+/// Mounts a tmpfs of its own on `dir` (mode 0755). Its inode numbers start from the same
+/// number on every mount and follow creation order, whatever else the machine's other tmpfs
+/// mounts hold; on `/dev/shm` they go on from whatever was created there before. Needs root.
+pub fn mount_private_tmpfs(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: valid C strings; the data is a NUL-terminated option string.
+    let rc = unsafe {
+        libc::mount(
+            c"chunkscope".as_ptr(),
+            c.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            c"mode=0755".as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// SIGINT and SIGTERM, blocked in the thread that made this, in every thread it starts
 /// afterwards and in the processes it spawns (make it before any other thread), to be
 /// handled on one thread of their own: the one that cleans up (unmounts) before the process
@@ -248,6 +271,38 @@ impl TerminationSignals {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    /// What the demo relies on: a private tmpfs numbers the same files the same way on every
+    /// mount, whatever else was created on other tmpfs mounts meanwhile.
+    #[test]
+    fn a_private_tmpfs_numbers_inodes_the_same_every_time() {
+        /// Unmounts on drop, a panic included (before the directory is removed).
+        struct Mounted(tempfile::TempDir);
+        impl Drop for Mounted {
+            fn drop(&mut self) {
+                let p = self.0.path().as_os_str().as_encoded_bytes();
+                let c = std::ffi::CString::new(p).unwrap();
+                // SAFETY: valid C string.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+        let numbers = || {
+            let dir = tempfile::tempdir().unwrap();
+            mount_private_tmpfs(dir.path()).unwrap();
+            let m = Mounted(dir);
+            (0..50)
+                .map(|i| {
+                    let p = m.0.path().join(format!("f{i}"));
+                    std::fs::write(&p, b"x").unwrap();
+                    std::fs::metadata(&p).unwrap().ino()
+                })
+                .collect::<Vec<u64>>()
+        };
+        let first = numbers();
+        let _other = tempfile::NamedTempFile::new_in("/dev/shm").unwrap();
+        assert_eq!(first, numbers());
+        assert!(first.windows(2).all(|w| w[0] < w[1]), "{first:?}");
+    }
 
     #[test]
     fn reading_with_noatime_keeps_the_atime() {

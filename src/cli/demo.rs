@@ -17,7 +17,8 @@ use crate::model::ModelParams;
     chunkscope demo\n  \
     chunkscope demo --preset tiny --out /tmp/demo\n  \
     chunkscope demo --strategies lru,batched,inode-order --model zfs-hdd\n\n\
-    The store is generated on tmpfs (/dev/shm) and removed afterwards (--keep keeps it).\n\
+    The store is generated on a tmpfs of its own (the same inode numbers every run) and\n\
+    removed afterwards; --keep keeps it, in /dev/shm.\n\
     Each strategy gets a fresh shadow mount (the store is never changed) and a cold cache;\n\
     the model accounts the cost of every request without waiting for it. Writes report.md,\n\
     report.json, report.html, SVG plots, the traces and logs into --out. Needs root and\n\

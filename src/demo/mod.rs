@@ -1,7 +1,7 @@
 //! `chunkscope demo`: the whole experiment in one command.
 //!
-//! Generate a store (on tmpfs where there is one, so inode numbers follow creation order as
-//! on ZFS), then for each GC strategy: mount the overlay over it in shadow mode with a cost
+//! Generate a store (on a tmpfs of its own, or /dev/shm, so inode numbers follow creation
+//! order as on ZFS, and on a private tmpfs are the same on every run), then for each GC strategy: mount the overlay over it in shadow mode with a cost
 //! model (a fresh mount each time: the same store state and a cold cache for every strategy),
 //! run the GC through the mount with phase markers, check that every referenced chunk is
 //! still there, unmount, and analyse the trace. The rows, three sentences on what they show
@@ -208,10 +208,12 @@ fn work_dir() -> Result<tempfile::TempDir> {
 }
 
 /// Undoes what the demo set up, whatever way it ends: unmount, wait for the mount process,
-/// remove the work directory (unless it is kept).
+/// unmount the store's tmpfs, remove the work directory (unless it is kept).
 struct Cleanup {
     child: Option<Child>,
     mnt: Option<PathBuf>,
+    /// The store's own tmpfs, mounted in the work directory.
+    tmpfs: Option<PathBuf>,
     work: Option<tempfile::TempDir>,
     keep: bool,
 }
@@ -251,6 +253,9 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = self.unmount();
+        if let Some(t) = self.tmpfs.take() {
+            let _ = unmount(&t);
+        }
         if let Some(w) = self.work.take() {
             if self.keep {
                 let _ = w.keep();
@@ -288,20 +293,30 @@ pub fn run(o: &DemoOptions, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
 fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
     pin_to_one_cpu();
     let work = work_dir()?;
-    let store = work.path().join("store");
+    // The store on a tmpfs of its own (unless it is kept): its inode numbers, and so the
+    // model's metadata blocks, are the same on every run, whatever /dev/shm holds.
+    let store_fs = work.path().join("store-fs");
+    std::fs::create_dir(&store_fs).with_context(|| format!("creating {}", store_fs.display()))?;
+    let private = !o.keep && crate::fsutil::mount_private_tmpfs(&store_fs).is_ok();
+    let store = if private {
+        store_fs.join("store")
+    } else {
+        work.path().join("store")
+    };
     let mnt = work.path().join("mnt");
+    let mut cleanup = Cleanup {
+        child: None,
+        mnt: None,
+        tmpfs: private.then(|| store_fs.clone()),
+        work: Some(work),
+        keep: o.keep,
+    };
     std::fs::create_dir(&mnt).with_context(|| format!("creating {}", mnt.display()))?;
     let traces = o.out.join("traces");
     let logs = o.out.join("logs");
     for d in [&traces, &logs] {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
-    let mut cleanup = Cleanup {
-        child: None,
-        mnt: None,
-        work: Some(work),
-        keep: o.keep,
-    };
 
     say(&format!(
         "generating the {} store (seed {}) in {}",
