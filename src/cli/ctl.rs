@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::Outcome;
-use crate::overlay::control::{default_socket, Client};
+use crate::overlay::control::{default_socket, Client, Marked};
 
 /// Talk to a running mount: add a marker to its trace, or read its counters.
 #[derive(Args, Debug)]
@@ -50,20 +50,20 @@ pub fn run(args: CtlArgs) -> Result<Outcome> {
     let mut client = Client::connect(&socket)?;
     match args.command {
         CtlCommand::Mark { text } => {
-            let reply = client.request(&format!("mark {}", text.join(" ")))?;
-            if reply == "untraced" {
+            let marked = client.mark(&text.join(" "))?;
+            if marked == Marked::Untraced {
                 eprintln!(
                     "chunkscope: warning: the mount has no trace; the marker was not recorded"
                 );
             }
-            println!("{reply}");
+            println!("{}", marked.reply());
         }
-        CtlCommand::Stats => println!("{}", client.request("stats")?),
+        CtlCommand::Stats => println!("{}", serde_json::to_string(&client.stats()?)?),
         CtlCommand::DropCaches => {
-            client.request("drop-caches")?;
+            client.drop_caches()?;
             println!("ok: the model's cache is empty");
         }
-        CtlCommand::Rules => println!("{}", client.request("rules")?),
+        CtlCommand::Rules => println!("{}", serde_json::to_string(&client.rules()?)?),
     }
     Ok(Outcome::Ok)
 }

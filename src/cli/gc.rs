@@ -181,9 +181,9 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     });
     let mut mark = |b: gc::Boundary| -> Result<()> {
         match &mut client {
-            Some(c) => {
-                c.mark(&Marker::phase(b.phase.number(), b.start, b.strategy.name()).encode())
-            }
+            Some(c) => c
+                .mark(&Marker::phase(b.phase.number(), b.start, b.strategy.name()).encode())
+                .map(drop),
             None => Ok(()),
         }
     };

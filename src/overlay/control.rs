@@ -97,12 +97,13 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
     match cmd {
         "mark" => {
             let trace = shared.trace.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(trace) = trace.as_ref() else {
-                // Nothing to record: a GC on an untraced mount must not fail for it.
-                return "ok untraced".into();
+            let marked = match trace.as_ref() {
+                Some(t) => Marked::Recorded {
+                    seq: shared.inst.marker(t, pid, rest.as_bytes()),
+                },
+                None => Marked::Untraced,
             };
-            let seq = shared.inst.marker(trace, pid, rest.as_bytes());
-            format!("ok seq={seq}")
+            format!("ok {}", marked.reply())
         }
         "stats" => {
             let v = Stats::of(shared);
@@ -321,14 +322,75 @@ impl Client {
         }
     }
 
-    /// Records a marker in the trace; returns once it is recorded.
-    pub fn mark(&mut self, text: &str) -> Result<()> {
-        self.request(&format!("mark {text}")).map(drop)
+    /// Records a marker in the trace; returns once it is recorded (or the mount said it has
+    /// no trace).
+    pub fn mark(&mut self, text: &str) -> Result<Marked> {
+        let reply = self.request(&format!("mark {text}"))?;
+        Marked::parse(&reply)
+            .ok_or_else(|| anyhow::anyhow!("the mount's mark reply '{reply}' is not readable"))
     }
 
     /// The mount's counters.
     pub fn stats(&mut self) -> Result<Stats> {
         let reply = self.request("stats")?;
         serde_json::from_str(&reply).context("the mount's stats reply is not readable")
+    }
+
+    /// Each fault rule with its counters.
+    pub fn rules(&mut self) -> Result<Vec<crate::faults::RuleStats>> {
+        let reply = self.request("rules")?;
+        serde_json::from_str(&reply).context("the mount's rules reply is not readable")
+    }
+
+    /// Empties the model's block cache (an error when the mount has no model).
+    pub fn drop_caches(&mut self) -> Result<()> {
+        self.request("drop-caches").map(drop)
+    }
+}
+
+/// The answer to `mark`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marked {
+    /// In the trace, with this request number.
+    Recorded { seq: u64 },
+    /// The mount keeps no trace: nothing was recorded (a GC on it must not fail for that).
+    Untraced,
+}
+
+impl Marked {
+    /// The reply's text after `ok `, as the daemon writes it.
+    pub fn reply(&self) -> String {
+        match self {
+            Marked::Recorded { seq } => format!("seq={seq}"),
+            Marked::Untraced => "untraced".into(),
+        }
+    }
+
+    /// Reads what [`Marked::reply`] wrote.
+    pub fn parse(reply: &str) -> Option<Marked> {
+        if reply == "untraced" {
+            return Some(Marked::Untraced);
+        }
+        let seq = reply.strip_prefix("seq=")?.parse().ok()?;
+        Some(Marked::Recorded { seq })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_reply_reads_back_as_written_and_garbage_is_refused() {
+        for m in [
+            Marked::Recorded { seq: 0 },
+            Marked::Recorded { seq: 42 },
+            Marked::Untraced,
+        ] {
+            assert_eq!(Marked::parse(&m.reply()), Some(m));
+        }
+        for bad in ["", "seq=", "seq=x", "untraced now", "42"] {
+            assert_eq!(Marked::parse(bad), None, "{bad:?}");
+        }
     }
 }
