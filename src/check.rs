@@ -42,23 +42,34 @@ pub struct CheckOptions {
 /// A problem with a file.
 #[derive(Clone, Debug, Serialize)]
 pub struct Problem {
+    /// The file (or, for a missing chunk, its digest).
     pub path: String,
+    /// What is wrong with it.
     pub problem: String,
 }
 
 /// Everything `check` counted.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CheckReport {
+    /// The store checked.
     pub store: String,
+    /// Index files found.
     pub index_files: usize,
+    /// Of them, `.fidx`.
     pub fixed_indexes: usize,
+    /// Of them, `.didx`.
     pub dynamic_indexes: usize,
     /// Index files outside the namespace/group/snapshot scheme.
     pub unexpected_indexes: usize,
+    /// Digest entries over all readable index files.
     pub references: u64,
+    /// Distinct digests they reference.
     pub referenced_chunks: u64,
+    /// Sum of the indexes' content sizes (PBS's "Original data usage").
     pub index_data_bytes: u64,
+    /// Index files that cannot be read, and why.
     pub corrupt_indexes: Vec<Problem>,
+    /// Manifests that cannot be read or do not match their snapshot.
     pub manifest_problems: Vec<Problem>,
     /// Snapshots with indexes but no manifest (unfinished backups): a warning, not an error.
     pub snapshots_without_manifest: usize,
@@ -74,16 +85,25 @@ pub struct CheckReport {
 /// Counts from the scan of the chunk directories; one per scan thread, then merged.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ChunkScan {
+    /// Chunk directories that are not there.
     pub missing_chunk_dirs: Vec<String>,
+    /// Regular chunk files.
     pub chunk_files: u64,
+    /// Their bytes.
     pub chunk_bytes: u64,
+    /// Bytes of the referenced ones.
     pub referenced_chunk_bytes: u64,
+    /// Unreferenced chunk files, by what a GC at `now` does with them.
     pub garbage: GarbageCounts,
+    /// `.N.bad` copies.
     pub bad_files: u64,
+    /// `.using` markers.
     pub using_markers: u64,
     /// Names the GC ignores (`*.tmp_XXXXXX` and others).
     pub ignored_files: u64,
+    /// Chunk files whose content was verified (`--deep`).
     pub deep_verified: u64,
+    /// Chunk files whose content does not match their name (`--deep`).
     pub corrupt_chunks: Vec<Problem>,
     /// Entries with a chunk's name that are not regular files (a symlink, a directory, ...):
     /// never followed; the data they stand for is not in the store.

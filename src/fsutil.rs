@@ -103,11 +103,14 @@ pub fn read_noatime(path: &Path) -> io::Result<Vec<u8>> {
 /// A timestamp for [`set_file_times`]: seconds and nanoseconds since the epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Timestamp {
+    /// Seconds since the epoch.
     pub secs: i64,
+    /// Nanoseconds within the second.
     pub nanos: u32,
 }
 
 impl Timestamp {
+    /// A timestamp of `secs` and `nanos`.
     pub fn new(secs: i64, nanos: u32) -> Timestamp {
         Timestamp { secs, nanos }
     }
@@ -181,6 +184,7 @@ pub fn mount_flags(path: &Path) -> io::Result<libc::c_ulong> {
     Ok(s.f_flag)
 }
 
+/// The process's open-file limit (soft).
 pub fn nofile_limit() -> u64 {
     nofile().rlim_cur
 }

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! chunkscope: make the metadata traffic of a PBS garbage collector visible.
 //!
 //! Code map (see ARCHITECTURE.md for the layers and their invariants):

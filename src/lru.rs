@@ -12,6 +12,7 @@ const NIL: u32 = u32::MAX;
 /// A key of an [`Lru`]: its own hash (keys here are digests, uniform already, or block
 /// numbers, which only need mixing).
 pub trait LruKey: Copy + Eq {
+    /// The key's hash (uniform over the 64 bits).
     fn lru_hash(&self) -> u64;
 }
 
@@ -22,6 +23,7 @@ struct Entry<K> {
     next: u32,
 }
 
+/// An LRU set of at most a fixed number of keys: entries in one vector, linked by index; no allocation once full.
 #[derive(Clone)]
 pub struct Lru<K> {
     map: HashTable<u32>,
@@ -121,6 +123,7 @@ impl<K: LruKey> Lru<K> {
         self.find(key).is_some()
     }
 
+    /// Forgets every key (the capacity stays allocated).
     pub fn clear(&mut self) {
         self.map.clear();
         self.entries.clear();
@@ -128,10 +131,12 @@ impl<K: LruKey> Lru<K> {
         self.tail = NIL;
     }
 
+    /// Keys held.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// True when it holds none.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

@@ -20,20 +20,30 @@ use crate::trace::{Name, Op, Record, TraceReader};
 /// The model's clock and counters at a marker.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct MarkerPoint {
+    /// The marker's request number.
     pub seq: u64,
+    /// Its text.
     pub text: String,
+    /// The model's clock there, ns.
     pub modeled_ns: u64,
+    /// Demand reads so far.
     pub misses: u64,
+    /// Operations charged so far.
     pub ops: u64,
 }
 
+/// A trace replayed through a model.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplayReport {
+    /// The model replayed through.
     pub model: ModelParams,
     /// Totals after the last transaction group is written.
     pub totals: Totals,
+    /// Requests replayed.
     pub requests: u64,
+    /// Of them, listings (readdir, readdirplus).
     pub listings: u64,
+    /// Listing entries they carried.
     pub dirents: u64,
     /// Sum of the costs the trace recorded (0 if recorded without a model).
     pub recorded_ns: u64,
@@ -41,9 +51,11 @@ pub struct ReplayReport {
     pub same_model: bool,
     /// Requests whose recomputed cost differs from the recorded one (same model only).
     pub mismatches: u64,
+    /// The first of them, by request number.
     pub first_mismatch_seq: Option<u64>,
     /// Request numbers that never appeared (a torn or cut trace).
     pub missing: u64,
+    /// The model's state at each marker, in order.
     pub markers: Vec<MarkerPoint>,
 }
 

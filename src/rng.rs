@@ -47,6 +47,7 @@ pub fn skewed_reference(seed: u64, i: u64, n: u64, distinct: u64) -> u64 {
 pub struct SplitMix(pub u64);
 
 impl SplitMix {
+    /// The stream's next number.
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);

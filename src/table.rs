@@ -3,7 +3,9 @@
 /// A table of strings; a column is right-aligned when every cell in it looks numeric.
 #[derive(Clone, Debug, Default)]
 pub struct Table {
+    /// The column headings.
     pub headers: Vec<String>,
+    /// The rows, a cell per column.
     pub rows: Vec<Vec<String>>,
 }
 
@@ -23,6 +25,7 @@ fn numeric(cell: &str) -> bool {
 }
 
 impl Table {
+    /// A table with these headings and no rows.
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
         Table {
             headers: headers.into_iter().map(Into::into).collect(),
@@ -30,6 +33,7 @@ impl Table {
         }
     }
 
+    /// Appends a row.
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }

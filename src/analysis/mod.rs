@@ -37,12 +37,15 @@ use mrc::{Mrc, ReuseDistances};
 
 /// PBS's default and maximum digest-cache capacities (`gc-cache-capacity`).
 pub const PBS_CACHE_DEFAULT: u64 = 1_048_576;
+/// PBS's maximum digest-cache capacity.
 pub const PBS_CACHE_MAX: u64 = 8_388_608;
 
+/// How a trace is analysed.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Inodes per metadata block (ZFS: 32 dnodes per 16 KiB block).
     pub inodes_per_block: u64,
+    /// Bytes per metadata block (for the miss-ratio curves' memory axis).
     pub block_bytes: u64,
     /// Transaction-group length for the write-back figures.
     pub txg_ns: u64,
@@ -70,12 +73,19 @@ impl Default for Options {
 /// Latency summary, nanoseconds.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Latency {
+    /// Smallest.
     pub min: u64,
+    /// Mean.
     pub avg: f64,
+    /// Median.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p999: u64,
+    /// Largest.
     pub max: u64,
 }
 
@@ -98,17 +108,24 @@ fn histogram() -> Histogram<u64> {
     Histogram::new(3).expect("3 significant digits is valid")
 }
 
+/// One operation's figures in a phase.
 #[derive(Clone, Debug, Serialize)]
 pub struct OpStats {
+    /// The operation's name (`lookup`, `setattr`, ...).
     pub op: &'static str,
+    /// Requests.
     pub count: u64,
+    /// Requests that failed, by errno name.
     pub errors: std::collections::BTreeMap<String, u64>,
     /// Per second of the phase's real duration.
     pub rate: f64,
+    /// Latency on the wall clock (what the trace's durations say).
     pub real: Latency,
+    /// Latency the model charged.
     pub modeled: Latency,
     /// `real_log2[k]`: operations whose real latency in ns is in [2^(k-1), 2^k) (k = 0: 0 ns).
     pub real_log2: Vec<u64>,
+    /// `modeled_log2[k]`: the same for the modelled latency.
     pub modeled_log2: Vec<u64>,
 }
 
@@ -132,14 +149,19 @@ fn trimmed(h: &[u64]) -> Vec<u64> {
 /// Locality of one stream of inode operations.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Locality {
+    /// Operations.
     pub count: u64,
+    /// Distinct inodes they were about.
     pub distinct_inodes: u64,
+    /// Distinct metadata blocks those inodes are in.
     pub distinct_blocks: u64,
     /// ceil(distinct inodes / inodes per block): the fewest blocks that could hold them.
     pub ideal_blocks: u64,
     /// |Δino| between consecutive operations.
     pub gap_p10: u64,
+    /// Median gap.
     pub gap_p50: u64,
+    /// 90th-percentile gap.
     pub gap_p90: u64,
     /// `gap_log2[k]`: gaps in [2^(k-1), 2^k) (`gap_log2[0]`: gap 0).
     pub gap_log2: Vec<u64>,
@@ -221,15 +243,19 @@ fn distinct_blocks(inodes: &HashSet<u64>, per_block: u64) -> u64 {
 /// Dirty blocks per transaction group.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Writeback {
+    /// Which clock groups operations into transaction groups: `modeled` when the trace has modelled costs, else `real`.
     pub clock: &'static str,
+    /// Transaction groups with operations.
     pub txgs: u64,
     /// Block writes: each block once per transaction group that dirtied it.
     pub block_writes: u64,
+    /// The most blocks one transaction group wrote.
     pub max_per_txg: u64,
     /// The same touches in inode order, with as many touches per transaction group.
     pub inode_order_block_writes: u64,
     /// `block_writes / inode_order_block_writes`.
     pub amplification: f64,
+    /// Dirty blocks per transaction group, in order.
     pub dirty_per_txg: Vec<u64>,
     /// Start of each transaction group in `dirty_per_txg` on the clock, ns (groups without
     /// operations are left out).
@@ -240,7 +266,10 @@ pub struct Writeback {
 /// (between the lookups of two index files), or sorted by inode over the whole phase.
 #[derive(Clone, Debug, Serialize)]
 pub struct WhatIf {
+    /// `recorded`, `per-index` (sorted by inode within each index) or `global` (sorted by
+    /// inode over the phase).
     pub order: &'static str,
+    /// The locality of the touches in that order.
     pub touches: Locality,
     /// The touched blocks, by LRU capacity in blocks.
     pub block_mrc: Mrc,
@@ -251,42 +280,61 @@ pub struct WhatIf {
 /// A point of the access-pattern plot: the operation's position in its phase and its inode.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct AccessPoint {
+    /// Position of the operation in its phase (records before it).
     pub at: u64,
+    /// Its inode.
     pub ino: u64,
+    /// Its operation.
     pub op: &'static str,
 }
 
+/// The phase's directory listings (readdir with their dirent records).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Listings {
+    /// Listings.
     pub count: u64,
+    /// Entries they returned.
     pub entries: u64,
     /// Fraction of consecutive entries in ascending inode order (0.5: random, 1: inode order).
     pub ascending_pairs: f64,
     /// Chunk directories listed with at least 2 entries, and in how many of them no two
     /// entries share a metadata block.
     pub dirs_with_2_or_more: u64,
+    /// Of `dirs_with_2_or_more`, those in which no two entries share a metadata block.
     pub dirs_without_shared_blocks: u64,
     /// Entries per chunk directory listed: mean, and distinct blocks per directory: mean.
     pub mean_entries_per_dir: f64,
+    /// Distinct metadata blocks per chunk directory listed, mean.
     pub mean_blocks_per_dir: f64,
     /// Median gap between a directory's inode numbers, sorted (thread 001's "median gap").
     pub median_in_dir_gap: u64,
 }
 
+/// One section of a trace (a GC phase between its markers, or what came before or between).
 #[derive(Clone, Debug, Serialize)]
 pub struct Phase {
+    /// The section's name (`phase1 strategy=lru`, ...).
     pub name: String,
+    /// Records in it.
     pub records: u64,
+    /// Its wall duration, ns: from its first request to its last, summed over the times the
+    /// trace entered it.
     pub real_ns: u64,
+    /// What the model charged its requests, ns.
     pub modeled_ns: u64,
+    /// Per operation.
     pub ops: Vec<OpStats>,
+    /// Locality of the touches (atime setattrs).
     pub touches: Locality,
+    /// Locality of the lookups.
     pub lookups: Locality,
     /// The digests looked up, by LRU capacity in digests.
     pub digest_mrc: Mrc,
     /// The metadata blocks of every inode operation, by LRU capacity in blocks.
     pub block_mrc: Mrc,
+    /// Write-back per transaction group.
     pub writeback: Writeback,
+    /// The directory listings.
     pub listings: Listings,
     /// The touches as recorded, per index in inode order, and globally in inode order.
     pub what_if: Vec<WhatIf>,
@@ -308,14 +356,22 @@ impl Phase {
     }
 }
 
+/// The analysis of a trace.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The trace's path.
     pub trace: String,
+    /// The store it was recorded on (its header).
     pub store: String,
+    /// Inodes per metadata block used.
     pub inodes_per_block: u64,
+    /// Bytes per metadata block used.
     pub block_bytes: u64,
+    /// The sections, in order.
     pub phases: Vec<Phase>,
+    /// Request numbers that never appeared (a cut trace).
     pub missing_requests: u64,
+    /// Bytes of a torn tail the reader skipped, if any.
     pub truncated_bytes: Option<u64>,
 }
 
@@ -648,6 +704,7 @@ pub struct Analyzer {
 }
 
 impl Analyzer {
+    /// An analysis with options `o`, before any record.
     pub fn new(o: Options) -> Analyzer {
         Analyzer {
             o,
@@ -799,6 +856,7 @@ impl Analyzer {
         }
     }
 
+    /// The phases, analysed, once every record was seen.
     pub fn finish(self) -> Vec<Phase> {
         let o = self.o;
         self.phases.into_iter().map(|p| p.finish(&o)).collect()

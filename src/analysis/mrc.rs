@@ -173,20 +173,26 @@ const MODULUS: u64 = 1 << 24;
 /// The miss ratio at one capacity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MrcPoint {
+    /// The cache's capacity (keys).
     pub capacity: u64,
+    /// Share of references an LRU of that capacity hits.
     pub hit_ratio: f64,
+    /// Share it misses (1 - hit ratio).
     pub miss_ratio: f64,
     /// Memory a cache of this capacity takes, where the caller knows it (0 otherwise).
     pub bytes: u64,
 }
 
+/// A miss-ratio curve: the miss ratio of an LRU cache by capacity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Mrc {
+    /// References (accesses) the curve is over.
     pub references: u64,
     /// Distinct keys (estimated from the sample when `sample_rate` < 1).
     pub distinct: u64,
     /// SHARDS sampling rate (1: exact).
     pub sample_rate: f64,
+    /// The curve, by increasing capacity.
     pub points: Vec<MrcPoint>,
 }
 
@@ -295,6 +301,7 @@ impl ReuseDistances {
         d
     }
 
+    /// References counted so far.
     pub fn references(&self) -> u64 {
         self.refs
     }

@@ -23,7 +23,9 @@ fn human_count(v: f64) -> String {
 
 /// A phase with the label its series carry.
 pub struct Labelled<'a> {
+    /// The legend's label.
     pub label: String,
+    /// The analysed phase.
     pub phase: &'a Phase,
 }
 

@@ -27,6 +27,7 @@ use clap::{Parser, Subcommand};
                   traffic of garbage collection can be traced, modelled and compared.",
     after_help = "Start here:\n  chunkscope demo                  the whole experiment on a generated store (about 2 minutes)\n\nExamples:\n  chunkscope gen --preset tiny --out /dev/shm/store\n  chunkscope check --deep /dev/shm/store"
 )]
+/// The command line: one subcommand.
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,7 +50,9 @@ enum Command {
 
 /// Outcome of a command that ran: success, or a problem found in the input.
 pub enum Outcome {
+    /// Done, nothing wrong (exit 0).
     Ok,
+    /// Done, and the input has problems (exit 1).
     ProblemsFound,
 }
 

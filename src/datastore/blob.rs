@@ -41,9 +41,13 @@ pub const MAX_BLOB_FILE_SIZE: u64 = MAX_BLOB_SIZE + ENCRYPTED_BLOB_HEADER_SIZE a
 /// The four kinds of blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlobKind {
+    /// The data as it is.
     Uncompressed,
+    /// zstd-compressed data.
     Compressed,
+    /// AES-256-GCM-encrypted data (IV and tag in the header).
     Encrypted,
+    /// zstd-compressed, then encrypted.
     EncryptedCompressed,
 }
 
@@ -59,10 +63,12 @@ impl BlobKind {
         }
     }
 
+    /// Whether the payload is encrypted (its header is 44 bytes).
     pub fn is_encrypted(self) -> bool {
         matches!(self, BlobKind::Encrypted | BlobKind::EncryptedCompressed)
     }
 
+    /// The header's size, bytes.
     pub fn header_size(self) -> usize {
         if self.is_encrypted() {
             ENCRYPTED_BLOB_HEADER_SIZE
@@ -71,6 +77,7 @@ impl BlobKind {
         }
     }
 
+    /// The kind in words, for messages.
     pub fn name(self) -> &'static str {
         match self {
             BlobKind::Uncompressed => "uncompressed",
@@ -84,14 +91,20 @@ impl BlobKind {
 /// A parsed blob header; `crc_ok` says whether the payload matches the stored CRC.
 #[derive(Clone, Debug)]
 pub struct BlobInfo {
+    /// Its kind.
     pub kind: BlobKind,
+    /// The CRC32 the header stores.
     pub stored_crc: u32,
+    /// The CRC32 of the payload.
     pub computed_crc: u32,
+    /// The blob's size, bytes (header included).
     pub raw_size: usize,
+    /// The payload's size, bytes (after the header).
     pub payload_size: usize,
 }
 
 impl BlobInfo {
+    /// Whether the payload matches the stored CRC.
     pub fn crc_ok(&self) -> bool {
         self.stored_crc == self.computed_crc
     }

@@ -24,39 +24,75 @@ pub enum FormatErrorKind {
     Io(io::Error),
     /// Shorter than its fixed header.
     TooShort {
+        /// What the file is (`fixed index`, `blob`, ...).
         what: &'static str,
+        /// Bytes its header needs.
         need: u64,
+        /// Bytes there are.
         found: u64,
     },
     /// The first 8 bytes are not a magic number of the expected kinds.
     BadMagic {
+        /// The kinds that were acceptable.
         expected: &'static str,
+        /// The bytes found.
         found: [u8; 8],
     },
     /// A fixed index whose chunk size is not a power of two.
-    ChunkSizeNotPowerOfTwo { chunk_size: u64 },
+    ChunkSizeNotPowerOfTwo {
+        /// The header's chunk size.
+        chunk_size: u64,
+    },
     /// The body does not have the length the header implies.
-    BodyLength { detail: String },
+    BodyLength {
+        /// The lengths expected and found, in words.
+        detail: String,
+    },
     /// SHA-256 of the body differs from the header's `index_csum`.
-    IndexChecksum { stored: String, computed: String },
+    IndexChecksum {
+        /// The header's checksum (hex).
+        stored: String,
+        /// The body's (hex).
+        computed: String,
+    },
     /// A dynamic index whose end offsets do not grow strictly.
-    EndOffsets { entry: u64, prev: u64, end: u64 },
+    EndOffsets {
+        /// The entry whose offset does not grow.
+        entry: u64,
+        /// The end offset of the entry before it.
+        prev: u64,
+        /// Its own end offset.
+        end: u64,
+    },
     /// Larger than the format allows (a chunk decodes to at most 16 MiB, a blob to 128 MiB).
     TooLarge {
+        /// What is too large.
         what: &'static str,
+        /// The format's limit, bytes.
         limit: u64,
+        /// The size found (or what it would exceed).
         found: String,
     },
     /// An index with no entries (PBS refuses to write or read them).
     NoEntries,
     /// CRC32 of a blob payload differs from the stored one.
-    BlobCrc { stored: u32, computed: u32 },
+    BlobCrc {
+        /// The blob's stored CRC32.
+        stored: u32,
+        /// The payload's.
+        computed: u32,
+    },
     /// The payload could not be decompressed.
     Decompress(String),
     /// The blob is encrypted: its payload cannot be read without the key.
     Encrypted,
     /// A chunk whose data does not hash to its name.
-    DigestMismatch { name: String, computed: String },
+    DigestMismatch {
+        /// The chunk's name (the digest it should have).
+        name: String,
+        /// SHA-256 of its data.
+        computed: String,
+    },
     /// A manifest that is not the JSON PBS writes.
     Manifest(String),
 }

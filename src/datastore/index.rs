@@ -40,7 +40,9 @@ pub const DYNAMIC_ENTRY_SIZE: usize = 40;
 /// Which of the two index formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexKind {
+    /// `.fidx`: chunks of one size, digests only (VM disks).
     Fixed,
+    /// `.didx`: chunks of any size, end offsets with the digests (file archives).
     Dynamic,
 }
 
@@ -54,6 +56,7 @@ impl IndexKind {
         }
     }
 
+    /// Its magic number.
     pub fn magic(self) -> [u8; 8] {
         match self {
             IndexKind::Fixed => FIXED_SIZED_CHUNK_INDEX_1_0,
@@ -68,6 +71,7 @@ impl IndexKind {
         }
     }
 
+    /// Its name, for messages.
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::Fixed => "fixed index (fidx)",
@@ -362,14 +366,17 @@ impl IndexFile {
         Ok(hasher.finalize().into())
     }
 
+    /// Which format it is.
     pub fn kind(&self) -> IndexKind {
         self.kind
     }
 
+    /// The header's UUID.
     pub fn uuid(&self) -> [u8; 16] {
         self.bytes[8..24].try_into().expect("16 bytes")
     }
 
+    /// The header's creation time (epoch seconds).
     pub fn ctime(&self) -> i64 {
         i64::from_le_bytes(self.bytes[24..32].try_into().expect("8 bytes"))
     }

@@ -17,9 +17,14 @@ pub const MAX_MANIFEST_SIZE: u64 = 16 << 20;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct ManifestFile {
+    /// The file's name in the snapshot directory.
     pub filename: String,
+    /// `none`, `encrypt` or `sign-only`.
     pub crypt_mode: String,
+    /// For an index: the size of the data it indexes (its content size); for a blob: its
+    /// file's length.
     pub size: u64,
+    /// SHA-256 (hex): of an index's body (its `index_csum`), of a blob file's bytes.
     pub csum: String,
 }
 
@@ -27,12 +32,18 @@ pub struct ManifestFile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Manifest {
+    /// `vm`, `ct` or `host`.
     pub backup_type: String,
+    /// The group's backup id.
     pub backup_id: String,
+    /// The snapshot's time (epoch seconds).
     pub backup_time: i64,
+    /// The snapshot's files, indexes and blobs.
     pub files: Vec<ManifestFile>,
+    /// The part of the manifest the signature does not cover (verify state, notes).
     #[serde(default)]
     pub unprotected: serde_json::Value,
+    /// The signature of a signed backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
 }

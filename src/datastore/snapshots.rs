@@ -39,8 +39,11 @@ pub fn is_safe_id(name: &str) -> bool {
 /// What a directory entry is, from `d_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryKind {
+    /// A directory.
     Dir,
+    /// A regular file.
     File,
+    /// Anything else (a symlink, a device, ...).
     Other,
 }
 
@@ -290,10 +293,12 @@ pub struct Phase1Order {
 }
 
 impl Phase1Order {
+    /// Index files in both steps.
     pub fn len(&self) -> usize {
         self.expected.len() + self.unexpected.len()
     }
 
+    /// True without index files.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -12,7 +12,7 @@
 //! the same experiment runs on the simulated store ([`crate::sim`]) instead, and says why.
 //!
 //! Interrupting (SIGINT, SIGTERM) unmounts, waits for the mount process, removes the
-//! temporary store and exits; [`Cleanup`] does the same on every error path.
+//! temporary store and exits; `Cleanup` does the same on every error path.
 
 pub mod report;
 
@@ -37,9 +37,13 @@ use crate::trace::Marker;
 
 /// What to run.
 pub struct DemoOptions {
+    /// Store to generate (a generator preset).
     pub preset: String,
+    /// Its seed.
     pub seed: u64,
+    /// The cost model every mount charges.
     pub model: ModelParams,
+    /// The strategies to compare, in the table's order.
     pub strategies: Vec<Strategy>,
     /// Report directory.
     pub out: PathBuf,
@@ -54,6 +58,7 @@ pub struct DemoOptions {
 /// One strategy's results: what the demo's table shows.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
+    /// The strategy.
     pub strategy: Strategy,
     /// `utimensat` calls of phase 1.
     pub touches: u64,
@@ -66,7 +71,9 @@ pub struct Row {
     /// Blocks phase 1 wrote back at transaction groups (each dirty block once per group),
     /// the last, still open group included.
     pub block_writes: u64,
+    /// Phase 1's modelled time, ns.
     pub phase1_modeled_ns: u64,
+    /// Phase 2's modelled time, ns.
     pub phase2_modeled_ns: u64,
     /// Distinct referenced chunks per modelled second of phase 1.
     pub phase1_chunks_per_s: f64,
@@ -74,10 +81,12 @@ pub struct Row {
     pub wall_seconds: f64,
     /// Share of references the digest cache answered (none for naive).
     pub digest_hit_ratio: Option<f64>,
+    /// Chunks the sweep removed (in the shadow: the store is unchanged).
     pub removed_chunks: u64,
     /// `check` after the sweep: every referenced chunk still there (always true simulated,
     /// where the GC's own counters are the check).
     pub check_ok: bool,
+    /// The GC's own counters.
     pub counters: Counters,
     /// The model's totals at the end of phase 1.
     pub model: Totals,
@@ -90,17 +99,25 @@ pub struct DemoReport {
     pub mode: &'static str,
     /// Why the demo ran on the simulated store, when it did.
     pub simulated_because: Option<String>,
+    /// The preset generated.
     pub preset: String,
+    /// Its seed.
     pub seed: u64,
+    /// The model's name.
     pub model: String,
+    /// Chunk files in the store.
     pub chunks: u64,
+    /// Distinct chunks the snapshots reference.
     pub referenced_chunks: u64,
+    /// References over all index files.
     pub references: u64,
+    /// One row per strategy.
     pub rows: Vec<Row>,
     /// What the table shows, in the threads' terms.
     pub findings: Vec<String>,
     /// The store, when kept.
     pub store: Option<String>,
+    /// Real time of the whole demo.
     pub wall_seconds: f64,
     /// Each strategy's analysed phase 1 (mounted runs), for the plots.
     #[serde(skip)]
@@ -534,6 +551,7 @@ pub struct Phase1Cost {
     pub reads: u64,
     /// Blocks written back, the still open transaction group included.
     pub block_writes: u64,
+    /// The model's totals then.
     pub totals: Totals,
 }
 

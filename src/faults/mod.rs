@@ -57,10 +57,27 @@ use crate::units::{parse_duration, ERRNOS};
 /// A distribution of delays.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Delay {
+    /// Always this long, ns.
     Fixed(u64),
-    Uniform { lo: u64, hi: u64 },
-    Exp { mean: u64 },
-    LogNormal { median: u64, sigma: f64 },
+    /// Uniformly between two bounds.
+    Uniform {
+        /// The shortest, ns.
+        lo: u64,
+        /// The longest, ns.
+        hi: u64,
+    },
+    /// Exponential (memoryless waits).
+    Exp {
+        /// The mean, ns.
+        mean: u64,
+    },
+    /// Log-normal: mostly near the median, with a long tail.
+    LogNormal {
+        /// The median, ns.
+        median: u64,
+        /// The shape: the standard deviation of the delay's logarithm.
+        sigma: f64,
+    },
 }
 
 impl Delay {
@@ -79,16 +96,23 @@ impl Delay {
     }
 }
 
+/// Which of the requests a rule selects it fires on.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Trigger {
+    /// Every one.
     Always,
+    /// Each with this probability, decided by a hash of (seed, rule, request).
     Prob(f64),
+    /// Only the N-th (1-based).
     Nth(u64),
+    /// The K-th, 2K-th, ...
     Every(u64),
 }
 
+/// The errno a rule injects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Errno {
+    /// This one.
     Fixed(i32),
     /// One of the errnos the operation can return.
     Any,
@@ -97,11 +121,17 @@ pub enum Errno {
 /// What a request looks like to the rules.
 #[derive(Clone, Copy, Debug)]
 pub struct Request<'a> {
+    /// The operation.
     pub op: Op,
+    /// The backing inode it is about (0 for a request with a name).
     pub ino: u64,
+    /// The directory of its name (0 without a name).
     pub parent: u64,
+    /// Its name (empty without one).
     pub name: &'a [u8],
+    /// A setattr that sets the atime.
     pub set_atime: bool,
+    /// A setattr that sets the mtime.
     pub set_mtime: bool,
 }
 
@@ -116,6 +146,7 @@ pub struct Decision {
     pub rule: u16,
 }
 
+/// One fault rule, parsed (see the module documentation), with its counters.
 pub struct Rule {
     text: String,
     ops: u128,
@@ -332,6 +363,7 @@ impl Rule {
         Ok(rule)
     }
 
+    /// The rule as written (words separated by single spaces).
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -362,12 +394,16 @@ pub struct Faults {
 /// A rule and its counters, for `chunkscope ctl MNT rules`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RuleStats {
+    /// The rule's text (` (stall)` added for a stall).
     pub rule: String,
+    /// Requests it selected.
     pub matches: u64,
+    /// Requests it fired on.
     pub hits: u64,
 }
 
 impl Faults {
+    /// Rules in the order they are tried, with the seed of their decisions.
     pub fn new(rules: Vec<Rule>, seed: u64) -> Faults {
         Faults {
             rules,
@@ -401,6 +437,7 @@ impl Faults {
         Ok(Faults::new(rules, seed))
     }
 
+    /// True without rules.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }

@@ -5,12 +5,14 @@ use std::io::Write;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// Where a GC's task-log lines go, with its progress bar and warning count.
 pub struct TaskLog {
     out: Box<dyn Write>,
     bar: Option<ProgressBar>,
     terminal: bool,
     /// Shown before the bar's text (e.g. the strategy of a simulated run).
     label: String,
+    /// Warnings written so far.
     pub warnings: u64,
 }
 
@@ -32,6 +34,7 @@ impl TaskLog {
         self
     }
 
+    /// A line of the task log (above the bar, when there is one).
     pub fn info(&mut self, line: &str) {
         match &self.bar {
             Some(bar) => bar.suspend(|| {
@@ -49,6 +52,7 @@ impl TaskLog {
         self.info(line);
     }
 
+    /// Starts a progress bar over `total` steps of `what` (on a terminal only).
     pub fn progress_start(&mut self, what: &str, total: u64) {
         self.progress_finish();
         if self.terminal {
@@ -64,6 +68,7 @@ impl TaskLog {
         }
     }
 
+    /// Moves the bar to `pos` of `total`.
     pub fn progress(&mut self, pos: u64, total: u64) {
         if let Some(bar) = &self.bar {
             bar.set_length(total);
@@ -78,6 +83,7 @@ impl TaskLog {
         }
     }
 
+    /// Clears the bar.
     pub fn progress_finish(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();

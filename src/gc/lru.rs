@@ -21,6 +21,7 @@ impl LruKey for Digest {
     }
 }
 
+/// PBS's cache of recently touched digests (`gc-cache-capacity`): a touch is skipped for a digest it holds.
 pub struct DigestLru(Lru<Digest>);
 
 impl DigestLru {
@@ -36,10 +37,12 @@ impl DigestLru {
         self.0.insert(d)
     }
 
+    /// Digests held.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// True when it holds none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -28,6 +28,7 @@ use crate::store::{ChunkDir, ChunkStore, IndexOrigin, Phase1Visitor};
 pub struct Marker<'s, S: ChunkStore> {
     store: &'s S,
     opts: &'s GcOptions,
+    /// What phase 1 counted so far.
     pub counters: Counters,
     log: &'s mut TaskLog,
     lru: Option<DigestLru>,
@@ -53,6 +54,7 @@ pub struct Marker<'s, S: ChunkStore> {
 
 /// What phase 1 leaves for the sweep.
 pub struct Marked {
+    /// What phase 1 counted.
     pub counters: Counters,
     /// Every referenced digest (sealed).
     pub referenced: ReferencedSet,
@@ -95,6 +97,7 @@ fn head(d: &Digest) -> u64 {
 }
 
 impl<'s, S: ChunkStore> Marker<'s, S> {
+    /// Phase 1 of a run with `opts` on `store`, logging to `log`.
     pub fn new(store: &'s S, opts: &'s GcOptions, log: &'s mut TaskLog) -> Self {
         let lru = (opts.strategy != Strategy::Naive && opts.cache_capacity > 0)
             .then(|| DigestLru::new(opts.cache_capacity));

@@ -30,10 +30,16 @@ use log::TaskLog;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
+    /// PBS's phase 1 without a digest cache: every reference touched, in index order.
     Naive,
+    /// PBS's phase 1 with its digest cache (`gc-cache-capacity`): a reference whose digest
+    /// the LRU of recently touched ones holds is not touched again.
     Lru,
+    /// Thread 001: every chunk directory listed first (warming the metadata), then PBS's touches.
     Prefetch,
+    /// Thread 003: digests collected per batch, then touched chunk directory by chunk directory.
     Batched,
+    /// Batched, each batch's touches sorted by inode number (the order the inodes lie in).
     InodeOrder,
 }
 
@@ -69,8 +75,11 @@ impl Strategy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phases {
+    /// Phase 1 only: touch what the indexes reference.
     Mark,
+    /// Phase 2 only, after reading every index again (touching nothing).
     Sweep,
+    /// Both, as PBS runs them.
     All,
 }
 
@@ -83,15 +92,22 @@ pub const DEFAULT_BATCH_SIZE: usize = 1_048_576;
 /// PBS's default `gc-atime-cutoff`, minutes (the datastore's option).
 pub const DEFAULT_CUTOFF_MINUTES: u64 = crate::datastore::DEFAULT_ATIME_CUTOFF_MINUTES;
 
+/// How one GC runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct GcOptions {
+    /// The phase-1 strategy.
     pub strategy: Strategy,
     /// Digest LRU capacity; 0 turns the cache off.
     pub cache_capacity: usize,
+    /// Digests per batch (batched, inode-order).
     pub batch_size: usize,
+    /// Threads listing chunk directories in the prefetch pass.
     pub prefetch_jobs: usize,
+    /// Chunks whose atime is older than this many minutes before phase 1's start are garbage.
     pub cutoff_minutes: u64,
+    /// Which phases run.
     pub phases: Phases,
+    /// Report what phase 2 would remove, remove nothing.
     pub dry_run: bool,
     /// PBS's `gc-atime-safety-check` (format document 3.2).
     pub atime_check: bool,
@@ -116,45 +132,75 @@ impl Default for GcOptions {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Counters {
     // phase 1
+    /// Index files read in phase 1.
     pub index_file_count: u64,
+    /// Bytes of those index files.
     pub index_data_bytes: u64,
+    /// Chunk references in them (with repeats).
     pub references: u64,
+    /// `utimensat` calls made (touches and `.bad` touches).
     pub utimensat_calls: u64,
+    /// Chunks touched.
     pub touched: u64,
+    /// References whose chunk was missing (ENOENT).
     pub missing_chunks: u64,
+    /// `.N.bad` copies touched for missing chunks.
     pub bad_touched: u64,
+    /// References the digest cache answered (no touch).
     pub cache_hits: u64,
+    /// References the digest cache did not hold.
     pub cache_misses: u64,
+    /// Memory the digest cache reserves, bytes.
     pub cache_reserved_bytes: u64,
+    /// Batches touched (batched, inode-order).
     pub batch_flushes: u64,
     /// Chunk directories listed in phase 1 (prefetch and batched kinds).
     pub listings: u64,
+    /// Chunk directories listed by the prefetch pass.
     pub prefetch_listings: u64,
+    /// Directory entries those listings returned.
     pub entries_listed: u64,
+    /// Phase 1's wall time.
     pub phase1_seconds: f64,
     // phase 2
+    /// Chunk directories listed in phase 2.
     pub sweep_listings: u64,
+    /// Directory entries those listings returned.
     pub sweep_entries: u64,
+    /// Chunk files stat'ed in phase 2.
     pub stat_calls: u64,
+    /// Files removed (chunks and `.bad` copies).
     pub unlinks: u64,
+    /// Chunks phase 2 saw (PBS's "chunk count").
     pub chunk_count: u64,
+    /// Chunks removed.
     pub removed_chunks: u64,
+    /// Bytes of the chunks removed.
     pub removed_bytes: u64,
+    /// `.bad` copies removed.
     pub removed_bad: u64,
+    /// `.bad` copies kept (not older than the cutoff, or their unlink failed).
     pub still_bad: u64,
+    /// Chunks newer than the cutoff but older than the oldest writer's start (PBS's
+    /// "pending": garbage a later GC may remove).
     pub pending_chunks: u64,
+    /// Bytes of the pending chunks (and of the `.bad` copies kept that old).
     pub pending_bytes: u64,
+    /// Chunks in use: newer than the oldest writer's start, or referenced and kept.
     pub disk_chunks: u64,
+    /// Bytes of the chunks in use (and of `.bad` copies that new).
     pub disk_bytes: u64,
     /// Referenced chunks whose atime was older than the cutoff: PBS would have removed them;
     /// chunkscope kept them (also counted in `disk_chunks`/`disk_bytes`).
     pub kept_referenced: u64,
+    /// Bytes of the referenced chunks kept.
     pub kept_referenced_bytes: u64,
     /// Entries with a chunk's name that are not regular files (a symlink, a directory...):
     /// neither followed nor removed, reported.
     pub irregular_chunks: u64,
     /// Index files read by the sweep's own pass when phase 1 did not run.
     pub verify_index_files: u64,
+    /// Phase 2's wall time.
     pub phase2_seconds: f64,
 }
 
@@ -187,6 +233,7 @@ pub enum KeptReason {
 }
 
 impl KeptReason {
+    /// The reason in words, for the log.
     pub fn describe(self) -> &'static str {
         match self {
             KeptReason::MissingInPhase1 => "phase 1 found it missing",
@@ -199,9 +246,13 @@ impl KeptReason {
 /// A referenced chunk PBS would have removed and chunkscope kept.
 #[derive(Clone, Debug, Serialize)]
 pub struct KeptChunk {
+    /// The chunk's digest (hex).
     pub digest: String,
+    /// Why its atime was old.
     pub reason: KeptReason,
+    /// Its atime (epoch seconds).
     pub atime: i64,
+    /// Its size, bytes.
     pub size: u64,
 }
 
@@ -211,15 +262,22 @@ pub const KEPT_NAMED: usize = 1000;
 /// The result of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct GcReport {
+    /// The store's path.
     pub store: String,
+    /// How the run was asked for.
     pub options: GcOptions,
+    /// When phase 1 started (epoch seconds).
     pub phase1_start: i64,
+    /// The atime cutoff: chunks older than this are garbage (epoch seconds).
     pub min_atime: i64,
+    /// The oldest running writer's start (epoch seconds; the cutoff never passes it).
     pub oldest_writer: i64,
+    /// What the run counted.
     pub counters: Counters,
     /// The first [`KEPT_NAMED`] referenced chunks PBS would have removed
     /// (`counters.kept_referenced` counts all).
     pub kept_referenced: Vec<KeptChunk>,
+    /// Warnings written to the task log.
     pub warnings: u64,
 }
 
@@ -227,7 +285,9 @@ pub struct GcReport {
 /// (the counters are the run's so far). Its text is the first line of the error.
 #[derive(Debug)]
 pub struct Aborted {
+    /// The phase the error ended (1 or 2).
     pub phase: u8,
+    /// The run's report up to the error.
     pub report: Box<GcReport>,
 }
 
@@ -258,7 +318,9 @@ impl std::fmt::Display for Aborted {
 /// A GC phase: 1 marks (touches) what the indexes reference, 2 sweeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GcPhase {
+    /// Phase 1: touch what the indexes reference.
     Mark,
+    /// Phase 2: remove what was not touched.
     Sweep,
 }
 
@@ -272,12 +334,15 @@ impl GcPhase {
     }
 }
 
-/// A phase's start or end, as the GC reports it to [`Hooks::boundary`] (a chunkscope mount
+/// A phase's start or end, as the GC reports it to [`Hooks`]'s `boundary` (a chunkscope mount
 /// records it as a trace marker).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Boundary {
+    /// Which phase.
     pub phase: GcPhase,
+    /// True at its start, false at its end.
     pub start: bool,
+    /// The strategy running.
     pub strategy: Strategy,
 }
 

@@ -69,6 +69,7 @@ impl Default for ReferencedSet {
 }
 
 impl ReferencedSet {
+    /// An empty set.
     pub fn new() -> ReferencedSet {
         ReferencedSet {
             dirs: (0..CHUNK_SUBDIRS).map(|_| Bucket::default()).collect(),
@@ -103,6 +104,7 @@ impl ReferencedSet {
         self.dirs.iter().map(|b| b.fps.len() as u64).sum()
     }
 
+    /// True when it holds nothing.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

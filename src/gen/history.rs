@@ -41,6 +41,7 @@ impl ContentId {
     /// The all-zero chunk of the fixed chunk size.
     pub const ZERO: ContentId = ContentId(0);
 
+    /// Whether the chunk is of an archive with dynamic chunk sizes (`.didx`).
     pub fn is_dynamic(self) -> bool {
         self.0 & 1 == 1
     }
@@ -54,12 +55,16 @@ impl ContentId {
 /// The three backup types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackupType {
+    /// A virtual machine (`vm/<id>`).
     Vm,
+    /// A container (`ct/<id>`).
     Ct,
+    /// A host's files (`host/<id>`).
     Host,
 }
 
 impl BackupType {
+    /// The type's directory name (`vm`, `ct`, `host`).
     pub fn as_str(self) -> &'static str {
         match self {
             BackupType::Vm => "vm",
@@ -80,19 +85,27 @@ pub enum ArchiveKind {
     Catalog,
 }
 
+/// One archive of a group's snapshots.
 #[derive(Clone, Debug)]
 pub struct ArchiveSpec {
+    /// Its file name in the snapshot (`drive-scsi0.img.fidx`, ...).
     pub name: String,
+    /// What it is.
     pub kind: ArchiveKind,
+    /// Its size in chunks (slots that change from backup to backup).
     pub slots: u32,
 }
 
 /// PBS prune options (only the ones a daily schedule needs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retention {
+    /// Keep the last N snapshots.
     pub keep_last: u32,
+    /// Keep one per day for the last N days with a snapshot.
     pub keep_daily: u32,
+    /// Keep one per ISO week for the last N weeks with a snapshot.
     pub keep_weekly: u32,
+    /// Keep one per month for the last N months with a snapshot.
     pub keep_monthly: u32,
 }
 
@@ -165,18 +178,24 @@ fn iso_week_key(t: i64) -> i64 {
 /// A failed backup on the last day: it uploaded new chunks, then died before its manifest.
 #[derive(Clone, Copy, Debug)]
 pub struct FailedBackup {
+    /// When it started (epoch seconds).
     pub time: i64,
     /// Fraction of each archive it got through.
     pub fraction: f64,
 }
 
+/// A backup group and its history.
 #[derive(Clone, Debug)]
 pub struct GroupSpec {
     /// Index into [`History::namespaces`].
     pub ns: usize,
+    /// Its backup type.
     pub ty: BackupType,
+    /// Its backup id (the group directory's name under the type's).
     pub id: String,
+    /// The OS template its first disk starts from (groups that share one share chunks).
     pub template: u32,
+    /// The archives of each of its snapshots.
     pub archives: Vec<ArchiveSpec>,
     /// Backup times, oldest first (one per day).
     pub backups: Vec<i64>,
@@ -187,12 +206,14 @@ pub struct GroupSpec {
     /// Kept by prune at the GC before the previous one, when its touches still count
     /// ([`History::prev2_gc`]); empty otherwise.
     pub retained_prev2: Vec<bool>,
+    /// A backup on the last day that failed, if any.
     pub failed: Option<FailedBackup>,
 }
 
 /// Knobs of the content model.
 #[derive(Clone, Copy, Debug)]
 pub struct ContentModel {
+    /// The generator's seed.
     pub seed: u64,
     /// Probability that a slot changes at a backup (set it with [`ContentModel::set_churn`]).
     churn: f64,
@@ -205,6 +226,7 @@ pub struct ContentModel {
 }
 
 impl ContentModel {
+    /// A model with these knobs (`churn` the probability that a slot changes at a backup).
     pub fn new(seed: u64, churn: f64, zero_fraction: f64, template_fraction: f64) -> Self {
         let mut m = ContentModel {
             seed,
@@ -217,10 +239,12 @@ impl ContentModel {
         m
     }
 
+    /// The probability that a slot changes at a backup.
     pub fn churn(&self) -> f64 {
         self.churn
     }
 
+    /// Sets that probability.
     pub fn set_churn(&mut self, churn: f64) {
         self.churn = churn;
         self.ln_keep = (1.0 - churn).ln();
@@ -332,15 +356,20 @@ pub struct VersionCursor {
 /// A namespace directory, relative to the datastore root ("" is the root namespace).
 #[derive(Clone, Debug)]
 pub struct NamespaceSpec {
+    /// Its path relative to the datastore root (`ns/a/ns/b`).
     pub rel: String,
+    /// Its depth (0: the root namespace).
     pub depth: usize,
 }
 
 /// The whole history of a store.
 #[derive(Clone, Debug)]
 pub struct History {
+    /// The namespaces, root first.
     pub namespaces: Vec<NamespaceSpec>,
+    /// Every backup group.
     pub groups: Vec<GroupSpec>,
+    /// How contents change.
     pub model: ContentModel,
     /// The history's "now" (22:00 on its last day), epoch seconds.
     pub now: i64,
@@ -356,8 +385,11 @@ pub struct History {
 /// See [`History::chunk_sets`].
 #[derive(Clone, Debug, Default)]
 pub struct ChunkSets {
+    /// Contents whose chunk exists in the store now.
     pub present: hashbrown::HashSet<ContentId>,
+    /// Contents the snapshots present now reference.
     pub referenced: hashbrown::HashSet<ContentId>,
+    /// Contents the snapshots present at the previous GC referenced.
     pub referenced_prev: hashbrown::HashSet<ContentId>,
     /// Referenced at the GC before the previous one (empty unless [`History::prev2_gc`]).
     pub referenced_prev2: hashbrown::HashSet<ContentId>,
@@ -366,10 +398,13 @@ pub struct ChunkSets {
 /// One backup event (successful or failed) of the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// When it ran (epoch seconds).
     pub time: i64,
+    /// Its group (an index into [`History::groups`]).
     pub group: u32,
     /// Backup number within the group; for a failed backup, the number it would have had.
     pub k: u32,
+    /// Whether it failed (uploaded chunks, wrote no manifest).
     pub failed: bool,
 }
 

@@ -32,18 +32,23 @@ pub struct Damage {
 /// Everything that decides a generated store.
 #[derive(Clone, Debug)]
 pub struct GenConfig {
+    /// The preset it started from.
     pub preset: String,
+    /// The seed of every decision.
     pub seed: u64,
     /// Namespaces including the root namespace.
     pub namespaces: usize,
+    /// Backup groups.
     pub groups: usize,
-    /// Shares of VM and container groups; the rest are host groups.
+    /// Share of VM groups.
     pub vm_share: f64,
+    /// Share of container groups; the rest are host groups.
     pub ct_share: f64,
     /// Length of the history in days (one backup per group and day).
     pub days: u32,
     /// Group start days are spread over this fraction of the history.
     pub start_spread: f64,
+    /// The prune schedule.
     pub retention: Retention,
     /// Mean chunks of a VM disk (before `scale`).
     pub disk_chunks: u32,
@@ -51,8 +56,11 @@ pub struct GenConfig {
     pub archive_chunks: u32,
     /// VMs have 1..=max_disks disks.
     pub max_disks: u32,
+    /// Fraction of disk slots that are all-zero until they change (sparse disks).
     pub zero_fraction: f64,
+    /// Fraction of a VM's first disk that comes from its OS template.
     pub template_fraction: f64,
+    /// OS templates the groups share.
     pub templates: u32,
     /// Target references per distinct referenced chunk; churn is solved for it.
     pub dedup: Option<f64>,
@@ -72,6 +80,7 @@ pub struct GenConfig {
     pub scale: f64,
     /// Epoch of the history's last day (any time that day; `now` is 22:00 UTC).
     pub history_end: i64,
+    /// Damage to add (missing chunks, `.bad` copies, temporary files).
     pub damage: Damage,
 }
 

@@ -9,11 +9,16 @@
 use super::history::ContentId;
 use crate::rng::{hash, unit, SplitMix};
 
+/// How a content's chunk data is made (deterministic per content).
 #[derive(Clone, Copy, Debug)]
 pub struct PayloadModel {
+    /// The generator's seed.
     pub seed: u64,
+    /// The fixed chunk size, bytes (dynamic chunks average about this).
     pub chunk_size: u32,
+    /// Fraction of a compressible chunk's bytes that are random (the rest are zeros).
     pub entropy: f64,
+    /// Fraction of chunks that are all random (stored uncompressed).
     pub incompressible: f64,
 }
 

@@ -21,19 +21,31 @@ pub struct GarbageCounts {
 /// What the generator wrote, and what that means for a GC.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroundTruth {
+    /// The generator preset.
     pub preset: String,
+    /// Its seed.
     pub seed: u64,
+    /// Its scale factor.
     pub scale: f64,
+    /// Where the store was written.
     pub store: String,
     /// Real epoch seconds: generation time, and when the modelled previous GC ran.
     pub generated_at: i64,
+    /// When the modelled previous GC ran (epoch seconds).
     pub prev_gc_at: i64,
+    /// The atime cutoff the truth assumes (PBS's default).
     pub cutoff_minutes: u64,
+    /// Namespaces (the root included).
     pub namespaces: usize,
+    /// Backup groups.
     pub groups: usize,
+    /// Snapshots written (the ones prune keeps now).
     pub snapshots: usize,
+    /// Index files written.
     pub index_files: usize,
+    /// Of them, `.fidx`.
     pub fixed_indexes: usize,
+    /// Of them, `.didx`.
     pub dynamic_indexes: usize,
     /// Digest entries over all index files (naive phase-1 touches).
     pub references: u64,
@@ -43,10 +55,13 @@ pub struct GroundTruth {
     pub missing_chunks: Vec<String>,
     /// Regular chunk files in `.chunks` (referenced and garbage).
     pub chunk_files: u64,
+    /// Their bytes.
     pub chunk_bytes: u64,
+    /// Unreferenced chunk files, by what a GC now does with them.
     pub garbage: GarbageCounts,
     /// `.N.bad` files, of which `bad_for_missing` stand for missing referenced chunks.
     pub bad_files: u64,
+    /// `.N.bad` files that stand for missing referenced chunks.
     pub bad_for_missing: u64,
     /// `*.tmp_XXXXXX` files in chunk directories.
     pub tmp_files: u64,
@@ -54,7 +69,9 @@ pub struct GroundTruth {
     pub chunk_dirs_with_referenced: u64,
     /// references / referenced_chunks.
     pub dedup_factor: f64,
+    /// The deduplication factor asked for (`--dedup`), if any.
     pub requested_dedup: Option<f64>,
+    /// The churn the content model used (derived from the asked dedup, if any).
     pub churn: f64,
     /// Sum of the indexes' content sizes (PBS "Original data usage").
     pub index_data_bytes: u64,
@@ -62,6 +79,8 @@ pub struct GroundTruth {
     pub referenced_chunk_bytes: u64,
     /// index_data_bytes / referenced_chunk_bytes (PBS "Deduplication factor" after a GC).
     pub pbs_dedup_factor: f64,
+    /// How long writing took.
     pub elapsed_seconds: f64,
+    /// Chunk files written per second.
     pub chunks_per_second: f64,
 }

@@ -20,6 +20,7 @@ impl LruKey for Block {
     }
 }
 
+/// The model's metadata cache: an LRU of block numbers.
 #[derive(Clone)]
 pub struct BlockLru(Lru<Block>);
 
@@ -41,14 +42,17 @@ impl BlockLru {
         self.0.contains(&Block(block))
     }
 
+    /// Empties it (a cold pool).
     pub fn clear(&mut self) {
         self.0.clear()
     }
 
+    /// Blocks held.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// True when it holds none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -42,10 +42,15 @@ use order::InodeOrder;
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Layout {
     /// Blocks of `per_block` dnodes in object-number (creation) order.
-    Zfs { per_block: u64 },
+    Zfs {
+        /// Dnodes per metadata block (32 in a 16 KiB block).
+        per_block: u64,
+    },
     /// Inode tables per block group.
     Ext4 {
+        /// Inodes per block group.
         inodes_per_group: u64,
+        /// Inodes per inode-table block.
         per_block: u64,
     },
 }
@@ -86,8 +91,11 @@ pub fn zap_leaf_block(dir: u64, leaf: u64) -> u64 {
 /// Model parameters; see [`ModelParams::preset`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelParams {
+    /// The preset's (or the model file's) name.
     pub name: String,
+    /// Where inodes' metadata lives.
     pub layout: Layout,
+    /// Bytes per metadata block (the cache's unit).
     pub block_bytes: u64,
     /// Metadata cache size.
     pub cache_bytes: u64,
@@ -103,6 +111,7 @@ pub struct ModelParams {
     pub dirty_limit_blocks: u64,
     /// Fraction of the dirty limit above which operations are throttled.
     pub throttle_start: f64,
+    /// ZFS's `zfs_delay_scale`: how long the throttle delays an operation (see the module documentation).
     pub delay_scale_ns: u64,
     /// CPU and syscall cost of any metadata operation.
     pub op_ns: u64,
@@ -149,6 +158,7 @@ pub const PRESETS: [&str; 6] = [
 ];
 
 impl ModelParams {
+    /// The preset called `name` (the threads' pools, ext4; see [`PRESETS`]), or an error naming the presets.
     pub fn preset(name: &str) -> anyhow::Result<ModelParams> {
         let zfs = ModelParams {
             name: name.to_string(),
@@ -322,11 +332,13 @@ pub fn charges(op: Op) -> bool {
 /// What the model needs of an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ModelOp {
+    /// The operation.
     pub op: Op,
     /// Backing inode (0: none, e.g. a failed lookup).
     pub ino: u64,
     /// Backing inode of the parent directory (0: none).
     pub parent: u64,
+    /// Its errno (a failed lookup reads, but finds no inode).
     pub errno: i32,
 }
 
@@ -335,25 +347,38 @@ pub struct ModelOp {
 pub struct Cost {
     /// Modelled time the operation took (reads, throttle, forced sync, CPU).
     pub ns: u64,
+    /// Metadata blocks read on demand.
     pub misses: u64,
+    /// Metadata blocks read ahead (readdir prefetch).
     pub prefetched: u64,
+    /// Blocks it dirtied for the first time in the transaction group.
     pub dirtied: u64,
+    /// Time the write throttle delayed it.
     pub throttle_ns: u64,
 }
 
 /// Running totals of a model.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Totals {
+    /// Operations charged.
     pub ops: u64,
+    /// Modelled time of all of them.
     pub ns: u64,
+    /// Demand reads (cache misses).
     pub misses: u64,
+    /// Cache hits.
     pub hits: u64,
+    /// Prefetch reads.
     pub prefetched: u64,
+    /// Blocks dirtied (once per transaction group each).
     pub dirtied: u64,
+    /// Time the write throttle added.
     pub throttle_ns: u64,
+    /// Transaction groups synced.
     pub txg_syncs: u64,
     /// Blocks written at syncs (each dirty block once per transaction group).
     pub blocks_written: u64,
+    /// Time the syncs' writes took.
     pub writeback_ns: u64,
     /// Dirty blocks of each transaction group, in order.
     pub dirty_per_txg: Vec<u64>,
@@ -366,6 +391,7 @@ impl Totals {
     }
 }
 
+/// The metadata cost model: charges operations in order, keeps its own clock and totals.
 pub struct Model {
     params: ModelParams,
     cache: BlockLru,
@@ -387,6 +413,7 @@ pub struct Model {
 }
 
 impl Model {
+    /// A cold model (empty cache, clock at 0) with `params`.
     pub fn new(params: ModelParams) -> Model {
         let leaves = match params.zap_leaf_entries {
             0 => 0,
@@ -424,10 +451,12 @@ impl Model {
         }
     }
 
+    /// Its parameters.
     pub fn params(&self) -> &ModelParams {
         &self.params
     }
 
+    /// What it has charged so far.
     pub fn totals(&self) -> &Totals {
         &self.totals
     }

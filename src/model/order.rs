@@ -67,14 +67,17 @@ impl InodeOrder {
         self.next += 1;
     }
 
+    /// Inodes ranked by the scan.
     pub fn len(&self) -> usize {
         self.scanned.len()
     }
 
+    /// True when the scan ranked none.
     pub fn is_empty(&self) -> bool {
         self.scanned.is_empty()
     }
 
+    /// Writes the scan's ranking to `path` (beside a trace, for `replay`).
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut out = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -88,6 +91,7 @@ impl InodeOrder {
             .with_context(|| format!("writing {}", path.display()))
     }
 
+    /// Reads a ranking [`InodeOrder::save`] wrote.
     pub fn load(path: &Path) -> Result<InodeOrder> {
         let mut bytes = Vec::new();
         std::fs::File::open(path)

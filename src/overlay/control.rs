@@ -24,10 +24,6 @@ use anyhow::{bail, Context, Result};
 use super::inode::InodeTable;
 use super::shadow::Shadow;
 
-/// The control socket of a mount on `mountpoint` (an absolute, canonical path):
-/// `/run/chunkscope/mnt-<first 16 hex of SHA-256 of the path>.sock`. Derived from the path,
-/// so the mounting process can bind it *before* mounting (a client that sees the mount finds
-/// the socket) and a client that knows only the mountpoint finds it.
 /// The mountpoint of the chunkscope mount holding `path`, if any.
 pub fn mount_of(path: &Path) -> Option<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -44,6 +40,10 @@ pub fn mount_of(path: &Path) -> Option<PathBuf> {
         .max_by_key(|m| m.as_os_str().len())
 }
 
+/// The control socket of a mount on `mountpoint` (an absolute, canonical path):
+/// `/run/chunkscope/mnt-<first 16 hex of SHA-256 of the path>.sock`. Derived from the path,
+/// so the mounting process can bind it *before* mounting (a client that sees the mount finds
+/// the socket) and a client that knows only the mountpoint finds it.
 pub fn socket_for(mountpoint: &Path) -> PathBuf {
     use sha2::Digest as _;
     let h = sha2::Sha256::digest(mountpoint.as_os_str().as_encoded_bytes());
@@ -63,10 +63,13 @@ pub fn default_socket(mnt: &Path) -> Result<PathBuf> {
 
 /// What the control thread can see of the running overlay.
 pub struct Shared {
+    /// The inode table (its size for `stats`).
     pub inodes: Arc<InodeTable>,
+    /// Shadow mode's state (its unlinks for `stats`).
     pub shadow: Option<Arc<Shadow>>,
     /// Taken (set to None) when the session ends, so the trace writer can finish.
     pub trace: Mutex<Option<crate::instrument::Trace>>,
+    /// Fault rules and the model (markers, stats, drop-caches, rules).
     pub inst: Arc<super::Instruments>,
     /// The thread that holds delayed replies (when anything can delay one).
     pub timer: Option<Arc<super::timer::Timer>>,
@@ -238,9 +241,11 @@ pub struct Client {
 pub struct Stats {
     /// Inodes the kernel holds lookups on (the overlay's inode table).
     pub inodes: u64,
-    /// Trace records sent, times a sender waited for room, records lost.
+    /// Trace records sent.
     pub records: u64,
+    /// Times a sender waited for room in the writer's channel.
     pub stalls: u64,
+    /// Records lost (the writer was gone).
     pub lost: u64,
     /// Unlinks kept in memory (shadow mode only).
     pub shadow_unlinks: Option<u64>,
@@ -248,8 +253,9 @@ pub struct Stats {
     pub model: Option<ModelStats>,
     /// Replies held by the timer thread so far (when replies can be delayed).
     pub held_replies: Option<u64>,
-    /// Requests the store answered EMFILE/ENFILE, and the daemon's open-file limit.
+    /// Requests the store answered EMFILE/ENFILE.
     pub fd_exhausted: u64,
+    /// The daemon's open-file limit.
     pub nofile_limit: u64,
     /// Each fault rule with its counters (with `--fault` only).
     pub faults: Option<Vec<crate::faults::RuleStats>>,
@@ -258,8 +264,11 @@ pub struct Stats {
 /// The cost model's part of [`Stats`].
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelStats {
+    /// The model's name.
     pub name: String,
+    /// Its clock, ns of modelled time.
     pub clock_ns: u64,
+    /// What it charged so far.
     pub totals: crate::model::Totals,
     /// Blocks dirtied in the open transaction group.
     pub dirty_blocks: u64,
@@ -295,6 +304,7 @@ impl Stats {
 }
 
 impl Client {
+    /// Connects to the control socket `socket`.
     pub fn connect(socket: &Path) -> Result<Client> {
         let out = UnixStream::connect(socket).with_context(|| {
             format!(
@@ -352,7 +362,10 @@ impl Client {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Marked {
     /// In the trace, with this request number.
-    Recorded { seq: u64 },
+    Recorded {
+        /// The marker's request number.
+        seq: u64,
+    },
     /// The mount keeps no trace: nothing was recorded (a GC on it must not fail for that).
     Untraced,
 }

@@ -28,7 +28,14 @@ const SHARDS: usize = 64;
 /// A `struct file_handle` (header and bytes) as the kernel returned it.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Handle {
-    Inline { len: u8, buf: [u8; INLINE] },
+    /// A handle of up to 40 bytes (ext4, tmpfs, ZFS), kept in place.
+    Inline {
+        /// Bytes of `buf` in use.
+        len: u8,
+        /// The handle.
+        buf: [u8; INLINE],
+    },
+    /// A longer one, on the heap.
     Heap(Box<[u8]>),
 }
 
@@ -114,7 +121,9 @@ struct Entry {
 
 /// A descriptor for an operation: the store root (borrowed) or one opened from a handle.
 pub enum Fd<'a> {
+    /// The store root's own descriptor.
     Root(BorrowedFd<'a>),
+    /// A descriptor opened for the operation, closed after it.
     Owned(OwnedFd),
 }
 
@@ -200,6 +209,7 @@ impl InodeTable {
             .sum()
     }
 
+    /// True when no inode is looked up.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -55,6 +55,7 @@ use sys::{errno_of, fstat, fstatat, CName, ProcPath};
 /// How the overlay presents the store to the kernel.
 #[derive(Clone, Debug)]
 pub struct OverlayOptions {
+    /// The backing store (absolute, canonical: the fault globs' paths are relative to it).
     pub store: PathBuf,
     /// How long the kernel may cache a name → inode mapping (0: every lookup is seen).
     pub entry_ttl: Duration,

@@ -14,6 +14,7 @@ type Time = (i64, i64);
 /// Shadowed (atime, mtime); `None` keeps the backing value.
 type Times = (Option<Time>, Option<Time>);
 
+/// Shadow mode's changes, in memory: times set and names removed.
 #[derive(Default)]
 pub struct Shadow {
     times: Mutex<HashMap<u64, Times>>,
@@ -58,6 +59,7 @@ impl Shadow {
         }
     }
 
+    /// Whether `name` in directory `parent` was removed through the mount.
     pub fn is_removed(&self, parent: u64, name: &[u8]) -> bool {
         let removed = self.removed.lock().unwrap_or_else(|p| p.into_inner());
         removed
@@ -65,6 +67,7 @@ impl Shadow {
             .is_some_and(|names| names.contains(name))
     }
 
+    /// Removes `name` in directory `parent` (through the mount only).
     pub fn remove(&self, parent: u64, name: &[u8]) {
         let mut removed = self.removed.lock().unwrap_or_else(|p| p.into_inner());
         removed.entry(parent).or_default().insert(name.into());

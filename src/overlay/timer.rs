@@ -52,6 +52,7 @@ pub struct Timer {
 }
 
 impl Timer {
+    /// Starts the timer thread.
     pub fn start() -> std::io::Result<Timer> {
         let shared = Arc::new(Shared::default());
         let s = shared.clone();

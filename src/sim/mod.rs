@@ -26,30 +26,36 @@ pub use store::{DigestMode, RequestCounts, SimStore};
 /// One strategy's simulated run.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimRun {
+    /// The strategy.
     pub strategy: Strategy,
     /// Which of several tuning values this run used ("batch 131072", "8 jobs"), if the
     /// caller asked for several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// The GC's own counters.
     pub counters: Counters,
+    /// The requests a mount would have received, by kind.
     pub requests: RequestCounts,
     /// The requests up to the end of phase 1.
     pub phase1_requests: RequestCounts,
-    /// Demand reads (the model's misses) of phase 1, its prefetch reads, and its block
-    /// writes (the open transaction group included).
+    /// Demand reads (the model's misses) of phase 1.
     pub phase1_reads: u64,
+    /// Its prefetch reads.
     pub phase1_prefetch_reads: u64,
+    /// Its block writes (the open transaction group included).
     pub phase1_block_writes: u64,
     /// Model totals after the final transaction group was written.
     pub model: Totals,
-    /// Modelled time of each phase (clock at the phase's end markers), ns.
+    /// Modelled time of phase 1 (from its start marker to its end marker), ns.
     pub phase1_ns: u64,
+    /// Modelled time of phase 2, ns (0 when it did not run).
     pub phase2_ns: u64,
     /// Modelled time from phase 1's start to its first index file: the prefetch pass (for
     /// the other strategies, the few requests that open the store).
     pub pass_ns: u64,
     /// Distinct referenced chunks per modelled second of phase 1.
     pub phase1_chunks_per_s: f64,
+    /// Real time the simulation took.
     pub wall_seconds: f64,
     /// Each fault rule with its counters in this run (with fault rules only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -68,9 +74,13 @@ impl SimRun {
 
 /// What the simulation was asked.
 pub struct SimSetup {
+    /// The generator configuration of the store.
     pub cfg: GenConfig,
+    /// The cost model.
     pub params: ModelParams,
+    /// How chunk digests are made.
     pub digests: DigestMode,
+    /// The root's inode number (the rest follow in creation order).
     pub first_ino: u64,
     /// Generation time the store is simulated at (shifts atimes as `gen` does).
     pub now: i64,

@@ -17,13 +17,21 @@ use super::store::State;
 /// Requests emitted, by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RequestCounts {
+    /// Lookups.
     pub lookup: u64,
+    /// Getattrs.
     pub getattr: u64,
+    /// Setattrs (touches).
     pub setattr: u64,
+    /// Opendirs.
     pub opendir: u64,
+    /// Readdirs (two a listing: its entries, then the end).
     pub readdir: u64,
+    /// Opens.
     pub open: u64,
+    /// Unlinks.
     pub unlink: u64,
+    /// Creates.
     pub create: u64,
 }
 

@@ -480,6 +480,7 @@ impl SimStore {
         f(self.lock().model())
     }
 
+    /// The requests so far, by kind.
     pub fn counts(&self) -> RequestCounts {
         self.lock().counts.clone()
     }

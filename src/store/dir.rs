@@ -29,6 +29,7 @@ fn last_err() -> io::Error {
 }
 
 impl DirStore {
+    /// Opens the store at `root` (its `.chunks` directory is held open).
     pub fn open(root: &Path) -> io::Result<DirStore> {
         let root = std::path::absolute(root)?;
         let chunks = root.join(CHUNK_DIR);

@@ -47,13 +47,16 @@ pub trait Phase1Visitor {
 pub struct EntryStat {
     /// Whole seconds, as PBS compares them.
     pub atime: i64,
+    /// Its size, bytes.
     pub size: u64,
+    /// Whether it is a regular file (anything else is neither followed nor removed).
     pub is_file: bool,
 }
 
 /// What the atime safety check needs to know of a chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkStat {
+    /// Its inode number.
     pub ino: u64,
     /// Nanoseconds since the epoch.
     pub atime_ns: i128,
@@ -65,11 +68,13 @@ pub trait ChunkDir {
     fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()>;
     /// `None` when the entry is gone.
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>>;
+    /// Removes the entry `name`.
     fn unlink(&mut self, name: &[u8]) -> io::Result<()>;
 }
 
 /// A chunk store as a GC sees it.
 pub trait ChunkStore: Sync {
+    /// An open chunk directory of this store.
     type Dir<'a>: ChunkDir
     where
         Self: 'a;

@@ -31,6 +31,7 @@ use std::io::{self, Write};
 
 use super::format::{Name, Record};
 
+/// The CSV columns (and the JSON Lines keys), in order.
 pub const COLUMNS: [&str; 13] = [
     "seq",
     "start_ns",
@@ -58,7 +59,9 @@ fn name_text(n: &Name) -> String {
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// Comma-separated values with a header line.
     Csv,
+    /// One JSON object per record and line.
     Jsonl,
     /// Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing.
     #[value(alias = "perfetto")]
@@ -74,6 +77,7 @@ pub struct Exporter<W: Write> {
 }
 
 impl<W: Write> Exporter<W> {
+    /// An exporter writing `format` to `out` (the CSV header, the Chrome preamble, now).
     pub fn new(mut out: W, format: Format) -> io::Result<Self> {
         match format {
             Format::Csv => writeln!(out, "{}", COLUMNS.join(","))?,
@@ -93,6 +97,7 @@ impl<W: Write> Exporter<W> {
         })
     }
 
+    /// Writes one record.
     pub fn write(&mut self, r: &Record) -> io::Result<()> {
         let name = name_text(&r.name);
         match self.format {
@@ -157,6 +162,7 @@ impl<W: Write> Exporter<W> {
         }
     }
 
+    /// Ends the output (the Chrome trace's closing bracket) and gives the writer back.
     pub fn finish(mut self) -> io::Result<W> {
         if self.format == Format::Chrome {
             writeln!(self.out, "\n]}}")?;

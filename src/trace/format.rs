@@ -60,8 +60,11 @@ use crate::datastore::Digest;
 
 /// `CSTRACE` and the format generation byte.
 pub const TRACE_MAGIC: [u8; 8] = *b"CSTRACE\x01";
+/// The format's version in the header (readers refuse others).
 pub const TRACE_VERSION: u32 = 1;
+/// Bytes per record slot.
 pub const SLOT_SIZE: usize = 112;
+/// The op number of a slot that defines a string of the string table.
 pub const STRING_DEF: u16 = 0xffff;
 /// Longest string the format stores (names are at most 255 bytes; markers are cut here).
 pub const MAX_STRING: usize = 4096;
@@ -85,11 +88,14 @@ macro_rules! ops {
         /// The operations a trace records (FUSE requests, plus markers).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u16)]
+        #[allow(missing_docs)] // each is the FUSE request of its name (see `name`)
         pub enum Op { $($name = $n,)* }
 
         impl Op {
+            /// Every operation, in number order.
             pub const ALL: &'static [Op] = &[$(Op::$name,)*];
 
+            /// The operation numbered `v` (`None` for a number this build does not know).
             pub fn from_u16(v: u16) -> Option<Op> {
                 match v { $($n => Some(Op::$name),)* _ => None }
             }
@@ -146,7 +152,9 @@ ops! {
 /// The name a record carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Name {
+    /// No name.
     None,
+    /// A chunk's digest (a name of 64 hex digits, stored as 32 bytes).
     Digest(Digest),
     /// A name that is not a digest (or a marker's text).
     Text(std::sync::Arc<str>),
@@ -155,27 +163,41 @@ pub enum Name {
 /// A record as the reader returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// Request number, the order the model saw (a listing's entries and a second name share their request's).
     pub seq: u64,
+    /// When the request arrived, ns since the trace started (a simulation's: the model's clock).
     pub start_ns: u64,
+    /// How long it took, ns (the backing call on a mount; the modelled cost in a simulation).
     pub duration_ns: u64,
+    /// The backing inode it is about (0: none, e.g. a failed lookup).
     pub ino: u64,
+    /// The directory of its name (0: no name).
     pub parent: u64,
+    /// Its argument: offset, size, entries listed, new directory, time set (see the module documentation).
     pub arg: u64,
+    /// Delay a fault rule added before the reply, ns.
     pub injected_ns: u64,
+    /// What the model charged, ns (0 without a model).
     pub modeled_ns: u64,
+    /// The caller's process id.
     pub pid: u32,
     /// Raw op number (see [`Op::from_u16`]): unknown numbers from newer writers are kept.
     pub op: u16,
+    /// Bits of [`flags`].
     pub flags: u8,
+    /// The errno answered (0: success).
     pub errno: i32,
+    /// Its name.
     pub name: Name,
 }
 
 impl Record {
+    /// The operation (`None` for a number this build does not know).
     pub fn op(&self) -> Option<Op> {
         Op::from_u16(self.op)
     }
 
+    /// The operation's name (`unknown` for a number this build does not know).
     pub fn op_name(&self) -> &'static str {
         self.op().map_or("unknown", Op::name)
     }
@@ -263,19 +285,33 @@ pub const INLINE_NAME: usize = 255;
 /// copied into a fixed buffer, so building one never allocates.
 #[derive(Clone, Copy)]
 pub struct RawRecord {
+    /// As in [`Record`].
     pub seq: u64,
+    /// As in [`Record`].
     pub start_ns: u64,
+    /// As in [`Record`].
     pub duration_ns: u64,
+    /// As in [`Record`].
     pub ino: u64,
+    /// As in [`Record`].
     pub parent: u64,
+    /// As in [`Record`].
     pub arg: u64,
+    /// As in [`Record`].
     pub injected_ns: u64,
+    /// As in [`Record`].
     pub modeled_ns: u64,
+    /// As in [`Record`].
     pub pid: u32,
+    /// As in [`Record`], the operation known.
     pub op: Op,
+    /// As in [`Record`].
     pub flags: u8,
+    /// As in [`Record`].
     pub errno: i32,
+    /// Bytes of `name` in use.
     pub name_len: u8,
+    /// The name, cut at [`INLINE_NAME`] bytes.
     pub name: [u8; INLINE_NAME],
 }
 
@@ -307,6 +343,7 @@ impl RawRecord {
         self.name_len = n as u8;
     }
 
+    /// The name's bytes.
     pub fn name(&self) -> &[u8] {
         &self.name[..self.name_len as usize]
     }

@@ -12,8 +12,11 @@
 pub enum Marker {
     /// A GC phase begins (`start`) or ends: phase 1 (mark) or 2 (sweep), with its strategy.
     Phase {
+        /// PBS's phase number (1 or 2).
         number: u8,
+        /// True at its start, false at its end.
         start: bool,
+        /// The strategy's name.
         strategy: String,
     },
     /// Any other text.

@@ -1,6 +1,6 @@
 //! Traces: one fixed-size record per request, written off the request path.
 //!
-//! * [`format`]: the on-disk layout (the specification is that module's doc).
+//! * [`format`](mod@format): the on-disk layout (the specification is that module's doc).
 //! * [`writer`]: the writer thread and the request path's [`writer::TraceSink`].
 //! * [`reader`]: a streaming reader that tolerates a torn last record.
 //! * [`ordered`]: records in request order, listings with their entries.

@@ -27,6 +27,7 @@ pub struct Ordered {
 }
 
 impl Ordered {
+    /// Records of `reader`, in request order.
     pub fn new(reader: TraceReader) -> Ordered {
         Ordered {
             reader,
@@ -37,6 +38,7 @@ impl Ordered {
         }
     }
 
+    /// The reader underneath (its header, its torn tail).
     pub fn reader(&self) -> &TraceReader {
         &self.reader
     }

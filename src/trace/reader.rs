@@ -66,6 +66,7 @@ impl Strings {
     }
 }
 
+/// Reads a trace file record by record (a mapped file decoded in place, or a pipe through a buffer); a torn last slot ends it with a warning.
 pub struct TraceReader {
     path: PathBuf,
     source: Source,
@@ -172,6 +173,7 @@ impl TraceReader {
         Some(map)
     }
 
+    /// The header's metadata.
     pub fn meta(&self) -> &TraceMeta {
         &self.meta
     }
@@ -181,6 +183,7 @@ impl TraceReader {
         self.truncated
     }
 
+    /// The trace's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -59,7 +59,9 @@ pub struct WriterStats {
     pub stalls: u64,
     /// Records that could not be delivered because the writer had failed.
     pub lost: u64,
+    /// Strings defined in the file's string table.
     pub strings: u64,
+    /// Bytes of the file.
     pub bytes: u64,
 }
 
@@ -67,8 +69,11 @@ pub struct WriterStats {
 /// holds them back to back, `name_ends[i]` is where entry `i`'s name ends; empty: no names).
 #[derive(Clone, Copy, Default)]
 pub struct ListingEntries<'a> {
+    /// The entries' inodes, in listing order.
     pub inos: &'a [u64],
+    /// Their names, back to back.
     pub names: &'a [u8],
+    /// Where each name ends in `names`.
     pub name_ends: &'a [u32],
 }
 
