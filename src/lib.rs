@@ -21,8 +21,10 @@
 
 pub mod analysis;
 pub mod check;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod datastore;
+#[cfg(feature = "cli")]
 pub mod demo;
 pub mod faults;
 pub mod fsutil;
@@ -31,7 +33,9 @@ pub mod gen;
 pub mod instrument;
 pub mod lru;
 pub mod model;
+#[cfg(feature = "fuse")]
 pub mod overlay;
+pub mod progress;
 pub mod replay;
 pub mod rng;
 pub mod sim;

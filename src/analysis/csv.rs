@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::plot::Labelled;
+use super::Labelled;
 use super::PBS_CACHE_DEFAULT;
 use crate::table::csv_field;
 

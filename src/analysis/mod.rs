@@ -24,6 +24,7 @@ pub mod mrc;
 mod sample;
 
 pub(crate) use sample::{Batch, Sample, SampleName};
+#[cfg(feature = "plot")]
 pub mod plot;
 
 use hashbrown::{HashMap, HashSet};
@@ -34,6 +35,14 @@ use crate::trace::format::flags;
 use crate::trace::ordered::Ordered;
 use crate::trace::{Marker, Name, Op, Record, TraceReader};
 use mrc::{Mrc, ReuseDistances};
+
+/// A phase with the label its series carry.
+pub struct Labelled<'a> {
+    /// The legend's label.
+    pub label: String,
+    /// The analysed phase.
+    pub phase: &'a Phase,
+}
 
 /// PBS's default and maximum digest-cache capacities (`gc-cache-capacity`).
 pub const PBS_CACHE_DEFAULT: u64 = 1_048_576;

@@ -9,8 +9,6 @@ use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::Phase;
-
 /// 1024 as 1Ki, 1048576 as 1Mi, others as they are.
 fn human_count(v: f64) -> String {
     let v = v.round() as u64;
@@ -21,13 +19,7 @@ fn human_count(v: f64) -> String {
     }
 }
 
-/// A phase with the label its series carry.
-pub struct Labelled<'a> {
-    /// The legend's label.
-    pub label: String,
-    /// The analysed phase.
-    pub phase: &'a Phase,
-}
+pub use super::Labelled;
 
 const SIZE: (u32, u32) = (960, 600);
 

@@ -3,12 +3,12 @@
 
 use std::io::Write;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::progress::Bar;
 
 /// Where a GC's task-log lines go, with its progress bar and warning count.
 pub struct TaskLog {
     out: Box<dyn Write>,
-    bar: Option<ProgressBar>,
+    bar: Option<Bar>,
     terminal: bool,
     /// Shown before the bar's text (e.g. the strategy of a simulated run).
     label: String,
@@ -56,15 +56,11 @@ impl TaskLog {
     pub fn progress_start(&mut self, what: &str, total: u64) {
         self.progress_finish();
         if self.terminal {
-            let bar = ProgressBar::new(total);
-            bar.set_style(
-                ProgressStyle::with_template(&format!(
-                    "{{spinner}} {}{what} [{{wide_bar}}] {{pos}}/{{len}} ({{per_sec}}, eta {{eta}})",
-                    self.label
-                ))
-                .expect("valid template"),
+            let template = format!(
+                "{{spinner}} {}{what} [{{wide_bar}}] {{pos}}/{{len}} ({{per_sec}}, eta {{eta}})",
+                self.label
             );
-            self.bar = Some(bar);
+            self.bar = Some(Bar::new(true, total, &template));
         }
     }
 

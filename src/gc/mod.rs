@@ -27,7 +27,8 @@ use crate::units::{human_bytes, time_span};
 use log::TaskLog;
 
 /// Phase-1 strategies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// PBS's phase 1 without a digest cache: every reference touched, in index order.
@@ -72,7 +73,8 @@ impl Strategy {
 }
 
 /// Which phases to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Phases {
     /// Phase 1 only: touch what the indexes reference.
@@ -636,6 +638,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "cli")]
     fn all_strategies_are_every_variant_under_its_command_line_name() {
         use clap::ValueEnum;
         let variants: Vec<String> = Strategy::value_variants()

@@ -15,9 +15,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::progress::Bar;
 use anyhow::{Context, Result};
 use hashbrown::{HashMap, HashSet};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::history::{BackupType, ContentId, Event, History};
 use super::payload::PayloadModel;
@@ -235,18 +235,11 @@ fn uuid(seed: u64, e: &Event, ai: usize) -> [u8; 16] {
     out
 }
 
-fn progress_bar(enabled: bool, len: u64, what: &str) -> ProgressBar {
-    if !enabled {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} {what} [{{wide_bar}}] {{human_pos}}/{{human_len}} ({{per_sec}}, eta {{eta}})"
-        ))
-        .expect("valid template"),
+fn progress_bar(enabled: bool, len: u64, what: &str) -> Bar {
+    let template = format!(
+        "{{spinner}} {what} [{{wide_bar}}] {{human_pos}}/{{human_len}} ({{per_sec}}, eta {{eta}})"
     );
-    bar
+    Bar::new(enabled, len, &template)
 }
 
 /// Writes the store for `history` into `root` (absent or empty) and returns its ground truth.

@@ -62,7 +62,8 @@ use crate::trace::format::flags;
 use crate::trace::Op;
 
 /// How chunk digests are made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum DigestMode {
     /// SHA-256 of the chunk's payload, as `gen` writes it (same names, same directories).
     Exact,

@@ -57,14 +57,15 @@ fn name_text(n: &Name) -> String {
 }
 
 /// Output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Format {
     /// Comma-separated values with a header line.
     Csv,
     /// One JSON object per record and line.
     Jsonl,
     /// Chrome trace-event JSON, for ui.perfetto.dev or chrome://tracing.
-    #[value(alias = "perfetto")]
+    #[cfg_attr(feature = "cli", value(alias = "perfetto"))]
     Chrome,
 }
 
