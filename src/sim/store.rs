@@ -897,3 +897,93 @@ impl ChunkStore for SimStore {
         self.walk_indexes_ahead(visitor)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelParams;
+
+    /// The `tiny` store, built at a fixed time.
+    fn tiny() -> SimStore {
+        let cfg = GenConfig::preset("tiny").unwrap();
+        let history = crate::gen::build_history(&cfg).unwrap();
+        let model = Model::new(ModelParams::preset("zfs-hdd").unwrap());
+        SimStore::build(
+            &cfg,
+            history,
+            DigestMode::Hashed,
+            1000,
+            1_800_000_000,
+            model,
+        )
+        .unwrap()
+    }
+
+    fn rules(texts: &[&str]) -> Option<Faults> {
+        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        Some(Faults::load(&texts, &[] as &[&str], 0).unwrap())
+    }
+
+    /// A chunk of the store and its atime.
+    fn some_chunk(s: &SimStore) -> (Digest, i64) {
+        let st = s.lock();
+        let c = st
+            .chunks
+            .iter()
+            .find(|c| c.atime < s.now)
+            .expect("an old chunk");
+        (c.digest, c.atime)
+    }
+
+    fn atime(s: &SimStore, d: &Digest) -> i64 {
+        let st = s.lock();
+        let i = s.find(&st.chunks, d).unwrap();
+        st.chunks[i as usize].atime
+    }
+
+    /// A touch whose setattr fails does not mark the chunk: the sweep must see its old atime,
+    /// as on a real store; an injected ENOENT on its lookup reads as a missing chunk, as
+    /// `DirStore::touch` reads utimensat's.
+    #[test]
+    fn a_failed_touch_leaves_the_atime_and_a_vanished_lookup_is_a_missing_chunk() {
+        let s = tiny();
+        let (d, before) = some_chunk(&s);
+        assert!(s.touch(&d).unwrap());
+        assert_eq!(atime(&s, &d), s.now, "a touch sets the atime");
+        s.reset(Model::new(ModelParams::preset("zfs-hdd").unwrap()));
+        assert_eq!(atime(&s, &d), before, "reset restores it");
+        s.set_faults(rules(&["setattr-atime errno=EIO"]));
+        let e = s.touch(&d).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
+        assert_eq!(atime(&s, &d), before, "the failed touch changed nothing");
+        s.set_faults(rules(&["lookup path=.chunks/*/* errno=ENOENT"]));
+        assert!(!s.touch(&d).unwrap(), "the chunk looks missing");
+        assert_eq!(s.stat_chunk(&d).unwrap(), None);
+        assert_eq!(atime(&s, &d), before);
+        assert_eq!(s.fault_stats()[0].hits, 2);
+    }
+
+    /// An injected readdir error fails the listing before the GC sees any entry, and an
+    /// unlink that fails leaves the chunk in place.
+    #[test]
+    fn a_failed_listing_lists_nothing_and_a_failed_unlink_removes_nothing() {
+        let s = tiny();
+        let (d, _) = some_chunk(&s);
+        let before = s.chunk_count();
+        s.set_faults(rules(&["readdir errno=EIO", "unlink errno=EBUSY"]));
+        let mut dir = s
+            .open_dir(d.prefix())
+            .unwrap()
+            .expect("the chunk's directory");
+        let mut seen = 0;
+        let e = dir.list(&mut |_, _| seen += 1).unwrap_err();
+        assert_eq!((e.raw_os_error(), seen), (Some(libc::EIO), 0));
+        let e = dir.unlink(d.to_hex().as_bytes()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBUSY));
+        assert_eq!(s.chunk_count(), before);
+        s.set_faults(None);
+        dir.unlink(d.to_hex().as_bytes()).unwrap();
+        assert_eq!(s.chunk_count(), before - 1);
+        assert!(!s.touch(&d).unwrap(), "gone after a real unlink");
+    }
+}
