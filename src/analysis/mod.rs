@@ -20,6 +20,7 @@
 //! Memory grows with distinct inodes and digests, not with the trace's length.
 
 pub mod csv;
+mod locality;
 pub mod mrc;
 mod sample;
 
@@ -34,6 +35,8 @@ use serde::Serialize;
 use crate::trace::format::flags;
 use crate::trace::ordered::Ordered;
 use crate::trace::{Marker, Name, Op, Record, TraceReader};
+pub use locality::Locality;
+use locality::{distinct_blocks, LocalityAcc};
 use mrc::{Mrc, ReuseDistances};
 
 /// A phase with the label its series carry.
@@ -153,100 +156,6 @@ fn count_log2(h: &mut [u64; 65], v: u64) {
 fn trimmed(h: &[u64]) -> Vec<u64> {
     let n = h.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
     h[..n].to_vec()
-}
-
-/// Locality of one stream of inode operations.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Locality {
-    /// Operations.
-    pub count: u64,
-    /// Distinct inodes they were about.
-    pub distinct_inodes: u64,
-    /// Distinct metadata blocks those inodes are in.
-    pub distinct_blocks: u64,
-    /// ceil(distinct inodes / inodes per block): the fewest blocks that could hold them.
-    pub ideal_blocks: u64,
-    /// |Δino| between consecutive operations.
-    pub gap_p10: u64,
-    /// Median gap.
-    pub gap_p50: u64,
-    /// 90th-percentile gap.
-    pub gap_p90: u64,
-    /// `gap_log2[k]`: gaps in [2^(k-1), 2^k) (`gap_log2[0]`: gap 0).
-    pub gap_log2: Vec<u64>,
-    /// Consecutive operations on the same metadata block, as a fraction of all but the first.
-    pub same_block: f64,
-    /// Changes of chunk directory per 1000 operations.
-    pub dir_switches_per_1000: f64,
-}
-
-struct LocalityAcc {
-    count: u64,
-    prev: Option<(u64, u64)>,
-    gaps: Option<Histogram<u64>>,
-    log2: [u64; 65],
-    same_block: u64,
-    switches: u64,
-    inodes: HashSet<u64>,
-    /// Whether to keep the distinct inodes (a what-if order reuses the recorded counts).
-    distinct: bool,
-}
-
-impl Default for LocalityAcc {
-    fn default() -> LocalityAcc {
-        LocalityAcc {
-            count: 0,
-            prev: None,
-            gaps: None,
-            log2: [0; 65],
-            same_block: 0,
-            switches: 0,
-            inodes: HashSet::new(),
-            distinct: true,
-        }
-    }
-}
-
-impl LocalityAcc {
-    fn push(&mut self, ino: u64, dir: u64, per_block: u64) {
-        self.count += 1;
-        if self.distinct {
-            self.inodes.insert(ino);
-        }
-        if let Some((p, pdir)) = self.prev {
-            let gap = ino.abs_diff(p);
-            self.gaps
-                .get_or_insert_with(histogram)
-                .record(gap)
-                .expect("auto-resizing histogram");
-            count_log2(&mut self.log2, gap);
-            self.same_block += (p / per_block == ino / per_block) as u64;
-            self.switches += (dir != pdir) as u64;
-        }
-        self.prev = Some((ino, dir));
-    }
-
-    fn report(&self, per_block: u64) -> Locality {
-        let q = |x| self.gaps.as_ref().map_or(0, |h| h.value_at_quantile(x));
-        let pairs = self.count.saturating_sub(1).max(1) as f64;
-        Locality {
-            count: self.count,
-            distinct_inodes: self.inodes.len() as u64,
-            distinct_blocks: distinct_blocks(&self.inodes, per_block),
-            ideal_blocks: (self.inodes.len() as u64).div_ceil(per_block),
-            gap_p10: q(0.1),
-            gap_p50: q(0.5),
-            gap_p90: q(0.9),
-            gap_log2: trimmed(&self.log2),
-            same_block: self.same_block as f64 / pairs,
-            dir_switches_per_1000: 1000.0 * self.switches as f64 / pairs,
-        }
-    }
-}
-
-fn distinct_blocks(inodes: &HashSet<u64>, per_block: u64) -> u64 {
-    let blocks: HashSet<u64> = inodes.iter().map(|i| i / per_block).collect();
-    blocks.len() as u64
 }
 
 /// Dirty blocks per transaction group.
@@ -631,10 +540,7 @@ struct SameTouches<'a> {
 impl SameTouches<'_> {
     fn figures(&self, order: &'static str, touches: &[(u64, u64)], o: &Options) -> WhatIf {
         let per_block = o.inodes_per_block.max(1);
-        let mut loc = LocalityAcc {
-            distinct: false,
-            ..LocalityAcc::default()
-        };
+        let mut loc = LocalityAcc::reusing_distinct();
         let mut mrc =
             ReuseDistances::sampled(ReuseDistances::powers_of_two(1 << 26, &[]), o.sample_rate);
         for &(ino, dir) in touches {

@@ -8,6 +8,7 @@
 
 mod ahead;
 mod digest_table;
+mod ops;
 mod requests;
 pub mod store;
 
