@@ -348,3 +348,45 @@ fn chrome_export_is_one_json_document_of_trace_events() {
         assert_eq!(x["args"]["modeled_ns"], 6);
     }
 }
+
+/// The kernel's cache settings are typed metadata: a mount's trace carries them under the
+/// keys older traces have, and `analyze` warns when the kernel answered requests itself.
+#[test]
+fn analyze_warns_when_the_kernel_cache_hid_requests() {
+    use chunkscope::trace::KernelCache;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, cache, warned) in [
+        (
+            "cached",
+            KernelCache {
+                entry_ttl_s: 1.0,
+                attr_ttl_s: 0.5,
+                readdirplus: false,
+            },
+            true,
+        ),
+        ("uncached", KernelCache::default(), false),
+    ] {
+        let path = dir.path().join(name);
+        let mut m = meta();
+        m.set_kernel_cache(&cache);
+        assert_eq!(
+            m.options["entry_ttl_s"], cache.entry_ttl_s,
+            "the key older traces have"
+        );
+        let (writer, sink) = TraceWriter::start(&path, m).unwrap();
+        sink.record(rec(Op::Lookup, 0, b"x"));
+        drop(sink);
+        writer.finish().unwrap();
+        assert_eq!(
+            TraceReader::open(&path).unwrap().meta().kernel_cache(),
+            Some(cache)
+        );
+        let o = run(&["analyze", "--json", path.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["kernel_cache"]["entry_ttl_s"], cache.entry_ttl_s);
+        let err = stderr(&o);
+        assert_eq!(err.contains("not in the trace"), warned, "{name}: {err}");
+    }
+}

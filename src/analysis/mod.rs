@@ -291,6 +291,10 @@ pub struct Report {
     pub missing_requests: u64,
     /// Bytes of a torn tail the reader skipped, if any.
     pub truncated_bytes: Option<u64>,
+    /// The kernel's caching on the mount (a mount's trace only): with a TTL or READDIRPLUS,
+    /// the lookups and stats the kernel answered itself are not counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_cache: Option<crate::trace::KernelCache>,
 }
 
 struct OpAcc {
@@ -784,6 +788,7 @@ pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
     const BATCH: usize = 4096;
     let reader = TraceReader::open(path)?;
     let store = reader.meta().store.clone();
+    let kernel_cache = reader.meta().kernel_cache();
     let mut a = Analyzer::new(o.clone());
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(8);
     // Emptied batches go back to the reader: no fresh pages per batch.
@@ -822,6 +827,7 @@ pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
         phases,
         missing_requests: missing,
         truncated_bytes: truncated,
+        kernel_cache,
     })
 }
 

@@ -305,6 +305,21 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
                 trace.display()
             );
         }
+        if let Some(c) = report.kernel_cache.filter(|c| c.hides_requests()) {
+            eprintln!(
+                "chunkscope: warning: {}: the mount let the kernel cache names for {} s and \
+                 attributes for {} s{}: the lookups and stats it answered itself are not in \
+                 the trace (mount with --entry-ttl 0 --attr-ttl 0 to see them all)",
+                trace.display(),
+                c.entry_ttl_s,
+                c.attr_ttl_s,
+                if c.readdirplus {
+                    ", with READDIRPLUS"
+                } else {
+                    ""
+                }
+            );
+        }
         reports.push(report);
     }
     let rows = labelled(&reports);

@@ -206,9 +206,6 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             };
             let o = &mut meta.options;
             o.insert("mountpoint".into(), mnt.display().to_string().into());
-            o.insert("entry_ttl_s".into(), args.entry_ttl.into());
-            o.insert("attr_ttl_s".into(), args.attr_ttl.into());
-            o.insert("readdirplus".into(), args.readdirplus.into());
             o.insert("xattr".into(), args.xattr.into());
             o.insert("threads".into(), args.threads.into());
             o.insert("allow_other".into(), args.allow_other.into());
@@ -221,6 +218,11 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
                 o.insert("faults".into(), rule_texts.clone().into());
                 o.insert("seed".into(), args.seed.into());
             }
+            meta.set_kernel_cache(&crate::trace::KernelCache {
+                entry_ttl_s: args.entry_ttl,
+                attr_ttl_s: args.attr_ttl,
+                readdirplus: args.readdirplus,
+            });
             if let Some(p) = &params {
                 meta.set_model(serde_json::to_value(p)?, order.is_some());
             }

@@ -223,6 +223,10 @@ impl TraceMeta {
     const MODEL: &'static str = "model";
     /// Key of the layout order the model numbered inodes by (`native` or `creation`).
     const LAYOUT_ORDER: &'static str = "layout_order";
+    /// Keys of the kernel's cache settings ([`KernelCache`]).
+    const ENTRY_TTL: &'static str = "entry_ttl_s";
+    const ATTR_TTL: &'static str = "attr_ttl_s";
+    const READDIRPLUS: &'static str = "readdirplus";
 
     /// The cost model the requests were charged with, in its JSON form (None: no model).
     pub fn model(&self) -> Option<&serde_json::Value> {
@@ -237,12 +241,52 @@ impl TraceMeta {
         self.options.insert(Self::LAYOUT_ORDER.into(), order.into());
     }
 
+    /// Records the kernel's cache settings of the mount.
+    pub fn set_kernel_cache(&mut self, c: &KernelCache) {
+        self.options
+            .insert(Self::ENTRY_TTL.into(), c.entry_ttl_s.into());
+        self.options
+            .insert(Self::ATTR_TTL.into(), c.attr_ttl_s.into());
+        self.options
+            .insert(Self::READDIRPLUS.into(), c.readdirplus.into());
+    }
+
+    /// The kernel's cache settings, for a trace of a mount (`None` for a simulated one or a
+    /// trace without them).
+    pub fn kernel_cache(&self) -> Option<KernelCache> {
+        let o = &self.options;
+        Some(KernelCache {
+            entry_ttl_s: o.get(Self::ENTRY_TTL)?.as_f64()?,
+            attr_ttl_s: o.get(Self::ATTR_TTL)?.as_f64()?,
+            readdirplus: o.get(Self::READDIRPLUS)?.as_bool()?,
+        })
+    }
+
     /// Whether the model ranked inodes by creation order (its ranking is saved beside the
     /// trace).
     pub fn creation_order(&self) -> bool {
         self.options
             .get(Self::LAYOUT_ORDER)
             .is_some_and(|v| v == "creation")
+    }
+}
+
+/// The kernel's caching on the mount a trace was recorded through: what it answered itself
+/// never reached the overlay, so it is not in the trace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelCache {
+    /// How long the kernel kept a name → inode mapping, seconds (0: every lookup is traced).
+    pub entry_ttl_s: f64,
+    /// How long it kept attributes, seconds (0: every stat is traced).
+    pub attr_ttl_s: f64,
+    /// Whether listings were READDIRPLUS (they then carry attributes).
+    pub readdirplus: bool,
+}
+
+impl KernelCache {
+    /// Whether the kernel answered some lookups or stats itself (the trace has fewer).
+    pub fn hides_requests(&self) -> bool {
+        self.entry_ttl_s > 0.0 || self.attr_ttl_s > 0.0 || self.readdirplus
     }
 }
 

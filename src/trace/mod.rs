@@ -15,7 +15,7 @@ pub mod ordered;
 pub mod reader;
 pub mod writer;
 
-pub use format::{Name, Op, RawRecord, Record, TraceMeta};
+pub use format::{KernelCache, Name, Op, RawRecord, Record, TraceMeta};
 pub use marker::Marker;
 pub use reader::TraceReader;
 pub use writer::{Extra, ListingEntries, TraceSink, TraceWriter, WriterStats};
