@@ -213,6 +213,55 @@ pub fn raise_nofile_limit() -> u64 {
     nofile_limit()
 }
 
+/// Memory this process can still take, bytes: the least of the kernel's `MemAvailable`, the
+/// headroom under its cgroup's `memory.max`, and the address space left under `RLIMIT_AS`.
+/// `None` when none of them can be read.
+pub fn available_memory() -> Option<u64> {
+    fn field_kb(text: &str, key: &str) -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..]
+            .split_whitespace()
+            .next()?
+            .parse::<u64>()
+            .ok()
+    }
+    let mut limits = Vec::new();
+    if let Ok(m) = std::fs::read_to_string("/proc/meminfo") {
+        limits.extend(field_kb(&m, "MemAvailable:").map(|kb| kb * 1024));
+    }
+    // cgroup v2: "0::/path" names this process's group.
+    let group = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+        });
+    if let Some(g) = group {
+        let dir = Path::new("/sys/fs/cgroup").join(g.trim_start_matches('/'));
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+        if let (Some(max), Some(cur)) = (read("memory.max"), read("memory.current")) {
+            if let (Ok(max), Ok(cur)) = (max.trim().parse::<u64>(), cur.trim().parse::<u64>()) {
+                limits.push(max.saturating_sub(cur));
+            }
+        }
+    }
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } == 0
+        && rl.rlim_cur != libc::RLIM_INFINITY
+    {
+        let used = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| field_kb(&s, "VmSize:"))
+            .map_or(0, |kb| kb * 1024);
+        limits.push(rl.rlim_cur.saturating_sub(used));
+    }
+    limits.into_iter().min()
+}
+
 /// Mounts a tmpfs of its own on `dir` (mode 0755). Its inode numbers start from the same
 /// number on every mount and follow creation order, whatever else the machine's other tmpfs
 /// mounts hold; on `/dev/shm` they go on from whatever was created there before. Needs root.

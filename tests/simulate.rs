@@ -329,3 +329,37 @@ fn simulated_faults_are_the_mounts_faults() {
     };
     assert_eq!(chunk(&real), chunk(&stderr(&o)));
 }
+
+/// `simulate` estimates the store's peak memory before building it and refuses a store that
+/// would not fit, naming the estimate and a scale that fits; that scale then runs, and
+/// `--force` runs the refused one.
+#[test]
+fn a_store_that_would_not_fit_is_refused_with_a_scale_that_fits() {
+    let base = [
+        "simulate",
+        "--preset",
+        "small",
+        "--strategy",
+        "lru",
+        "--phase",
+        "mark",
+    ];
+    let limit = ["--max-memory", "70MiB"];
+    let o = run(&[&base[..], &limit[..]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--max-memory") && err.contains("chunks"),
+        "{err}"
+    );
+    let scale = err
+        .split("--scale ")
+        .nth(2)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no fitting scale in: {err}"))
+        .to_string();
+    let o = run(&[&base[..], &limit[..], &["--scale", &scale, "--json"]].concat());
+    assert!(o.status.success(), "--scale {scale}: {}", stderr(&o));
+    let o = run(&[&base[..], &limit[..], &["--force", "--json"]].concat());
+    assert!(o.status.success(), "--force: {}", stderr(&o));
+}

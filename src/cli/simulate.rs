@@ -84,6 +84,14 @@ pub struct SimulateArgs {
     /// Seed of the fault decisions (a mount's --seed).
     #[arg(long, default_value_t = 0, value_name = "N")]
     fault_seed: u64,
+    /// Memory the simulation may take [default: what this process can still take:
+    /// MemAvailable, the cgroup's memory.max, ulimit -v].
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+    /// Build the store even when its estimated peak memory exceeds --max-memory (it is
+    /// refused otherwise, with the estimate and the largest --scale that fits).
+    #[arg(long)]
+    force: bool,
     /// Print the runs as JSON.
     #[arg(long)]
     json: bool,
@@ -142,7 +150,42 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         indicatif::ProgressBar::hidden()
     };
     let built = std::time::Instant::now();
-    let store = sim::build(&setup)?;
+    let history = crate::gen::build_history(&setup.cfg)?;
+    let estimate = sim::estimate_memory(&history, args.digests);
+    let (limit, what) = match &args.max_memory {
+        Some(m) => (
+            Some(parse_size::parse_size(m).map_err(|e| anyhow::anyhow!("--max-memory {m}: {e}"))?),
+            "--max-memory",
+        ),
+        None => (
+            crate::fsutil::available_memory(),
+            "what this process can still take (MemAvailable, the cgroup's memory.max, ulimit -v)",
+        ),
+    };
+    if let Some(limit) = limit.filter(|&l| estimate.peak_bytes > l && !args.force) {
+        spinner.finish_and_clear();
+        // Chunks grow with the scale (disks and archives); the rest does not.
+        let fit = match estimate.fit(limit) {
+            Some(f) => format!("--scale {} fits", format_scale(setup.cfg.scale * f)),
+            None => "no scale fits".into(),
+        };
+        let hashed = if args.digests == DigestMode::Exact {
+            ", --digests hashed needs less"
+        } else {
+            ""
+        };
+        bail!(
+            "--preset {} --scale {}: the simulated store would hold about {} chunks and need \
+             about {} at its peak, more than {what} ({}); {fit}{hashed}, --force builds it \
+             anyway",
+            args.preset,
+            setup.cfg.scale,
+            thousands(estimate.chunks),
+            human_bytes(estimate.peak_bytes),
+            human_bytes(limit),
+        );
+    }
+    let store = sim::build_from(&setup, history)?;
     store.set_faults(Some(faults));
     spinner.finish_and_clear();
     if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
@@ -246,6 +289,16 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     }
     print!("{}", table(&runs, params.block_bytes).text());
     Ok(Outcome::Ok)
+}
+
+/// A scale factor with two significant digits, rounded down (what still fits).
+fn format_scale(s: f64) -> String {
+    if s <= 0.0 {
+        return "0".into();
+    }
+    let digits = (2 - s.log10().floor() as i32 - 1).max(0);
+    let f = 10f64.powi(digits);
+    format!("{:.*}", digits as usize, (s * f).floor() / f)
 }
 
 /// One line for a finished run: its label, modelled phase times and wall time.

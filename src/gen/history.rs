@@ -572,8 +572,7 @@ impl History {
             let prev2 = self.was_retained_at_prev2_gc(e);
             // The previous GC kept what was referenced and what was younger than its cutoff:
             // created in its window, or touched by the GC before it.
-            let young = e.time > self.prev_gc - GC_CUTOFF_SECS;
-            if !(now || prev || prev2 || young) {
+            if !self.leaves_chunks(e) {
                 continue; // pruned and collected by the previous GC or earlier
             }
             for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
@@ -594,6 +593,44 @@ impl History {
             }
         }
         sets
+    }
+
+    /// Whether an event's chunks are still in the store at `now` (see [`History::chunk_sets`]):
+    /// referenced now or at one of the last two GCs, or younger than the previous GC's cutoff.
+    fn leaves_chunks(&self, e: &Event) -> bool {
+        self.is_retained(e)
+            || self.was_retained_at_prev_gc(e)
+            || self.was_retained_at_prev2_gc(e)
+            || e.time > self.prev_gc - GC_CUTOFF_SECS
+    }
+
+    /// About how many chunk files the store holds at `now` (`chunk_sets().present.len()`),
+    /// from about `samples` content lookups instead of every one: the contents of every
+    /// `stride`-th slot of each archive over the events whose chunks are still there (the same
+    /// slots in every group, so shared contents stay shared), times `stride`. Failed backups'
+    /// partial uploads are left out. Cheap where the exact count needs the whole store's sets.
+    pub fn present_chunks_estimate(&self, samples: u64) -> u64 {
+        let events: Vec<Event> = self
+            .events()
+            .into_iter()
+            .filter(|e| !e.failed && self.leaves_chunks(e))
+            .collect();
+        let slots: u64 = events
+            .iter()
+            .flat_map(|e| self.groups[e.group as usize].archives.iter())
+            .map(|a| a.slots as u64)
+            .sum();
+        let stride = slots.div_ceil(samples.max(1)).max(1);
+        let mut seen = hashbrown::HashSet::new();
+        for e in &events {
+            let g = &self.groups[e.group as usize];
+            for (ai, a) in g.archives.iter().enumerate() {
+                for slot in (0..a.slots).step_by(stride as usize) {
+                    seen.insert(self.model.content(e.group, g, ai as u32, slot, e.k));
+                }
+            }
+        }
+        seen.len() as u64 * stride
     }
 
     /// Number of references and distinct contents over the snapshots present at `now`.
