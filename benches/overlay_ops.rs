@@ -172,6 +172,28 @@ fn workload_as(root: &Path, paths: &[PathBuf], uid: u32) -> f64 {
     (paths.len() * PASSES) as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// CPU time (clock ticks, user + system) of each thread of process `pid`, by thread name.
+fn thread_cpu(pid: u32) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        // "tid (comm) state ppid ...": utime and stime are fields 14 and 15.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        out.push((comm, ticks(11) + ticks(12)));
+    }
+    out
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -218,6 +240,7 @@ fn main() {
         assert!(ok.success());
     }
     let (mut other_root, mut other_user, mut base_user) = (Vec::new(), Vec::new(), Vec::new());
+    let mut writer_share = Vec::new();
     let mnt = base.join("mnt");
     for round in 0..rounds {
         direct.push(workload(&store, &paths));
@@ -244,6 +267,16 @@ fn main() {
                     let t = base.join("bench.trace");
                     let m = MountProc::start(&this_build(), &store, &mnt, Some(&t));
                     traced.push(workload(&m.mnt, &paths));
+                    // The writer thread's share of the daemon's CPU: what tracing costs
+                    // besides the record on the request path, free of the rounds' swings.
+                    let cpu = thread_cpu(m.child.id());
+                    let all: u64 = cpu.iter().map(|c| c.1).sum();
+                    let writer: u64 = cpu
+                        .iter()
+                        .filter(|c| c.0 == "trace-writer")
+                        .map(|c| c.1)
+                        .sum();
+                    writer_share.push(writer as f64 / all.max(1) as f64);
                 }
                 2 => {
                     let exe = baseline.as_ref().expect("configured");
@@ -282,7 +315,7 @@ fn main() {
     };
     println!("rounds, mount no trace: {}", show(&plain));
     println!("rounds, mount trace:    {}", show(&traced));
-    let (d, p, t) = (median(direct), median(plain), median(traced));
+    let (d, p, t) = (median(direct), median(plain.clone()), median(traced.clone()));
     println!(
         "stat + utimensat per chunk, {} chunks x {PASSES} passes, 2 client threads, median of {rounds} rounds",
         paths.len()
@@ -294,6 +327,22 @@ fn main() {
     println!(
         "tracing cost: {:.1}% of the mount's throughput",
         (1.0 - t / p) * 100.0
+    );
+    // Each round runs both mounts one after the other: the ratio within a round is spared the
+    // machine's swings from round to round.
+    let paired: Vec<f64> = plain.iter().zip(&traced).map(|(p, t)| 1.0 - t / p).collect();
+    println!(
+        "tracing cost, median of the rounds' own ratios: {:.1}% (rounds: {})",
+        median(paired.clone()) * 100.0,
+        paired
+            .iter()
+            .map(|c| format!("{:.1}%", c * 100.0))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "trace writer thread: {:.1}% of the traced daemon's CPU (median of the rounds)",
+        median(writer_share.clone()) * 100.0
     );
     if let Some(exe) = &baseline {
         let b = median(base_plain.clone());
