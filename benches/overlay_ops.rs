@@ -315,7 +315,11 @@ fn main() {
     };
     println!("rounds, mount no trace: {}", show(&plain));
     println!("rounds, mount trace:    {}", show(&traced));
-    let (d, p, t) = (median(direct), median(plain.clone()), median(traced.clone()));
+    let (d, p, t) = (
+        median(direct),
+        median(plain.clone()),
+        median(traced.clone()),
+    );
     println!(
         "stat + utimensat per chunk, {} chunks x {PASSES} passes, 2 client threads, median of {rounds} rounds",
         paths.len()
@@ -330,7 +334,11 @@ fn main() {
     );
     // Each round runs both mounts one after the other: the ratio within a round is spared the
     // machine's swings from round to round.
-    let paired: Vec<f64> = plain.iter().zip(&traced).map(|(p, t)| 1.0 - t / p).collect();
+    let paired: Vec<f64> = plain
+        .iter()
+        .zip(&traced)
+        .map(|(p, t)| 1.0 - t / p)
+        .collect();
     println!(
         "tracing cost, median of the rounds' own ratios: {:.1}% (rounds: {})",
         median(paired.clone()) * 100.0,
