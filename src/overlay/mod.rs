@@ -233,9 +233,6 @@ impl Overlay {
     /// request is about, or the parent directory for a request with a name.
     #[inline]
     fn admit(&self, op: Op, node: INodeNo, name: &[u8], atime: bool, mtime: bool) -> Decision {
-        if !self.inst.consults(op) {
-            return Decision::default();
-        }
         let path = &mut || self.path_of(node, name);
         self.inst
             .admit(op, self.backing(node), name, atime, mtime, path)

@@ -282,6 +282,16 @@ fn rel_prefix<'a>(rel: &'a Path, dir: &Path, name: &std::ffi::OsStr) -> &'a Path
     Path::new(std::ffi::OsStr::from_bytes(&bytes[..len.min(bytes.len())]))
 }
 
+/// A request sequence's result as `DirStore` reads its system call's: ENOENT is "not there"
+/// (`None`), any other errno an error.
+fn missing_is_none<T>(r: Result<T, i32>) -> io::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(libc::ENOENT) => Ok(None),
+        Err(e) => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
 impl ChunkStore for SimStore {
     type Dir<'a> = SimDir<'a>;
 
@@ -296,27 +306,22 @@ impl ChunkStore for SimStore {
 
     fn touch(&self, digest: &Digest) -> io::Result<bool> {
         let mut st = self.lock();
-        // As `DirStore::touch` (utimensat on the path): ENOENT is a missing chunk.
-        let i = match self.walk_chunk(&mut st, digest) {
-            Ok(i) => i,
-            Err(libc::ENOENT) => return Ok(false),
-            Err(e) => return Err(io::Error::from_raw_os_error(e)),
-        };
-        let ino = st.chunks[i as usize].ino;
         let now = self.now;
-        let r = st.req(Req {
-            flags: flags::SET_ATIME,
-            arg: now as u64 * 1_000_000_000,
-            ..Req::on(Op::Setattr, ino, At::Chunk(digest))
+        let touched = self.walk_chunk(&mut st, digest).and_then(|i| {
+            let ino = st.chunks[i as usize].ino;
+            st.req(Req {
+                flags: flags::SET_ATIME,
+                arg: now as u64 * 1_000_000_000,
+                ..Req::on(Op::Setattr, ino, At::Chunk(digest))
+            })
+            .map(|()| i)
         });
-        match r {
-            Ok(()) => {
-                st.chunks[i as usize].atime = now;
-                Ok(true)
-            }
-            Err(libc::ENOENT) => Ok(false),
-            Err(e) => Err(io::Error::from_raw_os_error(e)),
-        }
+        // As `DirStore::touch` (utimensat on the path): ENOENT is a missing chunk.
+        let Some(i) = missing_is_none(touched)? else {
+            return Ok(false);
+        };
+        st.chunks[i as usize].atime = now;
+        Ok(true)
     }
 
     fn touch_bad(&self, digest: &Digest, n: u8) -> io::Result<bool> {
@@ -332,10 +337,7 @@ impl ChunkStore for SimStore {
                     None,
                 ))
             });
-        match r {
-            Ok(()) | Err(libc::ENOENT) => Ok(false),
-            Err(e) => Err(io::Error::from_raw_os_error(e)),
-        }
+        missing_is_none(r).map(|_| false)
     }
 
     fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {
@@ -345,14 +347,10 @@ impl ChunkStore for SimStore {
             st.req(Req::on(Op::Getattr, c.ino, At::Chunk(digest)))
                 .map(|()| c)
         });
-        match r {
-            Ok(c) => Ok(Some(ChunkStat {
-                ino: c.ino,
-                atime_ns: c.atime as i128 * 1_000_000_000,
-            })),
-            Err(libc::ENOENT) => Ok(None),
-            Err(e) => Err(io::Error::from_raw_os_error(e)),
-        }
+        Ok(missing_is_none(r)?.map(|c| ChunkStat {
+            ino: c.ino,
+            atime_ns: c.atime as i128 * 1_000_000_000,
+        }))
     }
 
     fn insert_chunk(&self, digest: &Digest, _blob: &[u8]) -> io::Result<bool> {
@@ -380,11 +378,9 @@ impl ChunkStore for SimStore {
                 Some(ino),
             ))
             .and_then(|()| st.req(Req::on(Op::Opendir, ino, At::ChunkDir(prefix))));
-        match r {
-            Ok(()) => {}
-            // As `DirStore::open_dir`: a missing directory is no directory.
-            Err(libc::ENOENT) => return Ok(None),
-            Err(e) => return Err(io::Error::from_raw_os_error(e)),
+        // As `DirStore::open_dir`: a missing directory is no directory.
+        if missing_is_none(r)?.is_none() {
+            return Ok(None);
         }
         Ok(Some(SimDir {
             store: self,

@@ -174,7 +174,8 @@ impl State {
     #[inline]
     fn req_listing(&mut self, r: Req<'_>, listing: Option<&[u64]>) -> Result<(), i32> {
         let mut buf = [0u8; 72];
-        let wanted = self.trace.is_some() || self.inst.consults(r.op);
+        let consults = self.inst.consults(r.op);
+        let wanted = self.trace.is_some() || consults;
         let name: &[u8] = match r.name {
             _ if !wanted => b"",
             Name::None => b"",
@@ -190,7 +191,7 @@ impl State {
             }
         };
         let named = !matches!(r.name, Name::None);
-        let dec = if self.inst.consults(r.op) {
+        let dec = if consults {
             let node = if named { r.parent } else { r.ino };
             let atime = r.flags & flags::SET_ATIME != 0;
             let mtime = r.flags & flags::SET_MTIME != 0;
