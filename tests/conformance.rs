@@ -1,6 +1,7 @@
 //! Issue 19, point 3: a differential conformance test. Generated sequences of filesystem calls
 //! run on a plain directory and through mounts of identical directories (1 and 4 daemon
-//! threads with `--allow-other`, 2 without it), as root or as an unprivileged user (through
+//! threads with `--allow-other`, the 4-thread one with directories cached as on a datastore,
+//! 2 without it), as root or as an unprivileged user (through
 //! the two that allow other users): every call returns the same (value or errno)
 //! on all three, and afterwards the trees are the same (names, types, modes, owners, link
 //! counts, sizes, contents, symlink targets, and times where a call set them). A failing case
@@ -551,8 +552,13 @@ fn tree(root: &Path) -> Vec<String> {
                     "-".into()
                 }
             };
-            line += &format!(" a{} m{}", old(m.atime()), old(m.mtime()));
             use std::os::unix::fs::FileTypeExt;
+            // A FIFO opened through a FUSE mount is the kernel's own pipe on the FUSE inode:
+            // its reads and writes never reach the backing FIFO, so neither do the times they
+            // set (a limit of FUSE, not of the overlay). Its other fields are compared.
+            if !m.file_type().is_fifo() {
+                line += &format!(" a{} m{}", old(m.atime()), old(m.mtime()));
+            }
             if m.file_type().is_char_device() || m.file_type().is_block_device() {
                 line += &format!(" rdev {:x}", m.rdev());
             }
@@ -666,6 +672,11 @@ fn the_mount_answers_every_call_as_the_disk_does() {
             let mut args = vec!["--threads", threads];
             if others {
                 args.push("--allow-other");
+            }
+            if threads == "4" {
+                // The kernel caching directories as on a datastore (--dir-ttl, issue 21): what
+                // changes through the mount, it must see at once.
+                args.extend(["--dir-ttl", "600"]);
             }
             (Mount::start(&store, &d, false, &args), others)
         })

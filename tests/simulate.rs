@@ -7,26 +7,71 @@ use chunkscope::units::thousands;
 use common::*;
 
 /// Every strategy, mark and sweep, on `tiny`: the simulation of the generator's shape gives
-/// the same touch, listing, stat and unlink counts as the GC through a shadow mount, and the
-/// same modelled cost within 5%.
+/// the same touch, listing, stat and unlink counts as the GC through a shadow mount, the same
+/// requests of each kind, and the same modelled cost within 5%. With the default directory
+/// TTL (the kernel answers the skeleton's lookups itself) and, for `lru`, without one.
 #[test]
 fn simulation_matches_the_mount_on_tiny() {
     let dir = store_dir();
     let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "5"]);
     let sims = simulate(&store, "tiny", "5", &["--model", "zfs-hdd"]);
     assert_eq!(sims.len(), 5);
-    for sim in &sims {
+    let uncached = simulate(
+        &store,
+        "tiny",
+        "5",
+        &["--model", "zfs-hdd", "--strategy", "lru", "--dir-ttl", "0"],
+    );
+    let runs = sims.iter().map(|s| (s, "600")).chain([(&uncached[0], "0")]);
+    for (sim, ttl) in runs {
         let strategy = sim["strategy"].as_str().unwrap();
-        let d = dir.path().join(strategy);
+        let d = dir.path().join(format!("{strategy}-{ttl}"));
         std::fs::create_dir(&d).unwrap();
-        let mut m = Mount::shadow_zfs_hdd(&store, &d);
+        let mut m = Mount::start(
+            &store,
+            &d,
+            true,
+            &[
+                "--shadow",
+                "--model",
+                "zfs-hdd",
+                "--time-scale",
+                "0",
+                "--dir-ttl",
+                ttl,
+            ],
+        );
         let (code, report, out) = gc(&m.mnt, &["--no-lock", "--strategy", strategy]);
         assert_eq!(code, 0, "{out}");
         m.stop();
         let totals = replayed_totals(m.trace.as_ref().unwrap());
         assert_sim_matches(strategy, &report["counters"], &totals, sim, 0.05);
+        // The same requests of each kind: the mount's kernel answered the same directory
+        // lookups and stats itself as the simulated one.
+        let traced = op_counts(m.trace.as_ref().unwrap());
+        for op in [
+            "lookup", "getattr", "setattr", "opendir", "readdir", "open", "unlink",
+        ] {
+            assert_eq!(
+                sim["requests"][op].as_u64().unwrap(),
+                traced.get(op).copied().unwrap_or(0),
+                "{strategy}, --dir-ttl {ttl}: {op} requests simulated and through the mount"
+            );
+        }
         assert!(report["counters"]["removed_chunks"].as_u64().unwrap() > 0);
     }
+}
+
+/// The records of each operation in `trace`, by name.
+fn op_counts(trace: &std::path::Path) -> std::collections::HashMap<String, u64> {
+    let mut r = chunkscope::trace::TraceReader::open(trace).unwrap();
+    let mut n = std::collections::HashMap::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        if let Some(op) = rec.op() {
+            *n.entry(op.name().to_string()).or_default() += 1;
+        }
+    }
+    n
 }
 
 #[test]
@@ -114,7 +159,7 @@ fn simulated_trace_analyses_like_the_mount_trace() {
     for key in ["count", "distinct_inodes", "distinct_blocks", "gap_p50"] {
         assert_eq!(r["touches"][key], s["touches"][key], "touches.{key}");
     }
-    for op in ["lookup", "setattr", "readdir"] {
+    for op in ["lookup", "getattr", "setattr", "readdir", "opendir", "open"] {
         assert_eq!(ops(&r, op), ops(&s, op), "{op} requests");
     }
     assert_eq!(r["listings"]["entries"], s["listings"]["entries"]);

@@ -361,11 +361,20 @@ fn analyze_warns_when_the_kernel_cache_hid_requests() {
             KernelCache {
                 entry_ttl_s: 1.0,
                 attr_ttl_s: 0.5,
+                dir_ttl_s: 0.0,
                 readdirplus: false,
             },
             true,
         ),
         ("uncached", KernelCache::default(), false),
+        (
+            "directories",
+            KernelCache {
+                dir_ttl_s: 600.0,
+                ..KernelCache::default()
+            },
+            false,
+        ),
     ] {
         let path = dir.path().join(name);
         let mut m = meta();
@@ -388,5 +397,15 @@ fn analyze_warns_when_the_kernel_cache_hid_requests() {
         assert_eq!(v["kernel_cache"]["entry_ttl_s"], cache.entry_ttl_s);
         let err = stderr(&o);
         assert_eq!(err.contains("not in the trace"), warned, "{name}: {err}");
+        assert_eq!(
+            err.contains("kept directories for 600 s"),
+            cache.dir_ttl_s > 0.0,
+            "{name}: the note on cached directories: {err}"
+        );
     }
+    // A trace from before the directory TTL traced every directory lookup.
+    let mut m = meta();
+    m.set_kernel_cache(&KernelCache::default());
+    m.options.remove("dir_ttl_s");
+    assert_eq!(m.kernel_cache(), Some(KernelCache::default()));
 }

@@ -320,6 +320,15 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
                 }
             );
         }
+        if let Some(c) = report.kernel_cache.filter(|c| c.dir_ttl_s > 0.0) {
+            eprintln!(
+                "chunkscope: note: {}: the kernel kept directories for {} s (--dir-ttl): \
+                 a directory's lookups and stats within that were answered by the kernel, \
+                 untraced; every chunk request was traced",
+                trace.display(),
+                c.dir_ttl_s
+            );
+        }
         reports.push(report);
     }
     let rows = labelled(&reports);

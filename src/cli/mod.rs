@@ -109,6 +109,14 @@ fn stderr_is_terminal() -> bool {
     std::io::stderr().is_terminal()
 }
 
+/// A TTL flag's value: seconds from 0 to a day.
+fn seconds(v: f64, flag: &str) -> anyhow::Result<std::time::Duration> {
+    if !(0.0..=86_400.0).contains(&v) {
+        anyhow::bail!("{flag} {v}: expected seconds between 0 and 86400");
+    }
+    Ok(std::time::Duration::from_secs_f64(v))
+}
+
 /// Parses a rate given as a fraction (0.01) or a percentage (1%), for option `flag`.
 fn parse_rate(s: &str, flag: &str) -> anyhow::Result<f64> {
     let t = s.trim();

@@ -1,13 +1,12 @@
 //! `chunkscope mount`
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::model_args::ModelArgs;
-use super::Outcome;
+use super::{seconds, Outcome};
 use crate::faults::Faults;
 use crate::instrument::Instruments;
 use crate::model::Model;
@@ -49,6 +48,15 @@ pub struct MountArgs {
     /// Seconds the kernel may cache attributes; 0 sends every stat to the overlay.
     #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
     attr_ttl: f64,
+    /// Seconds the kernel may cache directories (their entries and attributes): a
+    /// datastore's skeleton (the store, .chunks and its 65,536 chunk directories, namespaces,
+    /// groups, snapshots) does not change under a GC, and a real filesystem answers those path
+    /// components from its dentry cache, so a touch is two round trips (lookup and setattr of
+    /// the chunk) instead of four. Chunk files keep --entry-ttl and --attr-ttl: every chunk
+    /// lookup, stat and touch still reaches the trace. 0 traces every directory lookup too
+    /// [default: 600 on a datastore (a store with .chunks), 0 otherwise].
+    #[arg(long, value_name = "SECONDS")]
+    dir_ttl: Option<f64>,
     /// Ask the kernel for READDIRPLUS (listings then carry attributes).
     #[arg(long)]
     readdirplus: bool,
@@ -101,13 +109,6 @@ enum LayoutOrder {
     Creation,
 }
 
-fn seconds(v: f64, flag: &str) -> Result<Duration> {
-    if !(0.0..=86_400.0).contains(&v) {
-        bail!("{flag} {v}: expected seconds between 0 and 86400");
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
 pub fn run(args: MountArgs) -> Result<Outcome> {
     // Every file a client holds open through the mount holds one here too: 20,000 open
     // directories would otherwise make every lookup fail with EMFILE.
@@ -145,16 +146,23 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             store.display()
         );
     }
-    if !store.join(crate::datastore::paths::CHUNK_DIR).is_dir() {
+    let datastore = store.join(crate::datastore::paths::CHUNK_DIR).is_dir();
+    if !datastore {
         eprintln!(
             "chunkscope: warning: {} has no .chunks directory; mounting it anyway",
             store.display()
         );
     }
+    let dir_ttl = args.dir_ttl.unwrap_or(if datastore {
+        crate::trace::KernelCache::DATASTORE_DIR_TTL_S
+    } else {
+        0.0
+    });
     let opts = OverlayOptions {
         store: store.clone(),
         entry_ttl: seconds(args.entry_ttl, "--entry-ttl")?,
         attr_ttl: seconds(args.attr_ttl, "--attr-ttl")?,
+        dir_ttl: seconds(dir_ttl, "--dir-ttl")?,
         readdirplus: args.readdirplus,
         xattr: args.xattr,
         shadow: args.shadow,
@@ -221,6 +229,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             meta.set_kernel_cache(&crate::trace::KernelCache {
                 entry_ttl_s: args.entry_ttl,
                 attr_ttl_s: args.attr_ttl,
+                dir_ttl_s: dir_ttl,
                 readdirplus: args.readdirplus,
             });
             if let Some(p) = &params {

@@ -84,6 +84,11 @@ pub struct SimulateArgs {
     /// Seed of the fault decisions (a mount's --seed).
     #[arg(long, default_value_t = 0, value_name = "N")]
     fault_seed: u64,
+    /// Seconds the simulated mount's kernel caches directories (a mount's --dir-ttl): their
+    /// lookups and stats within it are not requests; 0 makes every one a request
+    /// [default: 600, as a mount of a datastore].
+    #[arg(long, value_name = "SECONDS")]
+    dir_ttl: Option<f64>,
     /// Memory the simulation may take [default: what this process can still take:
     /// MemAvailable, the cgroup's memory.max, ulimit -v].
     #[arg(long, value_name = "SIZE")]
@@ -187,6 +192,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     }
     let store = sim::build_from(&setup, history)?;
     store.set_faults(Some(faults));
+    if let Some(ttl) = args.dir_ttl {
+        store.set_dir_ttl(super::seconds(ttl, "--dir-ttl")?);
+    }
     spinner.finish_and_clear();
     if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
         params.dir_entries = store.dir_entries();
@@ -220,6 +228,10 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
                 o.insert("fault_seed".into(), args.fault_seed.into());
             }
             meta.set_model(serde_json::to_value(&params)?, false);
+            meta.set_kernel_cache(&crate::trace::KernelCache {
+                dir_ttl_s: store.dir_ttl_s(),
+                ..Default::default()
+            });
             let (w, sink) = crate::trace::TraceWriter::start(path, meta)
                 .map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))?;
             store.set_trace(Some(crate::instrument::Trace::sampled(

@@ -482,7 +482,8 @@ impl Filesystem for Overlay {
                 let name = OsStr::from_bytes(name);
                 match entry {
                     Some((a, g)) => {
-                        let full = reply.add(a.ino, next, name, &self.opts.entry_ttl, &a, g);
+                        let ttl = self.ttls(a.kind == fuser::FileType::Directory).1;
+                        let full = reply.add(a.ino, next, name, &ttl, &a, g);
                         if full {
                             self.inodes.forget(a.ino.0, 1); // not sent: the kernel holds no lookup
                         }

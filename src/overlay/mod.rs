@@ -61,6 +61,14 @@ pub struct OverlayOptions {
     pub entry_ttl: Duration,
     /// How long the kernel may cache attributes (0: every stat is seen).
     pub attr_ttl: Duration,
+    /// How long the kernel may cache a directory's entry and attributes, when longer than
+    /// `entry_ttl` and `attr_ttl`: a datastore's skeleton (the store, `.chunks`, the chunk
+    /// directories, namespaces, groups, snapshots) does not change under a GC, and a real
+    /// filesystem answers those path components from its dentry cache. Chunk files keep the
+    /// TTLs above, so every chunk lookup, stat and touch still reaches the overlay. What
+    /// changes through the mount the kernel invalidates itself; a directory removed behind
+    /// it stays visible (and fails with ESTALE) until the TTL ends.
+    pub dir_ttl: Duration,
     /// Ask the kernel for READDIRPLUS (it then learns attributes from listings).
     pub readdirplus: bool,
     /// Pass extended attribute requests through (default: ENOSYS, so `ls -l` stays cheap).

@@ -69,16 +69,30 @@ impl Overlay {
         reply: ReplyEntry,
         r: Result<(FileAttr, Generation), i32>,
     ) {
-        let (attr_ttl, entry_ttl) = (self.opts.attr_ttl, self.opts.entry_ttl);
+        let dir = matches!(&r, Ok((a, _)) if a.kind == fuser::FileType::Directory);
+        let (attr_ttl, entry_ttl) = self.ttls(dir);
         self.answer(hold, move || match r {
             Ok((a, g)) => reply.entry_with_ttls(&attr_ttl, &entry_ttl, &a, g),
             Err(e) => reply.error(err(e)),
         })
     }
 
+    /// How long the kernel may keep the attributes and the entry of a reply, (attr, entry):
+    /// longer for a directory (`dir_ttl`).
+    #[inline]
+    pub(super) fn ttls(&self, dir: bool) -> (Duration, Duration) {
+        let o = &self.opts;
+        if dir {
+            (o.attr_ttl.max(o.dir_ttl), o.entry_ttl.max(o.dir_ttl))
+        } else {
+            (o.attr_ttl, o.entry_ttl)
+        }
+    }
+
     /// Sends an attribute reply (after `hold`).
     pub(super) fn reply_attr(&self, hold: u64, reply: ReplyAttr, r: Result<libc::stat, i32>) {
-        let ttl = self.opts.attr_ttl;
+        let dir = matches!(&r, Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        let ttl = self.ttls(dir).0;
         self.answer(hold, move || match r {
             Ok(st) => reply.attr(&ttl, &attr(&st)),
             Err(e) => reply.error(err(e)),

@@ -7,6 +7,7 @@
 //! the store as built and a cold model ([`SimStore::reset`]), as the demo's shadow mounts do.
 
 mod ahead;
+mod dentries;
 mod digest_table;
 mod ops;
 mod requests;

@@ -2,8 +2,9 @@
 //! receive for them (each through [`crate::instrument`], as a mount's).
 //!
 //! Each operation is turned into the FUSE requests the kernel sends for the same system call
-//! with attribute and entry caching off (chunkscope's default mount), as recorded from real
-//! runs:
+//! with attribute and entry caching off for files, as recorded from real runs. The lookups
+//! and stats of directories below are left out while the simulated kernel has them cached
+//! (a mount's default `--dir-ttl` on a datastore, see [`super::dentries`]):
 //!
 //! | store operation | requests |
 //! |---|---|
@@ -39,12 +40,10 @@ impl SimStore {
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let root = self.nodes[0].ino;
         let name = Name::Bytes(CHUNK_DIR.as_bytes());
-        st.req(Req::lookup(
-            root,
-            name,
-            At::Tree(Path::new("")),
-            Some(chunks),
-        ))
+        st.lookup_dir(
+            self.chunks_node,
+            Req::lookup(root, name, At::Tree(Path::new("")), Some(chunks)),
+        )
         .and_then(|()| st.req(Req::on(Op::Opendir, chunks, At::Chunks)))
         .map_err(io::Error::from_raw_os_error)
     }
@@ -65,8 +64,12 @@ impl SimStore {
             let found = name.to_str().and_then(|n| self.child(at, n));
             let ino = found.map(|n| self.nodes[n as usize].ino);
             let named = Name::Bytes(name.as_encoded_bytes());
-            st.req(Req::lookup(parent, named, At::Tree(dir), ino))
-                .map_err(io::Error::from_raw_os_error)?;
+            let r = Req::lookup(parent, named, At::Tree(dir), ino);
+            match found {
+                Some(n) if self.is_dir(n) => st.lookup_dir(n, r),
+                _ => st.req(r),
+            }
+            .map_err(io::Error::from_raw_os_error)?;
             at = found.expect("a lookup that succeeds found the node");
             dir = rel_prefix(rel, dir, name);
         }
@@ -79,6 +82,22 @@ impl SimStore {
         self.chunk_dir_first_ino + prefix as u64
     }
 
+    /// Node of chunk directory `prefix`.
+    #[inline]
+    fn chunk_dir_node(&self, prefix: u16) -> u32 {
+        self.chunk_dir_nodes + prefix as u32
+    }
+
+    /// Whether node `n` is a directory (which a mount's kernel may cache, see
+    /// [`super::dentries`]).
+    #[inline]
+    fn is_dir(&self, n: u32) -> bool {
+        matches!(
+            self.nodes[n as usize].kind,
+            NodeKind::Dir | NodeKind::ChunkDir
+        )
+    }
+
     /// The start of a chunk path's walk: lookups of `.chunks` and `XXXX`; returns `XXXX`'s
     /// inode, or the errno of a lookup that failed.
     #[inline]
@@ -86,19 +105,20 @@ impl SimStore {
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let dir = self.chunk_dir_ino(prefix);
         let root = At::Tree(Path::new(""));
-        st.req(Req::lookup(
-            self.nodes[0].ino,
-            Name::Bytes(CHUNK_DIR.as_bytes()),
-            root,
-            Some(chunks),
-        ))?;
+        st.lookup_dir(
+            self.chunks_node,
+            Req::lookup(
+                self.nodes[0].ino,
+                Name::Bytes(CHUNK_DIR.as_bytes()),
+                root,
+                Some(chunks),
+            ),
+        )?;
         let name = chunk_subdir_name(prefix);
-        st.req(Req::lookup(
-            chunks,
-            Name::Bytes(name.as_bytes()),
-            At::Chunks,
-            Some(dir),
-        ))?;
+        st.lookup_dir(
+            self.chunk_dir_node(prefix),
+            Req::lookup(chunks, Name::Bytes(name.as_bytes()), At::Chunks, Some(dir)),
+        )?;
         Ok(dir)
     }
 
@@ -171,7 +191,7 @@ impl Tree for SimStore {
         let at = At::Tree(dir.strip_prefix(&self.root).unwrap_or(dir));
         let errno = io::Error::from_raw_os_error;
         st.req(Req::on(Op::Opendir, node.ino, at))
-            .and_then(|()| st.req(Req::on(Op::Getattr, node.ino, at)))
+            .and_then(|()| st.getattr_dir(n, Req::on(Op::Getattr, node.ino, at)))
             .map_err(errno)?;
         st.listing.clear();
         let inos = node
@@ -180,7 +200,9 @@ impl Tree for SimStore {
             .rev()
             .map(|&c| self.nodes[c as usize].ino);
         st.listing.extend(inos);
-        st.readdir(node.ino, at).map_err(errno)?;
+        let listed = st.readdir(node.ino, at);
+        st.dentries.attr_changed(n); // its atime
+        listed.map_err(errno)?;
         Ok(self.entries(n))
     }
 }
@@ -224,8 +246,10 @@ impl ChunkDir for SimDir<'_> {
             }
         }
         // The listing's requests come first: an error there (injected) lists nothing.
-        st.readdir(self.ino, At::ChunkDir(self.prefix))
-            .map_err(io::Error::from_raw_os_error)?;
+        let listed = st.readdir(self.ino, At::ChunkDir(self.prefix));
+        st.dentries
+            .attr_changed(self.store.chunk_dir_node(self.prefix)); // its atime
+        listed.map_err(io::Error::from_raw_os_error)?;
         for &i in self.store.dirs[self.prefix as usize].iter().rev() {
             let c = st.chunks[i as usize];
             if c.removed {
@@ -268,6 +292,8 @@ impl ChunkDir for SimDir<'_> {
             ..Req::on(Op::Unlink, ino, At::ChunkDir(self.prefix))
         })
         .map_err(errno)?;
+        st.dentries
+            .attr_changed(self.store.chunk_dir_node(self.prefix));
         st.chunks[i as usize].removed = true;
         Ok(())
     }
@@ -371,12 +397,10 @@ impl ChunkStore for SimStore {
         let ino = self.chunk_dir_ino(prefix);
         let name = chunk_subdir_name(prefix);
         let r = st
-            .req(Req::lookup(
-                chunks,
-                Name::Bytes(name.as_bytes()),
-                At::Chunks,
-                Some(ino),
-            ))
+            .lookup_dir(
+                self.chunk_dir_node(prefix),
+                Req::lookup(chunks, Name::Bytes(name.as_bytes()), At::Chunks, Some(ino)),
+            )
             .and_then(|()| st.req(Req::on(Op::Opendir, ino, At::ChunkDir(prefix))));
         // As `DirStore::open_dir`: a missing directory is no directory.
         if missing_is_none(r)?.is_none() {

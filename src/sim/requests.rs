@@ -122,7 +122,40 @@ impl State {
             pid: std::process::id(),
             first_index_ns: None,
             lanes: Vec::new(),
+            dentries: Default::default(),
         }
+    }
+
+    /// A lookup of directory `node` (`r`), unless the kernel has its entry cached.
+    #[inline]
+    pub(super) fn lookup_dir(&mut self, node: u32, r: Req<'_>) -> Result<(), i32> {
+        if self.dentries.ttl_ns() == 0 {
+            return self.req(r);
+        }
+        let now = self.model().clock_ns();
+        if self.dentries.entry_cached(node, now) {
+            return Ok(());
+        }
+        self.req(r)?;
+        let now = self.model().clock_ns();
+        self.dentries.entered(node, now);
+        Ok(())
+    }
+
+    /// A getattr of directory `node` (`r`), unless the kernel has its attributes cached.
+    #[inline]
+    pub(super) fn getattr_dir(&mut self, node: u32, r: Req<'_>) -> Result<(), i32> {
+        if self.dentries.ttl_ns() == 0 {
+            return self.req(r);
+        }
+        let now = self.model().clock_ns();
+        if self.dentries.attr_cached(node, now) {
+            return Ok(());
+        }
+        self.req(r)?;
+        let now = self.model().clock_ns();
+        self.dentries.attr_read(node, now);
+        Ok(())
     }
 
     /// The model (a simulation always has one).

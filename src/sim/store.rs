@@ -102,6 +102,8 @@ pub(super) struct State {
     /// Before the first index file: modelled time per calling thread (the prefetch pass's
     /// jobs), see [`State::end_pass`].
     pub(super) lanes: Vec<(std::thread::ThreadId, u64)>,
+    /// The directories the kernel of a mount with a directory TTL would have cached.
+    pub(super) dentries: super::dentries::Dentries,
 }
 
 /// The simulated datastore.
@@ -309,7 +311,11 @@ impl SimStore {
             s.add_node(snap, MANIFEST_BLOB_NAME, alloc(), NodeKind::File);
         }
         s.history = history;
-        s.state.get_mut().expect("not shared yet").chunks = chunks;
+        let st = s.state.get_mut().expect("not shared yet");
+        st.chunks = chunks;
+        // As a default mount of a datastore (`mount --dir-ttl`).
+        let ttl_ns = (crate::trace::KernelCache::DATASTORE_DIR_TTL_S * 1e9) as u64;
+        st.dentries = super::dentries::Dentries::new(ttl_ns, s.nodes.len());
         if mode == DigestMode::Hashed {
             // Index files name their chunks by a hash of the content: the map from content to
             // chunk is not needed any more (at datastore A's size it is ~1.5 GiB, and its
@@ -406,6 +412,7 @@ impl SimStore {
         st.counts = RequestCounts::default();
         st.first_index_ns = None;
         st.lanes.clear();
+        st.dentries.clear();
     }
 
     /// The model's clock when the first index file was opened since the reset (the end of a
@@ -424,6 +431,20 @@ impl SimStore {
     /// would (the same decisions for the same requests); `None` stops injecting.
     pub fn set_faults(&self, faults: Option<Faults>) {
         self.lock().inst.faults = faults.filter(|f| !f.is_empty());
+    }
+
+    /// Simulates a mount whose kernel caches directories for `ttl` (`mount --dir-ttl`; zero:
+    /// every directory lookup reaches the overlay), from the next run on.
+    /// Built stores simulate a default mount of a datastore
+    /// ([`crate::trace::KernelCache::DATASTORE_DIR_TTL_S`]).
+    pub fn set_dir_ttl(&self, ttl: std::time::Duration) {
+        let ns = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX / 2);
+        self.lock().dentries = super::dentries::Dentries::new(ns, self.nodes.len());
+    }
+
+    /// The directory TTL simulated, seconds.
+    pub fn dir_ttl_s(&self) -> f64 {
+        self.lock().dentries.ttl_ns() as f64 / 1e9
     }
 
     /// Each fault rule with its counters in the run so far.

@@ -226,6 +226,7 @@ impl TraceMeta {
     /// Keys of the kernel's cache settings ([`KernelCache`]).
     const ENTRY_TTL: &'static str = "entry_ttl_s";
     const ATTR_TTL: &'static str = "attr_ttl_s";
+    const DIR_TTL: &'static str = "dir_ttl_s";
     const READDIRPLUS: &'static str = "readdirplus";
 
     /// The cost model the requests were charged with, in its JSON form (None: no model).
@@ -248,16 +249,20 @@ impl TraceMeta {
         self.options
             .insert(Self::ATTR_TTL.into(), c.attr_ttl_s.into());
         self.options
+            .insert(Self::DIR_TTL.into(), c.dir_ttl_s.into());
+        self.options
             .insert(Self::READDIRPLUS.into(), c.readdirplus.into());
     }
 
-    /// The kernel's cache settings, for a trace of a mount (`None` for a simulated one or a
-    /// trace without them).
+    /// The kernel's cache settings, for a trace of a mount or of a simulated one (`None`
+    /// for a trace without them).
     pub fn kernel_cache(&self) -> Option<KernelCache> {
         let o = &self.options;
         Some(KernelCache {
             entry_ttl_s: o.get(Self::ENTRY_TTL)?.as_f64()?,
             attr_ttl_s: o.get(Self::ATTR_TTL)?.as_f64()?,
+            // Traces before the option: every directory lookup was traced.
+            dir_ttl_s: o.get(Self::DIR_TTL).and_then(|v| v.as_f64()).unwrap_or(0.0),
             readdirplus: o.get(Self::READDIRPLUS)?.as_bool()?,
         })
     }
@@ -279,12 +284,23 @@ pub struct KernelCache {
     pub entry_ttl_s: f64,
     /// How long it kept attributes, seconds (0: every stat is traced).
     pub attr_ttl_s: f64,
+    /// How long it kept directories' entries and attributes when longer than the TTLs
+    /// above, seconds: a directory's lookups and stats after the first within it are not
+    /// traced (0: all are). Chunk requests are not affected.
+    #[serde(default)]
+    pub dir_ttl_s: f64,
     /// Whether listings were READDIRPLUS (they then carry attributes).
     pub readdirplus: bool,
 }
 
 impl KernelCache {
-    /// Whether the kernel answered some lookups or stats itself (the trace has fewer).
+    /// The directory TTL a mount of a datastore defaults to, seconds (`mount --dir-ttl`):
+    /// long enough that a GC's phase 1, which visits the 65,536 chunk directories in digest
+    /// order, finds them cached.
+    pub const DATASTORE_DIR_TTL_S: f64 = 600.0;
+
+    /// Whether the kernel answered some lookups or stats of files itself (the trace has
+    /// fewer than the calls made; directories cached for `dir_ttl_s` aside).
     pub fn hides_requests(&self) -> bool {
         self.entry_ttl_s > 0.0 || self.attr_ttl_s > 0.0 || self.readdirplus
     }
