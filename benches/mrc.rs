@@ -31,9 +31,7 @@ fn main() {
             1 << 24,
             &[PBS_CACHE_DEFAULT, PBS_CACHE_MAX],
         ));
-        for &k in &keys {
-            r.push(k);
-        }
+        r.push_all(&keys);
         let c = r.curve();
         let secs = t.elapsed().as_secs_f64();
         println!(

@@ -2,9 +2,10 @@
 //!
 //! The reuse (stack) distance of a reference is the number of distinct keys referenced since
 //! the previous reference to the same key; an LRU cache of capacity `c` hits exactly the
-//! references whose distance is below `c` (Mattson et al. 1970). Distances come from a Fenwick
-//! tree over positions holding a 1 at each key's most recent position: the distance is the
-//! number of ones after the key's previous position. O(log n) per reference, 4 bytes per
+//! references whose distance is below `c` (Mattson et al. 1970). Distances come from the set
+//! of positions holding each key's most recent reference: the distance is the number of them
+//! after the key's previous position, counted with a bitmap and a Fenwick tree over its cache
+//! lines ([`LiveSet`]). O(log n) per reference in a tree that fits the cache, one bit per
 //! position, one map entry per distinct key.
 //!
 //! The curve is kept at chosen capacities (the report's points), so it is exact there and the
@@ -72,6 +73,162 @@ impl Fenwick {
             step >>= 1;
         }
         pos + 1
+    }
+}
+
+/// The positions that hold a key's most recent reference, as a bitmap with a Fenwick tree of
+/// counts over its 512-bit lines (one cache line each). Counting the ones before a position
+/// walks the small tree (one count per 512 positions: 80 KB for 10 M positions, which stays
+/// in the L2 cache) and counts the bits of one line, where a tree of one counter per
+/// position (40 MB) missed the cache at most of its steps.
+struct LiveSet {
+    bits: Vec<u64>,
+    /// Ones per line; its size is the number of lines (a power of two) plus one.
+    lines: Fenwick,
+    ones: u64,
+}
+
+/// Words of the bitmap per line of [`LiveSet`] (512 bits, 64 bytes).
+const LINE_WORDS: usize = 8;
+const LINE_SHIFT: u32 = 9;
+
+impl LiveSet {
+    fn new() -> LiveSet {
+        let lines = 256;
+        LiveSet {
+            bits: vec![0; lines * LINE_WORDS],
+            lines: Fenwick {
+                t: vec![0; lines + 1],
+            },
+            ones: 0,
+        }
+    }
+
+    /// Makes room for position `pos` (doubling).
+    #[inline]
+    fn reserve(&mut self, pos: usize) {
+        while pos >= self.bits.len() * 64 {
+            self.lines.grow();
+            self.bits.resize(self.bits.len() * 2, 0);
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, pos: usize) {
+        self.bits[pos >> 6] |= 1 << (pos & 63);
+        self.lines.add((pos >> LINE_SHIFT) + 1, 1);
+        self.ones += 1;
+    }
+
+    #[inline]
+    fn clear(&mut self, pos: usize) {
+        self.bits[pos >> 6] &= !(1 << (pos & 63));
+        self.lines.add((pos >> LINE_SHIFT) + 1, -1);
+        self.ones -= 1;
+    }
+
+    /// The ones at positions after `pos`.
+    #[inline]
+    fn after(&self, pos: usize) -> u64 {
+        let line = pos >> LINE_SHIFT;
+        let mut before = self.lines.prefix(line);
+        let (first, word) = (line * LINE_WORDS, pos >> 6);
+        for w in &self.bits[first..word] {
+            before += w.count_ones() as u64;
+        }
+        // The bits of `pos`'s word up to and including `pos`.
+        let upto = self.bits[word] & (u64::MAX >> (63 - (pos & 63)));
+        before += upto.count_ones() as u64;
+        self.ones - before
+    }
+}
+
+/// Each key's most recent position: open addressing with linear probing, key and position in
+/// one 16-byte slot, so a lookup touches one cache line (a SwissTable reads its control bytes,
+/// then the slot: two misses once the table outgrows the cache) and the slot of a key further
+/// on in the stream can be prefetched ([`ReuseDistances::prefetch`]). Kept at most half
+/// full; position 0 marks an empty slot (positions start at 1). No removal: exact curves
+/// keep every key.
+struct Positions {
+    slots: Vec<Slot>,
+    len: usize,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    key: u64,
+    pos: u32,
+}
+
+impl Positions {
+    fn new() -> Positions {
+        Positions {
+            slots: vec![Slot::default(); 1 << 12],
+            len: 0,
+        }
+    }
+
+    /// Where `key`'s probe starts (its bits are mixed: block numbers are small and dense).
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        crate::rng::mix(key) as usize & (self.slots.len() - 1)
+    }
+
+    /// Asks the CPU to bring `key`'s slot into the cache.
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = self.slots.as_ptr().wrapping_add(self.home(key));
+            // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    p.cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = key;
+    }
+
+    /// Sets `key`'s position to `pos` (not 0); returns the one it had.
+    #[inline]
+    fn replace(&mut self, key: u64, pos: u32) -> Option<u32> {
+        debug_assert!(pos != 0);
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = &mut self.slots[i];
+            if s.pos == 0 {
+                *s = Slot { key, pos };
+                self.len += 1;
+                return None;
+            }
+            if s.key == key {
+                return Some(std::mem::replace(&mut s.pos, pos));
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let bigger = vec![Slot::default(); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, bigger);
+        let mask = self.slots.len() - 1;
+        for s in old.into_iter().filter(|s| s.pos != 0) {
+            let mut i = self.home(s.key);
+            while self.slots[i].pos != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = s;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
     }
 }
 
@@ -146,12 +303,15 @@ impl NearDistances {
 
 /// Reuse distances of a key stream, summarised at fixed capacities.
 pub struct ReuseDistances {
-    last: HashMap<u64, u32>,
-    tree: Fenwick,
+    last: Positions,
+    live: LiveSet,
     now: u32,
     /// Sorted capacities; `hits[i]` counts references with distance < `capacities[i]`... kept
     /// as a histogram over the intervals between capacities, summed at the end.
     capacities: Vec<u64>,
+    /// `by_len[b]`: how many capacities have fewer than `b` significant bits (see
+    /// [`ReuseDistances::bucket`]).
+    by_len: [u8; 66],
     between: Vec<u64>,
     cold: u64,
     refs: u64,
@@ -169,6 +329,10 @@ pub struct ReuseDistances {
 }
 
 const MODULUS: u64 = 1 << 24;
+
+/// How many keys ahead a stream of pushes prefetches: enough misses in flight to cover the
+/// memory latency, few enough that the lines are still cached when their push comes.
+pub const PREFETCH_AHEAD: usize = 16;
 
 /// The miss ratio at one capacity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -218,11 +382,19 @@ impl ReuseDistances {
         capacities.retain(|&c| c > 0);
         capacities.sort_unstable();
         capacities.dedup();
+        let mut by_len = [0u8; 66];
+        for (b, n) in by_len.iter_mut().enumerate() {
+            let below = capacities.partition_point(|&c| 64 - c.leading_zeros() < b as u32);
+            *n = below.min(u8::MAX as usize) as u8;
+        }
+        assert!(
+            capacities.len() < u8::MAX as usize,
+            "at most 254 capacities"
+        );
         ReuseDistances {
-            last: HashMap::new(),
-            tree: Fenwick {
-                t: vec![0; (1 << 16) + 1],
-            },
+            by_len,
+            last: Positions::new(),
+            live: LiveSet::new(),
             now: 0,
             between: vec![0; capacities.len() + 1],
             capacities,
@@ -258,7 +430,7 @@ impl ReuseDistances {
         self.refs += 1;
         if let Some(near) = &mut self.near {
             if let Some(d) = near.push(key) {
-                let i = self.capacities.partition_point(|&c| c <= d);
+                let i = self.bucket(d);
                 if self.near_between.is_empty() {
                     self.near_between = vec![0; self.capacities.len() + 1];
                 }
@@ -271,14 +443,13 @@ impl ReuseDistances {
         self.sampled += 1;
         self.now += 1;
         let now = self.now as usize;
-        while now >= self.tree.t.len() {
-            self.tree.grow();
-        }
-        let d = match self.last.insert(key, self.now) {
+        self.live.reserve(now);
+        let d = match self.last.replace(key, self.now) {
             Some(prev) => {
                 let prev = prev as usize;
-                let d = self.tree.prefix(now - 1) - self.tree.prefix(prev);
-                self.tree.add(prev, -1);
+                // The keys referenced since: each has its one live position after `prev`.
+                let d = self.live.after(prev);
+                self.live.clear(prev);
                 // The first capacity above d: a cache that large hits.
                 let scaled = if self.threshold < MODULUS {
                     (d as f64 / self.rate) as u64
@@ -288,7 +459,7 @@ impl ReuseDistances {
                 if let Some(near) = &self.near {
                     self.sampled_below_near += (scaled < near.k as u64) as u64;
                 }
-                let i = self.capacities.partition_point(|&c| c <= scaled);
+                let i = self.bucket(scaled);
                 self.between[i] += 1;
                 Some(d)
             }
@@ -297,8 +468,38 @@ impl ReuseDistances {
                 None
             }
         };
-        self.tree.add(now, 1);
+        self.live.set(now);
         d
+    }
+
+    /// How many capacities are at most `d` (the interval of `between` that `d` falls in):
+    /// those shorter in bits than `d` all are, longer ones none; of those as long, a few
+    /// compares (a binary search over all of them was a sixth of a push).
+    #[inline]
+    fn bucket(&self, d: u64) -> usize {
+        let b = (64 - d.leading_zeros()) as usize;
+        let (mut i, end) = (self.by_len[b] as usize, self.by_len[b + 1] as usize);
+        while i < end && self.capacities[i] <= d {
+            i += 1;
+        }
+        i
+    }
+
+    /// Brings what [`ReuseDistances::push`] of `key` reads into the cache: call it for a key
+    /// a few pushes ahead, so that the pushes in between hide its memory latency.
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        self.last.prefetch(key);
+    }
+
+    /// Pushes every key of `keys`, in order, each prefetched [`PREFETCH_AHEAD`] keys before.
+    pub fn push_all(&mut self, keys: &[u64]) {
+        for (i, &k) in keys.iter().enumerate() {
+            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
+            }
+            self.push(k);
+        }
     }
 
     /// References counted so far.
@@ -462,6 +663,43 @@ mod tests {
                 let e = exact.push(key).filter(|&d| d < k as u64);
                 prop_assert_eq!(near.push(key), e);
                 prop_assert!(near.last.len() <= k);
+            }
+        }
+    }
+
+    proptest! {
+        /// The bitmap and its line counts agree with a plain set, across lines and growth.
+        #[test]
+        fn the_live_set_counts_what_is_after_a_position(
+            ops in proptest::collection::vec((0usize..300_000, any::<bool>()), 1..400),
+        ) {
+            let mut live = LiveSet::new();
+            let mut plain = std::collections::BTreeSet::new();
+            for &(pos, set) in &ops {
+                live.reserve(pos);
+                match (set, plain.contains(&pos)) {
+                    (true, false) => { live.set(pos); plain.insert(pos); }
+                    (false, true) => { live.clear(pos); plain.remove(&pos); }
+                    _ => {}
+                }
+                let want = plain.range(pos + 1..).count() as u64;
+                prop_assert_eq!(live.after(pos), want);
+                prop_assert_eq!(live.ones, plain.len() as u64);
+            }
+        }
+    }
+
+    proptest! {
+        /// The bucket of a distance is where a binary search over the capacities puts it.
+        #[test]
+        fn buckets_are_the_capacities_at_most_the_distance(
+            caps in proptest::collection::vec(1u64..u64::MAX, 0..40),
+            ds in proptest::collection::vec(any::<u64>(), 1..50),
+            small in proptest::collection::vec(0u64..5000, 1..50),
+        ) {
+            let r = ReuseDistances::new(caps.into_iter().chain([1, 2, 3, 1000, 4096]).collect());
+            for d in ds.into_iter().chain(small).chain([0, 1, 2, 4095, 4096, u64::MAX]) {
+                prop_assert_eq!(r.bucket(d), r.capacities.partition_point(|&c| c <= d), "d {}", d);
             }
         }
     }
