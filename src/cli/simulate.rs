@@ -208,6 +208,14 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             built.elapsed().as_secs_f64(),
             params.name
         );
+        let n = store.chunks_created().max(1) as u64;
+        let parts: Vec<String> = store
+            .memory_by_structure()
+            .into_iter()
+            .filter(|p| p.1 > 0)
+            .map(|(what, bytes)| format!("{what} {} ({} B a chunk)", human_bytes(bytes), bytes / n))
+            .collect();
+        eprintln!("chunkscope: its memory: {}", parts.join(", "));
     }
     let writer = match &args.trace {
         Some(path) => {

@@ -382,17 +382,89 @@ pub struct History {
     pub prev2_gc: Option<i64>,
 }
 
-/// See [`History::chunk_sets`].
+/// See [`History::chunk_sets`]: each content whose chunk is in the store now, with bits that
+/// say which snapshots reference it. One map entry a chunk: a set per question (present,
+/// referenced now, at the previous GC, at the one before) took 49 bytes a chunk at datastore
+/// A's size, this 31.
 #[derive(Clone, Debug, Default)]
 pub struct ChunkSets {
-    /// Contents whose chunk exists in the store now.
-    pub present: hashbrown::HashSet<ContentId>,
+    flags: hashbrown::HashMap<ContentId, u8>,
+    referenced: usize,
+    referenced_prev2: usize,
+}
+
+impl ChunkSets {
+    /// Referenced by the snapshots present now.
+    pub const NOW: u8 = 1;
+    /// Referenced by the snapshots present at the previous GC.
+    pub const PREV: u8 = 2;
+    /// Referenced at the GC before the previous one (never unless [`History::prev2_gc`]).
+    pub const PREV2: u8 = 4;
+    /// Not set by [`History::chunk_sets`]: the caller's own mark ([`ChunkSets::mark`]).
+    pub const MARK: u8 = 0x80;
+
+    fn add(&mut self, c: ContentId, bits: u8) {
+        let f = self.flags.entry(c).or_insert(0);
+        self.referenced += (bits & !*f & Self::NOW != 0) as usize;
+        self.referenced_prev2 += (bits & !*f & Self::PREV2 != 0) as usize;
+        *f |= bits;
+    }
+
+    /// Whether `c`'s chunk is in the store now.
+    #[inline]
+    pub fn is_present(&self, c: ContentId) -> bool {
+        self.flags.contains_key(&c)
+    }
+
+    /// Whether the snapshots present now reference `c`.
+    #[inline]
+    pub fn is_referenced(&self, c: ContentId) -> bool {
+        self.has(c, Self::NOW)
+    }
+
+    /// Whether `c` is present with any of `bits`.
+    #[inline]
+    pub fn has(&self, c: ContentId, bits: u8) -> bool {
+        self.flags.get(&c).is_some_and(|&f| f & bits != 0)
+    }
+
+    /// Marks `c` ([`ChunkSets::MARK`]); true if it is present and was not marked yet (the
+    /// first time a build meets a content whose chunk it must make).
+    #[inline]
+    pub fn mark(&mut self, c: ContentId) -> bool {
+        match self.flags.get_mut(&c) {
+            Some(f) if *f & Self::MARK == 0 => {
+                *f |= Self::MARK;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Contents whose chunk is in the store now.
+    pub fn present_len(&self) -> usize {
+        self.flags.len()
+    }
+
     /// Contents the snapshots present now reference.
-    pub referenced: hashbrown::HashSet<ContentId>,
-    /// Contents the snapshots present at the previous GC referenced.
-    pub referenced_prev: hashbrown::HashSet<ContentId>,
-    /// Referenced at the GC before the previous one (empty unless [`History::prev2_gc`]).
-    pub referenced_prev2: hashbrown::HashSet<ContentId>,
+    pub fn referenced_len(&self) -> usize {
+        self.referenced
+    }
+
+    /// Contents referenced at the GC before the previous one.
+    pub fn referenced_prev2_len(&self) -> usize {
+        self.referenced_prev2
+    }
+
+    /// Every present content with its bits, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (ContentId, u8)> + '_ {
+        self.flags.iter().map(|(&c, &f)| (c, f))
+    }
+
+    /// Bytes of its map (for the simulator's memory accounting).
+    pub fn heap_bytes(&self) -> u64 {
+        (self.flags.capacity() * (std::mem::size_of::<(ContentId, u8)>() + 1)) as u64
+    }
 }
 
 /// One backup event (successful or failed) of the history.
@@ -551,9 +623,9 @@ impl History {
     /// The atime of a chunk created at `created` with content `c`: the last GC that found
     /// it referenced touched it (the previous one, or the one before), else its creation.
     pub fn initial_atime(&self, sets: &ChunkSets, c: ContentId, created: i64) -> i64 {
-        if sets.referenced_prev.contains(&c) {
+        if sets.has(c, ChunkSets::PREV) {
             created.max(self.prev_gc)
-        } else if let (Some(t), true) = (self.prev2_gc, sets.referenced_prev2.contains(&c)) {
+        } else if let (Some(t), true) = (self.prev2_gc, sets.has(c, ChunkSets::PREV2)) {
             created.max(t)
         } else {
             created
@@ -578,17 +650,11 @@ impl History {
             for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
                 contents.clear();
                 self.for_each_content_cached(cursor, e, ai, |c| contents.push(c));
+                let bits = (now as u8 * ChunkSets::NOW)
+                    | (prev as u8 * ChunkSets::PREV)
+                    | (prev2 as u8 * ChunkSets::PREV2);
                 for &c in &contents {
-                    sets.present.insert(c);
-                    if now {
-                        sets.referenced.insert(c);
-                    }
-                    if prev {
-                        sets.referenced_prev.insert(c);
-                    }
-                    if prev2 {
-                        sets.referenced_prev2.insert(c);
-                    }
+                    sets.add(c, bits);
                 }
             }
         }
@@ -604,7 +670,7 @@ impl History {
             || e.time > self.prev_gc - GC_CUTOFF_SECS
     }
 
-    /// About how many chunk files the store holds at `now` (`chunk_sets().present.len()`),
+    /// About how many chunk files the store holds at `now` (`chunk_sets().present_len()`),
     /// from about `samples` content lookups instead of every one: the contents of every
     /// `stride`-th slot of each archive over the events whose chunks are still there (the same
     /// slots in every group, so shared contents stay shared), times `stride`. Failed backups'
@@ -683,6 +749,47 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One map answers what the four sets did: membership, each reference bit, their counts,
+    /// and a mark the build sets once per content.
+    #[test]
+    fn chunk_sets_keep_each_contents_bits_and_counts() {
+        let mut s = ChunkSets::default();
+        let (a, b, c) = (ContentId(10), ContentId(11), ContentId(12));
+        s.add(a, ChunkSets::NOW);
+        s.add(a, ChunkSets::NOW | ChunkSets::PREV);
+        s.add(b, ChunkSets::PREV2);
+        s.add(b, 0);
+        assert!(s.is_present(a) && s.is_present(b) && !s.is_present(c));
+        assert!(s.is_referenced(a) && !s.is_referenced(b));
+        assert!(s.has(a, ChunkSets::PREV) && !s.has(b, ChunkSets::PREV));
+        assert_eq!(
+            (
+                s.present_len(),
+                s.referenced_len(),
+                s.referenced_prev2_len()
+            ),
+            (2, 1, 1)
+        );
+        assert!(s.mark(a) && !s.mark(a), "marked once");
+        assert!(!s.mark(c), "an absent content is never marked");
+        assert!(
+            s.is_referenced(a) && s.has(a, ChunkSets::PREV),
+            "the mark keeps the bits"
+        );
+        let cfg = crate::gen::GenConfig::preset("tiny").unwrap();
+        let h = crate::gen::build_history(&cfg).unwrap();
+        let sets = h.chunk_sets();
+        let now = sets
+            .iter()
+            .filter(|&(_, f)| f & ChunkSets::NOW != 0)
+            .count();
+        assert_eq!(now, sets.referenced_len());
+        assert!(
+            now > 100 && sets.present_len() > now,
+            "garbage is present too"
+        );
+    }
 
     #[test]
     fn retention_daily_weekly_monthly() {

@@ -460,6 +460,7 @@ fn solve_churn(history: &mut History, target: f64) -> Result<f64> {
 
 #[cfg(test)]
 mod tests {
+    use super::history::ChunkSets;
     use super::*;
 
     #[test]
@@ -515,14 +516,14 @@ mod tests {
         assert_eq!(prev2, h.prev_gc - 24 * 3600);
         let sets = h.chunk_sets();
         let only_prev2: Vec<_> = sets
-            .referenced_prev2
             .iter()
-            .filter(|&c| !sets.referenced.contains(c) && !sets.referenced_prev.contains(c))
+            .filter(|&(_, f)| f == ChunkSets::PREV2)
+            .map(|(c, _)| c)
             .collect();
         assert!(!only_prev2.is_empty(), "the day before pruned something");
         let cutoff = h.now - GC_CUTOFF_SECS;
-        for &&c in &only_prev2 {
-            assert!(sets.present.contains(&c));
+        for &c in &only_prev2 {
+            assert!(sets.is_present(c));
             let atime = h.initial_atime(&sets, c, prev2 - 3600);
             assert_eq!(atime, prev2);
             assert!(atime < cutoff, "old enough for this GC to remove");
@@ -532,7 +533,7 @@ mod tests {
         let h = build_history(&cfg).unwrap();
         assert_eq!(h.prev2_gc, None);
         let sets = h.chunk_sets();
-        assert!(sets.referenced_prev2.is_empty());
+        assert_eq!(sets.referenced_prev2_len(), 0);
     }
 
     #[test]

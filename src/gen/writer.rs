@@ -19,7 +19,7 @@ use crate::progress::Bar;
 use anyhow::{Context, Result};
 use hashbrown::{HashMap, HashSet};
 
-use super::history::{BackupType, ContentId, Event, History};
+use super::history::{BackupType, ChunkSets, ContentId, Event, History};
 use super::payload::PayloadModel;
 use super::truth::{GarbageCounts, GroundTruth};
 use super::GenConfig;
@@ -255,14 +255,13 @@ pub fn write_store(
 
     // Which contents exist, and which were referenced now and at the previous GC.
     let sets = history.chunk_sets();
-    let (present, referenced) = (&sets.present, &sets.referenced);
     let mut contents = Vec::new();
 
     // Damage, chosen by hash so it does not depend on iteration order.
-    let mut candidates: Vec<ContentId> = referenced
+    let mut candidates: Vec<ContentId> = sets
         .iter()
-        .copied()
-        .filter(|&c| c != ContentId::ZERO)
+        .filter(|&(c, f)| f & ChunkSets::NOW != 0 && c != ContentId::ZERO)
+        .map(|(c, _)| c)
         .collect();
     candidates.sort_by_key(|c| (hash(&[seed, 40, c.0]), c.0));
     let missing: HashSet<ContentId> = candidates
@@ -290,10 +289,10 @@ pub fn write_store(
         data: Vec::new(),
         path: PathBuf::new(),
     };
-    let mut written: HashMap<ContentId, Written> = HashMap::with_capacity(present.len());
+    let mut written: HashMap<ContentId, Written> = HashMap::with_capacity(sets.present_len());
     let mut totals = IndexTotals::default();
     let mut groups_created: HashSet<u32> = HashSet::new();
-    let bar = progress_bar(opts.progress, present.len() as u64, "chunks");
+    let bar = progress_bar(opts.progress, sets.present_len() as u64, "chunks");
     let mut archive_digests: Vec<(Digest, u32)> = Vec::new();
     let (mut fresh, mut fresh_seen) = (Vec::new(), HashSet::new());
     let mut snapshot_indexes: Vec<(String, Vec<u8>, u64)> = Vec::new();
@@ -309,7 +308,7 @@ pub fn write_store(
             fresh.clear();
             fresh_seen.clear();
             for &c in &contents {
-                if !written.contains_key(&c) && present.contains(&c) && fresh_seen.insert(c) {
+                if !written.contains_key(&c) && sets.is_present(c) && fresh_seen.insert(c) {
                     fresh.push(c);
                 }
             }
@@ -317,7 +316,7 @@ pub fn write_store(
             for &c in &contents {
                 let entry = match written.get(&c) {
                     Some(entry) => *entry,
-                    None if present.contains(&c) => {
+                    None if sets.is_present(c) => {
                         let atime = history.initial_atime(&sets, c, e.time);
                         let enc = encoded.next().expect("one encoding per fresh content");
                         let entry = w.create_chunk(&enc, e, atime, missing.contains(&c))?;
@@ -401,7 +400,7 @@ pub fn write_store(
         }
         chunk_files += 1;
         chunk_bytes += entry.blob_len as u64;
-        if referenced.contains(c) {
+        if sets.is_referenced(*c) {
             referenced_bytes += entry.blob_len as u64;
             dirs.insert(entry.digest.prefix());
         } else {
@@ -440,7 +439,7 @@ pub fn write_store(
         fixed_indexes: fixed,
         dynamic_indexes: dynamic,
         references,
-        referenced_chunks: referenced.len() as u64,
+        referenced_chunks: sets.referenced_len() as u64,
         missing_chunks,
         chunk_files,
         chunk_bytes,
@@ -449,7 +448,7 @@ pub fn write_store(
         bad_for_missing,
         tmp_files: cfg.damage.tmp as u64,
         chunk_dirs_with_referenced: dirs.len() as u64,
-        dedup_factor: references as f64 / referenced.len().max(1) as f64,
+        dedup_factor: references as f64 / sets.referenced_len().max(1) as f64,
         requested_dedup: cfg.dedup,
         churn: history.model.churn(),
         index_data_bytes,

@@ -43,6 +43,11 @@ impl DigestTable {
         }
     }
 
+    /// Bytes of its slots.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.slots.capacity() * std::mem::size_of::<u64>()) as u64
+    }
+
     #[inline]
     fn home(&self, d: &[u8; 32]) -> usize {
         (slot_bits(d) >> self.shift) as usize

@@ -130,8 +130,8 @@ impl SimStore {
         let dir = self.walk_chunk_dir(st, d.prefix())?;
         let found = self
             .find(&st.chunks, d)
-            .filter(|&i| !st.chunks[i as usize].removed);
-        let ino = found.map(|i| st.chunks[i as usize].ino);
+            .filter(|&i| !st.chunks[i as usize].removed());
+        let ino = found.map(|i| self.ino_of(&st.chunks[i as usize]));
         st.req(Req::lookup(
             dir,
             Name::Chunk(d),
@@ -221,8 +221,8 @@ impl SimDir<'_> {
         let found = Digest::from_hex_bytes(name)
             .filter(|d| d.prefix() == self.prefix)
             .and_then(|d| self.store.find(&st.chunks, &d))
-            .filter(|&i| !st.chunks[i as usize].removed);
-        let ino = found.map(|i| st.chunks[i as usize].ino);
+            .filter(|&i| !st.chunks[i as usize].removed());
+        let ino = found.map(|i| self.store.ino_of(&st.chunks[i as usize]));
         st.req(Req::lookup(
             self.ino,
             Name::Bytes(name),
@@ -241,8 +241,8 @@ impl ChunkDir for SimDir<'_> {
         let mut name = [0u8; 64];
         for &i in self.store.dirs[self.prefix as usize].iter().rev() {
             let c = &st.chunks[i as usize];
-            if !c.removed {
-                st.listing.push(c.ino);
+            if !c.removed() {
+                st.listing.push(self.store.ino_of(c));
             }
         }
         // The listing's requests come first: an error there (injected) lists nothing.
@@ -252,11 +252,11 @@ impl ChunkDir for SimDir<'_> {
         listed.map_err(io::Error::from_raw_os_error)?;
         for &i in self.store.dirs[self.prefix as usize].iter().rev() {
             let c = st.chunks[i as usize];
-            if c.removed {
+            if c.removed() {
                 continue;
             }
             hex::encode_to_slice(c.digest.0, &mut name).expect("64 bytes for 32");
-            f(&name, c.ino);
+            f(&name, self.store.ino_of(&c));
         }
         Ok(())
     }
@@ -269,14 +269,18 @@ impl ChunkDir for SimDir<'_> {
         };
         let c = st.chunks[i as usize];
         if st
-            .req(Req::on(Op::Getattr, c.ino, At::Chunk(&c.digest)))
+            .req(Req::on(
+                Op::Getattr,
+                self.store.ino_of(&c),
+                At::Chunk(&c.digest),
+            ))
             .is_err()
         {
             return Ok(None);
         }
         Ok(Some(EntryStat {
-            atime: c.atime,
-            size: c.size as u64,
+            atime: c.atime(),
+            size: c.size() as u64,
             is_file: true,
         }))
     }
@@ -285,7 +289,7 @@ impl ChunkDir for SimDir<'_> {
         let mut st = self.store.lock();
         let errno = io::Error::from_raw_os_error;
         let i = self.lookup(&mut st, name).map_err(errno)?;
-        let ino = st.chunks[i as usize].ino;
+        let ino = self.store.ino_of(&st.chunks[i as usize]);
         st.req(Req {
             parent: self.ino,
             name: Name::Bytes(name),
@@ -294,7 +298,7 @@ impl ChunkDir for SimDir<'_> {
         .map_err(errno)?;
         st.dentries
             .attr_changed(self.store.chunk_dir_node(self.prefix));
-        st.chunks[i as usize].removed = true;
+        st.chunks[i as usize].set_removed(true);
         Ok(())
     }
 }
@@ -334,7 +338,7 @@ impl ChunkStore for SimStore {
         let mut st = self.lock();
         let now = self.now;
         let touched = self.walk_chunk(&mut st, digest).and_then(|i| {
-            let ino = st.chunks[i as usize].ino;
+            let ino = self.ino_of(&st.chunks[i as usize]);
             st.req(Req {
                 flags: flags::SET_ATIME,
                 arg: now as u64 * 1_000_000_000,
@@ -346,7 +350,7 @@ impl ChunkStore for SimStore {
         let Some(i) = missing_is_none(touched)? else {
             return Ok(false);
         };
-        st.chunks[i as usize].atime = now;
+        st.chunks[i as usize].set_atime(now);
         Ok(true)
     }
 
@@ -370,12 +374,12 @@ impl ChunkStore for SimStore {
         let mut st = self.lock();
         let r = self.walk_chunk(&mut st, digest).and_then(|i| {
             let c = st.chunks[i as usize];
-            st.req(Req::on(Op::Getattr, c.ino, At::Chunk(digest)))
+            st.req(Req::on(Op::Getattr, self.ino_of(&c), At::Chunk(digest)))
                 .map(|()| c)
         });
         Ok(missing_is_none(r)?.map(|c| ChunkStat {
-            ino: c.ino,
-            atime_ns: c.atime as i128 * 1_000_000_000,
+            ino: self.ino_of(&c),
+            atime_ns: c.atime() as i128 * 1_000_000_000,
         }))
     }
 
@@ -454,15 +458,15 @@ mod tests {
         let c = st
             .chunks
             .iter()
-            .find(|c| c.atime < s.now)
+            .find(|c| c.atime() < s.now)
             .expect("an old chunk");
-        (c.digest, c.atime)
+        (c.digest, c.atime())
     }
 
     fn atime(s: &SimStore, d: &Digest) -> i64 {
         let st = s.lock();
         let i = s.find(&st.chunks, d).unwrap();
-        st.chunks[i as usize].atime
+        st.chunks[i as usize].atime()
     }
 
     /// A touch whose setattr fails does not mark the chunk: the sweep must see its old atime,

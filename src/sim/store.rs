@@ -77,14 +77,62 @@ pub(super) enum NodeKind {
 }
 
 /// A chunk file. Its digest is in the same record as what a touch reads and writes, so
-/// that a touch costs one cache miss here (after the table's), not two.
+/// that a touch costs one cache miss here (after the table's), not two. 44 bytes: the inode
+/// as an offset from the store's first, the atime in epoch seconds as `u32` (1970 to 2106),
+/// the removed flag in the size's top bit (a chunk is at most 16 MiB).
 #[derive(Clone, Copy)]
 pub(super) struct Chunk {
     pub(super) digest: Digest,
-    pub(super) ino: u64,
-    pub(super) atime: i64,
-    pub(super) size: u32,
-    pub(super) removed: bool,
+    ino_off: u32,
+    atime: u32,
+    size_removed: u32,
+}
+
+const REMOVED: u32 = 1 << 31;
+
+impl Chunk {
+    /// A chunk as built: inode `first_ino + ino_off`, not removed.
+    fn new(digest: Digest, ino_off: u32, atime: u32, size: u32) -> Chunk {
+        debug_assert!(size < REMOVED);
+        Chunk {
+            digest,
+            ino_off,
+            atime,
+            size_removed: size,
+        }
+    }
+
+    /// Its atime, epoch seconds.
+    #[inline]
+    pub(super) fn atime(&self) -> i64 {
+        self.atime as i64
+    }
+
+    /// Sets its atime (epoch seconds, within `u32`: the store's own times are).
+    #[inline]
+    pub(super) fn set_atime(&mut self, t: i64) {
+        self.atime = t as u32;
+    }
+
+    #[inline]
+    pub(super) fn size(&self) -> u32 {
+        self.size_removed & !REMOVED
+    }
+
+    #[inline]
+    pub(super) fn removed(&self) -> bool {
+        self.size_removed & REMOVED != 0
+    }
+
+    #[inline]
+    pub(super) fn set_removed(&mut self, removed: bool) {
+        self.size_removed = self.size() | if removed { REMOVED } else { 0 };
+    }
+}
+
+/// Epoch seconds as a chunk keeps them, or an error naming the time.
+fn chunk_time(t: i64) -> anyhow::Result<u32> {
+    u32::try_from(t).map_err(|_| anyhow::anyhow!("time {t} is outside 1970-2106"))
 }
 
 pub(super) struct State {
@@ -114,12 +162,16 @@ pub struct SimStore {
     /// Chunk directory `p` is node `chunk_dir_nodes + p`, inode `chunk_dir_first_ino + p`.
     pub(super) chunk_dir_nodes: u32,
     pub(super) chunk_dir_first_ino: u64,
+    /// The root's inode; a chunk keeps its own as an offset from it.
+    pub(super) first_ino: u64,
+    /// Bytes the build's content sets took (freed when it ended).
+    pub(super) sets_bytes: u64,
     /// Chunk numbers (indices of `State::chunks`) by digest.
     pub(super) by_digest: DigestTable,
     /// Per chunk directory, its chunks in creation order.
     pub(super) dirs: Vec<Vec<u32>>,
     /// Each chunk's atime as built (what [`SimStore::reset`] restores).
-    pub(super) initial_atimes: Vec<i64>,
+    pub(super) initial_atimes: Vec<u32>,
     /// Content -> chunk, for exact digests (emptied after the build for hashed ones).
     pub(super) content: HashMap<ContentId, u32>,
     pub(super) mode: DigestMode,
@@ -167,22 +219,28 @@ impl SimStore {
             entropy: cfg.entropy,
             incompressible: cfg.incompressible,
         };
-        let sets = history.chunk_sets();
-        let (present, referenced) = (&sets.present, &sets.referenced);
+        let mut sets = history.chunk_sets();
+        let present = sets.present_len();
         let mut s = SimStore {
             root: PathBuf::from(format!("/simulated/{}", cfg.preset)),
             nodes: Vec::new(),
             chunks_node: 0,
             chunk_dir_nodes: 0,
             chunk_dir_first_ino: 0,
-            by_digest: DigestTable::with_capacity(present.len()),
+            first_ino,
+            sets_bytes: sets.heap_bytes(),
+            by_digest: DigestTable::with_capacity(present),
             dirs: vec![Vec::new(); 1 << 16],
-            initial_atimes: Vec::with_capacity(present.len()),
-            content: HashMap::with_capacity(present.len()),
+            initial_atimes: Vec::with_capacity(present),
+            // Hashed digests need no map from content to chunk: the sets mark what was made.
+            content: match mode {
+                DigestMode::Exact => HashMap::with_capacity(present),
+                DigestMode::Hashed => HashMap::new(),
+            },
             mode,
             now,
             history,
-            referenced: referenced.len(),
+            referenced: sets.referenced_len(),
             cfg: cfg.clone(),
             payload,
             state: Mutex::new(State::new(Instruments::simulated(None, model))),
@@ -217,7 +275,7 @@ impl SimStore {
                 NodeKind::ChunkDir,
             );
         }
-        let mut chunks: Vec<Chunk> = Vec::with_capacity(present.len());
+        let mut chunks: Vec<Chunk> = Vec::with_capacity(present);
         // The history, in the writer's creation order.
         let mut data = Vec::new();
         let mut contents = Vec::new();
@@ -240,7 +298,8 @@ impl SimStore {
                 // Contents this archive had at its previous backup were seen there.
                 history.for_each_new_content_cached(cursor, &e, ai, |c| contents.push(c));
                 for &c in &contents {
-                    if s.content.contains_key(&c) || !present.contains(&c) {
+                    // Each content present gets its chunk once.
+                    if !sets.mark(c) {
                         continue;
                     }
                     let digest = match mode {
@@ -258,15 +317,14 @@ impl SimStore {
                     s.by_digest
                         .insert(&digest.0, idx, |i| chunks[i as usize].digest.0);
                     s.dirs[digest.prefix() as usize].push(idx);
-                    s.initial_atimes.push(atime + shift);
-                    chunks.push(Chunk {
-                        digest,
-                        ino: alloc(),
-                        atime: atime + shift,
-                        size: s.payload.len(c) as u32,
-                        removed: false,
-                    });
-                    s.content.insert(c, idx);
+                    let atime = chunk_time(atime + shift)?;
+                    s.initial_atimes.push(atime);
+                    let ino_off = u32::try_from(alloc() - first_ino)
+                        .map_err(|_| anyhow::anyhow!("more than 2^32 inodes"))?;
+                    chunks.push(Chunk::new(digest, ino_off, atime, s.payload.len(c) as u32));
+                    if mode == DigestMode::Exact {
+                        s.content.insert(c, idx);
+                    }
                 }
             }
             if !history.is_retained(&e) {
@@ -354,12 +412,40 @@ impl SimStore {
 
     /// Chunk files in the store (removed ones excluded).
     pub fn chunk_count(&self) -> usize {
-        self.lock().chunks.iter().filter(|c| !c.removed).count()
+        self.lock().chunks.iter().filter(|c| !c.removed()).count()
     }
 
     /// Distinct chunks the snapshots reference.
     pub fn referenced(&self) -> usize {
         self.referenced
+    }
+
+    /// The heap bytes of each structure a chunk has a share of, largest kept first: what the
+    /// store holds through every run, and (last) the build's content sets, which it frees
+    /// when it ends (the peak is near their sum).
+    pub fn memory_by_structure(&self) -> Vec<(&'static str, u64)> {
+        let st = self.lock();
+        let dirs: usize = self.dirs.iter().map(|d| d.capacity()).sum();
+        vec![
+            (
+                "chunk records",
+                (st.chunks.capacity() * std::mem::size_of::<Chunk>()) as u64,
+            ),
+            ("digest table", self.by_digest.heap_bytes()),
+            (
+                "chunk directories",
+                (dirs * 4 + self.dirs.len() * std::mem::size_of::<Vec<u32>>()) as u64,
+            ),
+            (
+                "initial atimes",
+                (self.initial_atimes.capacity() * 4) as u64,
+            ),
+            (
+                "content map (exact digests)",
+                (self.content.capacity() * (std::mem::size_of::<(ContentId, u32)>() + 1)) as u64,
+            ),
+            ("content sets (during the build)", self.sets_bytes),
+        ]
     }
 
     /// Distinct chunks (all ever created here).
@@ -386,7 +472,11 @@ impl SimStore {
             .iter()
             .filter(|n| !matches!(n.kind, NodeKind::Dir | NodeKind::ChunkDir))
             .map(|n| n.ino);
-        let chunks = st.chunks.iter().filter(|c| !c.removed).map(|c| c.ino);
+        let chunks = st
+            .chunks
+            .iter()
+            .filter(|c| !c.removed())
+            .map(|c| self.ino_of(c));
         let dirs: Vec<u64> = self
             .nodes
             .iter()
@@ -403,7 +493,7 @@ impl SimStore {
         let mut st = self.lock();
         for (c, &atime) in st.chunks.iter_mut().zip(&self.initial_atimes) {
             c.atime = atime;
-            c.removed = false;
+            c.set_removed(false);
         }
         st.inst.set_model(model);
         if let Some(f) = &mut st.inst.faults {
@@ -474,6 +564,12 @@ impl SimStore {
         self.lock().counts.clone()
     }
 
+    /// Chunk `c`'s inode number.
+    #[inline]
+    pub(super) fn ino_of(&self, c: &Chunk) -> u64 {
+        self.first_ino + c.ino_off as u64
+    }
+
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("simulated store poisoned")
     }
@@ -535,5 +631,30 @@ impl SimStore {
                 (child.name.to_string(), kind)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The packed record keeps its size, atime and removed flag apart.
+    #[test]
+    fn a_chunk_record_keeps_its_fields_apart() {
+        let mut c = Chunk::new(Digest([7; 32]), 5, 1_800_000_000, 16 << 20);
+        assert_eq!(std::mem::size_of::<Chunk>(), 44);
+        assert_eq!(
+            (c.size(), c.atime(), c.removed()),
+            (16 << 20, 1_800_000_000, false)
+        );
+        c.set_removed(true);
+        c.set_atime(4_000_000_000);
+        assert_eq!(
+            (c.size(), c.atime(), c.removed()),
+            (16 << 20, 4_000_000_000, true)
+        );
+        c.set_removed(false);
+        assert_eq!((c.size(), c.removed()), (16 << 20, false));
+        assert!(chunk_time(-1).is_err() && chunk_time(1 << 33).is_err());
     }
 }
