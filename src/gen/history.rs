@@ -463,8 +463,21 @@ impl ChunkSets {
 
     /// Bytes of its map (for the simulator's memory accounting).
     pub fn heap_bytes(&self) -> u64 {
-        (self.flags.capacity() * (std::mem::size_of::<(ContentId, u8)>() + 1)) as u64
+        hash_table_bytes(
+            self.flags.capacity(),
+            std::mem::size_of::<(ContentId, u8)>(),
+        )
     }
+}
+
+/// Bytes of a hashbrown table that can hold `capacity` entries of `entry` bytes: its buckets
+/// (capacity is 7/8 of them, a power of two) and a control byte each.
+pub fn hash_table_bytes(capacity: usize, entry: usize) -> u64 {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = (capacity * 8 / 7).next_power_of_two();
+    (buckets * (entry + 1)) as u64
 }
 
 /// One backup event (successful or failed) of the history.

@@ -442,7 +442,10 @@ impl SimStore {
             ),
             (
                 "content map (exact digests)",
-                (self.content.capacity() * (std::mem::size_of::<(ContentId, u32)>() + 1)) as u64,
+                crate::gen::history::hash_table_bytes(
+                    self.content.capacity(),
+                    std::mem::size_of::<(ContentId, u32)>(),
+                ),
             ),
             ("content sets (during the build)", self.sets_bytes),
         ]
