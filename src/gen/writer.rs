@@ -273,6 +273,13 @@ pub fn write_store(
     let bar = progress_bar(opts.progress, 65_536, "chunk dirs");
     create_datastore(root, opts.owner, |n| bar.set_position(n as u64))?;
     bar.finish_and_clear();
+    // The lock file's times are the generation time, as every other file's follow the
+    // history shifted by it: two stores of one seed then differ by that shift alone (a
+    // second boundary passing between the start and its creation made them differ by one).
+    let lock = root.join(crate::datastore::paths::LOCK_FILE);
+    let t = Timestamp::new(opts.now, 0);
+    set_file_times(&fs::File::options().write(true).open(&lock)?, t, t)
+        .with_context(|| format!("setting the times of {}", lock.display()))?;
 
     let mut w = Writer {
         root,
