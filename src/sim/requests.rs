@@ -3,6 +3,7 @@
 //! instrumentation as a mount's ([`crate::instrument`]: fault rules, the model's charge, the
 //! trace records), in that order, and counted by kind.
 
+use super::dentries::Dentries;
 use std::path::Path;
 
 use crate::datastore::paths::{chunk_subdir_name, CHUNK_DIR};
@@ -129,32 +130,35 @@ impl State {
     /// A lookup of directory `node` (`r`), unless the kernel has its entry cached.
     #[inline]
     pub(super) fn lookup_dir(&mut self, node: u32, r: Req<'_>) -> Result<(), i32> {
-        if self.dentries.ttl_ns() == 0 {
-            return self.req(r);
-        }
-        let now = self.model().clock_ns();
-        if self.dentries.entry_cached(node, now) {
-            return Ok(());
-        }
-        self.req(r)?;
-        let now = self.model().clock_ns();
-        self.dentries.entered(node, now);
-        Ok(())
+        self.unless_cached(node, r, Dentries::entry_cached, Dentries::entered)
     }
 
     /// A getattr of directory `node` (`r`), unless the kernel has its attributes cached.
     #[inline]
     pub(super) fn getattr_dir(&mut self, node: u32, r: Req<'_>) -> Result<(), i32> {
+        self.unless_cached(node, r, Dentries::attr_cached, Dentries::attr_read)
+    }
+
+    /// Request `r` about directory `node`, unless `cached` says the kernel answers it itself;
+    /// `answered` records what its reply lets the kernel keep.
+    #[inline]
+    fn unless_cached(
+        &mut self,
+        node: u32,
+        r: Req<'_>,
+        cached: fn(&Dentries, u32, u64) -> bool,
+        answered: fn(&mut Dentries, u32, u64),
+    ) -> Result<(), i32> {
         if self.dentries.ttl_ns() == 0 {
             return self.req(r);
         }
         let now = self.model().clock_ns();
-        if self.dentries.attr_cached(node, now) {
+        if cached(&self.dentries, node, now) {
             return Ok(());
         }
         self.req(r)?;
         let now = self.model().clock_ns();
-        self.dentries.attr_read(node, now);
+        answered(&mut self.dentries, node, now);
         Ok(())
     }
 
