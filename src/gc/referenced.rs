@@ -6,59 +6,77 @@
 //! run without a mark, or a mark on a `--shadow` mount leave a referenced chunk with an old
 //! atime, and PBS would remove it. This set is chunkscope's guarantee on top of that.
 //!
-//! It holds, for each digest, 64 bits of it after the 16-bit chunk-directory prefix (bytes 2 to
-//! 9), in one vector per chunk directory. A garbage chunk is kept by mistake only when its 80
-//! leading bits equal a referenced digest's: false positives can only keep garbage, never remove
-//! a referenced chunk, and with SHA-256 digests their chance is about `n / 2^80` per garbage
-//! chunk for `n` referenced chunks (1e-16 at datastore A's 72 M).
+//! It holds, for each digest, its first 9 bytes: the first picks one of 256 stripes, the next
+//! 8 are a `u64` key in the stripe's vector. A garbage chunk is kept by mistake only when its
+//! 72 leading bits equal a referenced digest's: false positives can only keep garbage, never
+//! remove a referenced chunk, and with SHA-256 digests their chance is about `n / 2^72` per
+//! garbage chunk for `n` referenced chunks (1.5e-14 at datastore A's 72 M).
 //!
-//! Inserting is a push to the directory's vector (no hashing, no allocation once the vectors
-//! have grown); a vector is sorted and deduplicated in place when it fills, so duplicates (the
-//! naive strategy inserts every reference) cost at most twice the distinct entries. Lookups in
-//! the sweep are a binary search in one directory's few hundred entries. Memory: 8 bytes per
-//! referenced chunk at best, 16 at worst (BENCHMARKS.md, "The referenced set").
+//! Inserting is a push to the stripe's vector (no hashing, no allocation once the vectors have
+//! grown): the 256 vectors' ends are 256 cache lines, which stay in cache beside the GC's
+//! digest LRU and the model's block cache (one vector per chunk directory, as before, wrote to
+//! 65,536 lines at random and cost phase 1's two LRUs their cached lines: BENCHMARKS.md, "The
+//! referenced set"). A vector is sorted and deduplicated in place when it fills, so duplicates
+//! (the naive strategy inserts every reference) cost at most twice the distinct entries.
+//! Lookups in the sweep are a binary search among one chunk directory's keys (the seal notes
+//! where each directory's keys start in its stripe). Memory: 8 bytes per referenced chunk at
+//! best, 16 at worst (BENCHMARKS.md, "The referenced set").
 
-use crate::datastore::paths::CHUNK_SUBDIRS;
 use crate::datastore::Digest;
 
-/// Referenced digests, by chunk directory.
+/// Stripes: one per value of a digest's first byte.
+const STRIPES: usize = 256;
+
+/// Referenced digests, by their first byte.
 pub struct ReferencedSet {
-    dirs: Vec<Bucket>,
+    stripes: Vec<Stripe>,
 }
 
 #[derive(Default)]
-struct Bucket {
-    /// Fingerprints; `..sorted` is sorted and free of duplicates, the rest was pushed since.
-    fps: Vec<u64>,
+struct Stripe {
+    /// Keys; `..sorted` is sorted and free of duplicates, the rest was pushed since.
+    keys: Vec<u64>,
     sorted: usize,
+    /// After [`ReferencedSet::seal`]: where the keys of each value of the key's top byte (the
+    /// digest's second: one chunk directory) start, and the end; empty before.
+    starts: Vec<u32>,
 }
 
+/// The stripe and key of a digest: its first byte, and its next 8 as a big-endian `u64`.
 #[inline]
-fn fingerprint(d: &Digest) -> u64 {
-    u64::from_be_bytes(d.0[2..10].try_into().expect("8 bytes"))
+fn split(d: &Digest) -> (usize, u64) {
+    let key = u64::from_be_bytes(d.0[1..9].try_into().expect("8 bytes"));
+    (d.0[0] as usize, key)
 }
 
-impl Bucket {
+/// The key's top byte: which of the stripe's 256 chunk directories.
+#[inline]
+fn stripe_dir(key: u64) -> usize {
+    (key >> 56) as usize
+}
+
+impl Stripe {
     fn compact(&mut self) {
-        if self.sorted == self.fps.len() {
+        if self.sorted == self.keys.len() {
             return;
         }
-        self.fps.sort_unstable();
-        self.fps.dedup();
-        self.sorted = self.fps.len();
+        // A sorted run and an unsorted tail: the stable sort sorts the tail and merges the two.
+        self.keys.sort();
+        self.keys.dedup();
+        self.sorted = self.keys.len();
     }
 
     #[inline]
-    fn push(&mut self, fp: u64) {
-        if self.fps.len() == self.fps.capacity() && self.fps.len() >= 8 {
+    fn push(&mut self, key: u64) {
+        if self.keys.len() == self.keys.capacity() && self.keys.len() >= 64 {
             // Full: make room by dropping duplicates before growing.
             self.compact();
-            if self.fps.len() <= self.fps.capacity() / 2 {
-                self.fps.push(fp);
+            if self.keys.len() <= self.keys.capacity() / 2 {
+                self.keys.push(key);
                 return;
             }
         }
-        self.fps.push(fp);
+        self.keys.push(key);
     }
 }
 
@@ -72,36 +90,50 @@ impl ReferencedSet {
     /// An empty set.
     pub fn new() -> ReferencedSet {
         ReferencedSet {
-            dirs: (0..CHUNK_SUBDIRS).map(|_| Bucket::default()).collect(),
+            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
         }
     }
 
     /// Adds a referenced digest (duplicates are fine).
     #[inline]
     pub fn insert(&mut self, d: &Digest) {
-        self.dirs[d.prefix() as usize].push(fingerprint(d));
+        let (stripe, key) = split(d);
+        self.stripes[stripe].push(key);
     }
 
     /// Sorts what was inserted since the last call; [`ReferencedSet::contains`] needs it.
     pub fn seal(&mut self) {
-        for b in &mut self.dirs {
-            b.compact();
-            b.fps.shrink_to_fit();
+        for s in &mut self.stripes {
+            if s.sorted == s.keys.len() && !s.starts.is_empty() {
+                continue; // nothing inserted since the last seal
+            }
+            s.compact();
+            s.keys.shrink_to_fit();
+            // One chunk directory's keys, for a search in a few hundred rather than a stripe.
+            s.starts.clear();
+            s.starts
+                .extend((0..=256u64).map(|b| s.keys.partition_point(|&k| k >> 56 < b) as u32));
         }
     }
 
     /// Whether `d` may be referenced: always true for a digest that was inserted (before the
-    /// last [`ReferencedSet::seal`]); true for another one only by a fingerprint collision.
+    /// last [`ReferencedSet::seal`]); true for another one only by a collision of 72 bits.
     #[inline]
     pub fn contains(&self, d: &Digest) -> bool {
-        let b = &self.dirs[d.prefix() as usize];
-        debug_assert_eq!(b.sorted, b.fps.len(), "seal() before contains()");
-        b.fps[..b.sorted].binary_search(&fingerprint(d)).is_ok()
+        let (stripe, key) = split(d);
+        let s = &self.stripes[stripe];
+        debug_assert_eq!(s.sorted, s.keys.len(), "seal() before contains()");
+        let Some(range) = s.starts.get(stripe_dir(key)..stripe_dir(key) + 2) else {
+            return false; // not sealed since the first insert: nothing to find
+        };
+        s.keys[range[0] as usize..range[1] as usize]
+            .binary_search(&key)
+            .is_ok()
     }
 
-    /// Distinct fingerprints held (after [`ReferencedSet::seal`]).
+    /// Distinct keys held (after [`ReferencedSet::seal`]).
     pub fn len(&self) -> u64 {
-        self.dirs.iter().map(|b| b.fps.len() as u64).sum()
+        self.stripes.iter().map(|s| s.keys.len() as u64).sum()
     }
 
     /// True when it holds nothing.
@@ -111,11 +143,11 @@ impl ReferencedSet {
 
     /// Heap bytes held now.
     pub fn heap_bytes(&self) -> u64 {
-        (self.dirs.capacity() * std::mem::size_of::<Bucket>()) as u64
+        (self.stripes.capacity() * std::mem::size_of::<Stripe>()) as u64
             + self
-                .dirs
+                .stripes
                 .iter()
-                .map(|b| (b.fps.capacity() * 8) as u64)
+                .map(|s| (s.keys.capacity() * 8 + s.starts.capacity() * 4) as u64)
                 .sum::<u64>()
     }
 }
@@ -149,16 +181,35 @@ mod tests {
         );
     }
 
+    /// The set tells digests apart by their first 72 bits (the stripe's byte and the key's
+    /// eight): a difference there is seen, one after it is not (a false positive, which only
+    /// keeps garbage).
+    #[test]
+    fn compares_the_first_72_bits() {
+        let mut s = ReferencedSet::new();
+        let d = digest(1);
+        s.insert(&d);
+        s.seal();
+        for byte in 0..9 {
+            let mut other = d;
+            other.0[byte] ^= 0x01;
+            assert!(!s.contains(&other), "byte {byte} differs");
+        }
+        let mut beyond = d;
+        beyond.0[9] ^= 0xff;
+        beyond.0[31] ^= 0xff;
+        assert!(s.contains(&beyond), "bytes 9.. are not kept");
+    }
+
     proptest! {
         #[test]
         fn never_forgets_an_inserted_digest(ops in prop::collection::vec((0u64..300, any::<bool>()), 0..2000)) {
             let mut s = ReferencedSet::new();
             let mut truth = std::collections::HashSet::new();
             for (i, seal) in ops {
-                // Few directories, so that buckets fill, compact and grow.
+                // Few stripes, so that they fill, compact and grow.
                 let mut d = digest(i);
-                d.0[0] = 0;
-                d.0[1] = (i % 3) as u8;
+                d.0[0] = (i % 3) as u8;
                 s.insert(&d);
                 truth.insert(d);
                 if seal {
