@@ -22,7 +22,7 @@ impl SimStore {
             crate::store::walk_indexes(
                 self,
                 &self.root,
-                &mut |p| self.open_index(p, ahead.as_mut()),
+                &mut |p| self.open_index(p, ahead.as_mut()).map(Some),
                 visitor,
             )
         };
@@ -44,8 +44,8 @@ impl SimStore {
                             }
                         }
                     }
-                    // Nothing to visit here: "vanished" makes the walk go on to the next.
-                    Err(FormatError::io(p, io::ErrorKind::NotFound.into()))
+                    // Nothing to visit here: the walk goes on to the next.
+                    Ok(None)
                 };
                 let _ = crate::store::walk_indexes(&quiet, &self.root, &mut build, &mut Unvisited);
             });

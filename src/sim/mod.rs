@@ -401,4 +401,23 @@ mod tests {
         assert!(a.0 > 0 && a.1 > 0, "removed and pending: {a:?}");
         assert_eq!(a, counts(1_700_000_000 + 30 * 86_400));
     }
+
+    /// With hashed digests a second thread builds the index files ahead of the GC's walk: it
+    /// must build every one (it once stopped after the first, when the walk began to treat
+    /// its "nothing to visit" as an unconfirmed vanished file, and the GC built them all
+    /// itself at half the speed).
+    #[test]
+    fn every_index_file_is_built_ahead() {
+        let params = ModelParams::preset("none").unwrap();
+        let store = tiny(4, &params, DigestMode::Hashed, 1_750_000_000);
+        let opts = GcOptions {
+            strategy: Strategy::Lru,
+            phases: Phases::Mark,
+            atime_check: false,
+            ..GcOptions::default()
+        };
+        let c = run(&store, &params, &opts, false, false).unwrap().counters;
+        assert!(c.index_file_count > 10, "{c:?}");
+        assert_eq!(store.lock().indexes_not_ahead, 0);
+    }
 }

@@ -170,8 +170,13 @@ impl SimStore {
                 io::Error::new(io::ErrorKind::InvalidData, "not an index file"),
             ));
         };
-        let bytes = match ahead.and_then(|a| a.take(node)) {
-            Some(bytes) => bytes,
+        let bytes = match ahead.map(|a| a.take(node)) {
+            Some(Some(bytes)) => bytes,
+            Some(None) => {
+                // The thread building ahead did not build it (it stopped): build it here.
+                self.lock().indexes_not_ahead += 1;
+                self.index_bytes(&event, archive as usize)
+            }
             None => self.index_bytes(&event, archive as usize),
         };
         // The bytes were made by the writer's own function, checksum included: verifying it

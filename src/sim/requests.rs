@@ -124,6 +124,7 @@ impl State {
             first_index_ns: None,
             lanes: Vec::new(),
             dentries: Default::default(),
+            indexes_not_ahead: 0,
         }
     }
 

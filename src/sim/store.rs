@@ -152,6 +152,9 @@ pub(super) struct State {
     pub(super) lanes: Vec<(std::thread::ThreadId, u64)>,
     /// The directories the kernel of a mount with a directory TTL would have cached.
     pub(super) dentries: super::dentries::Dentries,
+    /// Index files of a walk with a thread building ahead that the GC's thread built itself
+    /// (0 unless that thread stopped early: a test checks it).
+    pub(super) indexes_not_ahead: u64,
 }
 
 /// The simulated datastore.
@@ -506,6 +509,7 @@ impl SimStore {
         st.first_index_ns = None;
         st.lanes.clear();
         st.dentries.clear();
+        st.indexes_not_ahead = 0;
     }
 
     /// The model's clock when the first index file was opened since the reset (the end of a

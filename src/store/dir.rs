@@ -280,7 +280,7 @@ impl ChunkStore for DirStore {
         super::walk_indexes(
             &snapshots::Fs,
             &self.root,
-            &mut |p| IndexFile::open(p),
+            &mut |p| IndexFile::open(p).map(Some),
             visitor,
         )
     }

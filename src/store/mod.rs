@@ -106,19 +106,21 @@ pub trait ChunkStore: Sync {
 
 /// PBS's phase-1 walk (format document 3.3) over any [`Tree`]: the scan, then namespaces,
 /// groups, snapshots newest first and their index files, each listed when reached, then the
-/// leftovers of the scan. `open` reads one index; a vanished one is skipped. The real store
-/// and the simulated one both walk with this function.
+/// leftovers of the scan. `open` reads one index (`None`: nothing to visit, for a walk that
+/// only follows the order); a vanished one is skipped. The real store and the simulated one
+/// both walk with this function.
 pub fn walk_indexes(
     tree: &dyn Tree,
     root: &Path,
-    open: &mut dyn FnMut(&Path) -> Result<IndexFile, FormatError>,
+    open: &mut dyn FnMut(&Path) -> Result<Option<IndexFile>, FormatError>,
     visitor: &mut dyn Phase1Visitor,
 ) -> anyhow::Result<()> {
     let mut unprocessed = snapshots::list_index_files(tree, root)?;
     visitor.start(unprocessed.len());
     let mut visit = |path: &Path, origin: IndexOrigin| -> anyhow::Result<()> {
         match open(path) {
-            Ok(index) => visitor.index(path, index, origin),
+            Ok(Some(index)) => visitor.index(path, index, origin),
+            Ok(None) => Ok(()),
             // Vanished (pruned meanwhile), if its directory no longer lists it.
             Err(e) if e.is_not_found() => snapshots::confirm_vanished(tree, root, path),
             Err(e) => Err(anyhow::anyhow!(
