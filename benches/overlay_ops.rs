@@ -194,6 +194,38 @@ fn thread_cpu(pid: u32) -> Vec<(String, u64)> {
     out
 }
 
+/// CPU time, ns, of every thread of process `pid` alive now (`/proc/PID/task/*/schedstat`:
+/// time on the CPU, which leaves out time the hypervisor took: the machine's swings).
+fn process_cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// CPU time, ns, this process has used so far, its ended threads included (user + system).
+fn own_cpu_ns() -> u64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    ns(u.ru_utime) + ns(u.ru_stime)
+}
+
+/// Runs the workload through mount `m`: operations per second, and CPU time per operation
+/// (ns; the client's and the daemon's, the kernel's work for them included).
+fn measured(m: &MountProc, paths: &[PathBuf]) -> (f64, f64) {
+    let (daemon, client) = (process_cpu_ns(m.child.id()), own_cpu_ns());
+    let ops_per_s = workload(&m.mnt, paths);
+    let ops = (paths.len() * PASSES) as f64;
+    let cpu = (process_cpu_ns(m.child.id()) - daemon) + (own_cpu_ns() - client);
+    (ops_per_s, cpu as f64 / ops)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -241,6 +273,7 @@ fn main() {
     }
     let (mut other_root, mut other_user, mut base_user) = (Vec::new(), Vec::new(), Vec::new());
     let mut writer_share = Vec::new();
+    let (mut plain_cpu, mut traced_cpu) = (Vec::new(), Vec::new());
     let mnt = base.join("mnt");
     for round in 0..rounds {
         direct.push(workload(&store, &paths));
@@ -261,12 +294,16 @@ fn main() {
             match config {
                 0 => {
                     let m = MountProc::start(&this_build(), &store, &mnt, None);
-                    plain.push(workload(&m.mnt, &paths));
+                    let (ops, cpu) = measured(&m, &paths);
+                    plain.push(ops);
+                    plain_cpu.push(cpu);
                 }
                 1 => {
                     let t = base.join("bench.trace");
                     let m = MountProc::start(&this_build(), &store, &mnt, Some(&t));
-                    traced.push(workload(&m.mnt, &paths));
+                    let (ops, cpu) = measured(&m, &paths);
+                    traced.push(ops);
+                    traced_cpu.push(cpu);
                     // The writer thread's share of the daemon's CPU: what tracing costs
                     // besides the record on the request path, free of the rounds' swings.
                     let cpu = thread_cpu(m.child.id());
@@ -345,6 +382,22 @@ fn main() {
         paired
             .iter()
             .map(|c| format!("{:.1}%", c * 100.0))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    // CPU time per operation, client and daemon (everything runs on one CPU when pinned):
+    // what throughput would be with the CPU to themselves, free of the time the hypervisor
+    // takes, which makes the rounds' throughput swing.
+    let (pc, tc) = (median(plain_cpu.clone()), median(traced_cpu.clone()));
+    println!(
+        "CPU per operation (client + daemon), median: no trace {:.2} us, trace {:.2} us: tracing cost {:.1}% (rounds: {})",
+        pc / 1e3,
+        tc / 1e3,
+        (tc / pc - 1.0) * 100.0,
+        plain_cpu
+            .iter()
+            .zip(&traced_cpu)
+            .map(|(p, t)| format!("{:.1}%", (t / p - 1.0) * 100.0))
             .collect::<Vec<_>>()
             .join(" ")
     );

@@ -33,6 +33,22 @@ impl Digest {
         Some(Digest(out))
     }
 
+    /// The digest named by exactly 64 lowercase hex characters (a chunk file's name as PBS
+    /// writes it), else `None`; one pass through a table, for the trace writer, which
+    /// classifies every name it records.
+    #[inline]
+    pub fn from_lowercase_hex(text: &[u8]) -> Option<Digest> {
+        let text: &[u8; 64] = text.try_into().ok()?;
+        let mut out = [0u8; 32];
+        let mut bad = 0u8;
+        for (o, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
+            let (hi, lo) = (LOWER_HEX[pair[0] as usize], LOWER_HEX[pair[1] as usize]);
+            bad |= hi | lo;
+            *o = (hi << 4) | (lo & 0x0f);
+        }
+        (bad & NOT_HEX == 0).then_some(Digest(out))
+    }
+
     /// The 64 lowercase hex characters, without allocating.
     pub fn hex_bytes(&self) -> [u8; 64] {
         let mut out = [0u8; 64];
@@ -64,6 +80,23 @@ impl fmt::Debug for Digest {
     }
 }
 
+/// A lowercase hex digit's value, [`NOT_HEX`] for any other byte.
+const LOWER_HEX: [u8; 256] = {
+    let mut t = [NOT_HEX; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = match c as u8 {
+            b'0'..=b'9' => c as u8 - b'0',
+            b'a'..=b'f' => c as u8 - b'a' + 10,
+            _ => NOT_HEX,
+        };
+        c += 1;
+    }
+    t
+};
+/// The mark of a byte that is no lowercase hex digit (no digit's value has these bits).
+const NOT_HEX: u8 = 0xf0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +120,29 @@ mod tests {
         assert_eq!(Digest::from_hex("abc"), None);
         assert_eq!(Digest::from_hex(&"g".repeat(64)), None);
         assert_eq!(d.to_string(), d.to_hex());
+    }
+
+    /// Lowercase hex only, every byte checked, the same value as the general decoder.
+    #[test]
+    fn lowercase_hex_is_exact() {
+        for i in 0..200u32 {
+            let d = Digest::of(&i.to_le_bytes());
+            let text = d.hex_bytes();
+            assert_eq!(Digest::from_lowercase_hex(&text), Some(d));
+            assert_eq!(Digest::from_lowercase_hex(&text[..63]), None);
+            let upper = d.to_hex().to_uppercase();
+            let has_letter = upper.bytes().any(|c| c.is_ascii_alphabetic());
+            assert_eq!(
+                Digest::from_lowercase_hex(upper.as_bytes()).is_none(),
+                has_letter
+            );
+            for at in [0, 1, 31, 62, 63] {
+                for bad in [b'g', b'G', b'/', b':', b'`', 0, 0xff, b'F'] {
+                    let mut t = text;
+                    t[at] = bad;
+                    assert_eq!(Digest::from_lowercase_hex(&t), None, "{bad} at {at}");
+                }
+            }
+        }
     }
 }

@@ -16,13 +16,12 @@
 //! **What the filesystem sees** is in `src/sim/ops.rs`: each operation as the FUSE
 //! requests a mount would receive.
 //!
-//! Memory per chunk: one record of its digest, inode, atime, size and a removed flag (56
-//! bytes), its atime as built (8, for [`SimStore::reset`]), a 4-byte slot in its directory's
+//! Memory per chunk: one record of its digest, inode, atime, size and a removed flag (44
+//! bytes), its atime as built (4, for [`SimStore::reset`]), a 4-byte slot in its directory's
 //! list, an 8-byte slot in the digest table (which is 4/7 to 7/8 full: 9-14 bytes), and, for
-//! exact digests, a content map entry (about 20; hashed digests drop the map after the
-//! build): around 80 bytes with hashed digests, 100 with exact ones. The peak is higher,
-//! during the build (the history's sets of contents): 172 bytes a chunk at datastore A's
-//! size (BENCHMARKS.md).
+//! exact digests, a content map entry (about 20; hashed digests never fill it): around 65
+//! bytes with hashed digests, 85 with exact ones. The peak is higher, during the build (the
+//! history's content sets): 107 bytes a chunk at datastore A's size (BENCHMARKS.md).
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;

@@ -279,12 +279,9 @@ impl Encoder {
 
 /// A chunk name: exactly 64 lowercase hex characters (uppercase names are kept as text, so
 /// the trace reproduces the name the kernel asked for).
+#[inline]
 fn lowercase_digest(name: &[u8]) -> Option<Digest> {
-    if name.len() == 64 && name.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
-        Digest::from_hex_bytes(name)
-    } else {
-        None
-    }
+    Digest::from_lowercase_hex(name)
 }
 
 fn write_loop(file: File, header: &[u8], rx: Receiver<RawRecord>) -> io::Result<(u64, u64, u64)> {
