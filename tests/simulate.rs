@@ -195,6 +195,8 @@ fn each_finished_run_is_reported_as_it_ends() {
         "lru,batched",
         "--batch-size",
         "10,100",
+        "--jobs",
+        "1",
         "--json",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -219,6 +221,50 @@ fn each_finished_run_is_reported_as_it_ends() {
         .map(|r| r["variant"].as_str().unwrap_or("-"))
         .collect();
     assert_eq!(variants, ["-", "batch 10", "batch 100"]);
+}
+
+/// Runs side by side (`--jobs 2`, each on a fork of the built store) give exactly the runs
+/// one after the other give, in the same order: every count and modelled time, sweep
+/// included; only wall-clock fields differ.
+#[test]
+fn runs_side_by_side_are_the_runs_one_after_the_other() {
+    let runs = |jobs: &str| {
+        let o = run(&[
+            "simulate",
+            "--preset",
+            "tiny",
+            "--digests",
+            "hashed",
+            "--strategy",
+            "naive,lru,prefetch,batched,inode-order",
+            "--jobs",
+            jobs,
+            "--json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        fn strip(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.retain(|k, _| !k.contains("wall") && !k.ends_with("_seconds"));
+                    m.values_mut().for_each(strip);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        strip(&mut v);
+        v
+    };
+    let (one, two) = (runs("1"), runs("2"));
+    let runs = one.as_array().unwrap();
+    assert_eq!(runs.len(), 5);
+    assert!(
+        runs.iter()
+            .all(|r| r["counters"]["removed_chunks"].as_u64() > Some(0)),
+        "every run swept: {one}"
+    );
+    assert_eq!(one, two);
 }
 
 /// The table counts every metadata read the model charged, prefetch reads included (the

@@ -97,6 +97,12 @@ pub struct SimulateArgs {
     /// refused otherwise, with the estimate and the largest --scale that fits).
     #[arg(long)]
     force: bool,
+    /// Runs side by side, each on its own copy of what a run changes (the atimes, the model:
+    /// about 24 bytes a chunk) over one shared store; the results are those of the runs one
+    /// after the other. Runs with --trace or fault rules take one at a time
+    /// [default: the CPUs, at most the runs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: Option<u16>,
     /// Print the runs as JSON.
     #[arg(long)]
     json: bool,
@@ -251,7 +257,8 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         }
         None => None,
     };
-    let mut runs: Vec<SimRun> = Vec::new();
+    // Every run to make: (strategy, batch size, prefetch jobs, variant label).
+    let mut plan: Vec<(Strategy, usize, u16, Option<String>)> = Vec::new();
     for &strategy in &args.strategy {
         // One run per value of the tuning option the strategy uses, labelled when there are
         // several.
@@ -276,23 +283,81 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             _ => vec![(args.batch_size[0], args.prefetch_jobs[0], None)],
         };
         for (batch_size, jobs, variant) in variants {
-            let opts = GcOptions {
-                strategy,
-                cache_capacity: args.cache_capacity,
-                batch_size,
-                prefetch_jobs: jobs as usize,
-                phases: args.phase,
-                atime_check: false,
-                ..GcOptions::default()
-            };
-            let mut run = sim::run(&store, &params, &opts, args.warm, progress)?;
-            run.variant = variant;
-            // A run at the threads' scale takes minutes to hours: say each one as it ends,
-            // so a long run shows its progress and a stopped one keeps what it finished.
-            eprintln!("chunkscope: {}", run_summary(&run));
-            runs.push(run);
+            plan.push((strategy, batch_size, jobs, variant));
         }
     }
+    let run_one = |store: &sim::SimStore, i: usize, progress: bool| -> Result<SimRun> {
+        let (strategy, batch_size, jobs, variant) = plan[i].clone();
+        let opts = GcOptions {
+            strategy,
+            cache_capacity: args.cache_capacity,
+            batch_size,
+            prefetch_jobs: jobs as usize,
+            phases: args.phase,
+            atime_check: false,
+            ..GcOptions::default()
+        };
+        let mut run = sim::run(store, &params, &opts, args.warm, progress)?;
+        run.variant = variant;
+        // A run at the threads' scale takes minutes to hours: say each one as it ends,
+        // so a long run shows its progress and a stopped one keeps what it finished.
+        eprintln!("chunkscope: {}", run_summary(&run));
+        Ok(run)
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let jobs = (args.jobs.map_or(cpus, |j| j as usize))
+        .min(plan.len())
+        .max(1);
+    let forks: Option<Vec<sim::SimStore>> = (1..jobs).map(|_| store.fork()).collect();
+    let runs: Vec<SimRun> = match forks {
+        Some(forks) if jobs > 1 => {
+            // Each worker takes the next run not taken; results go back in the plan's order.
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let stores: Vec<&sim::SimStore> = std::iter::once(&store).chain(&forks).collect();
+            let done: Vec<Result<Vec<(usize, SimRun)>>> = std::thread::scope(|scope| {
+                let workers: Vec<_> = stores
+                    .into_iter()
+                    .map(|st| {
+                        let (next, run_one, plan) = (&next, &run_one, &plan);
+                        scope.spawn(move || -> Result<Vec<(usize, SimRun)>> {
+                            let mut mine = Vec::new();
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                if i >= plan.len() {
+                                    return Ok(mine);
+                                }
+                                // No progress bars: several would draw over each other.
+                                match run_one(st, i, false) {
+                                    Ok(run) => mine.push((i, run)),
+                                    Err(e) => {
+                                        // The others take no new run.
+                                        next.store(
+                                            plan.len(),
+                                            std::sync::atomic::Ordering::Relaxed,
+                                        );
+                                        return Err(e);
+                                    }
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|w| w.join().expect("a simulation worker panicked"))
+                    .collect()
+            });
+            let mut all = Vec::new();
+            for d in done {
+                all.extend(d?);
+            }
+            all.sort_by_key(|r| r.0);
+            all.into_iter().map(|r| r.1).collect()
+        }
+        _ => (0..plan.len())
+            .map(|i| run_one(&store, i, progress))
+            .collect::<Result<_>>()?,
+    };
     if let Some(w) = writer {
         drop(store.set_trace(None)); // the sink: the writer finishes when it is gone
         let stats = w.finish()?;

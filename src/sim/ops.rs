@@ -128,10 +128,8 @@ impl SimStore {
     #[inline]
     fn walk_chunk(&self, st: &mut State, d: &Digest) -> Result<u32, i32> {
         let dir = self.walk_chunk_dir(st, d.prefix())?;
-        let found = self
-            .find(&st.chunks, d)
-            .filter(|&i| !st.chunks[i as usize].removed());
-        let ino = found.map(|i| self.ino_of(&st.chunks[i as usize]));
+        let found = self.find(d).filter(|&i| !st.is_removed(i as usize));
+        let ino = found.map(|i| self.ino_of(&self.chunks[i as usize]));
         st.req(Req::lookup(
             dir,
             Name::Chunk(d),
@@ -225,9 +223,9 @@ impl SimDir<'_> {
     fn lookup(&self, st: &mut State, name: &[u8]) -> Result<u32, i32> {
         let found = Digest::from_hex_bytes(name)
             .filter(|d| d.prefix() == self.prefix)
-            .and_then(|d| self.store.find(&st.chunks, &d))
-            .filter(|&i| !st.chunks[i as usize].removed());
-        let ino = found.map(|i| self.store.ino_of(&st.chunks[i as usize]));
+            .and_then(|d| self.store.find(&d))
+            .filter(|&i| !st.is_removed(i as usize));
+        let ino = found.map(|i| self.store.ino_of(&self.store.chunks[i as usize]));
         st.req(Req::lookup(
             self.ino,
             Name::Bytes(name),
@@ -245,9 +243,9 @@ impl ChunkDir for SimDir<'_> {
         st.listing.clear();
         let mut name = [0u8; 64];
         for &i in self.store.dirs[self.prefix as usize].iter().rev() {
-            let c = &st.chunks[i as usize];
-            if !c.removed() {
-                st.listing.push(self.store.ino_of(c));
+            if !st.is_removed(i as usize) {
+                st.listing
+                    .push(self.store.ino_of(&self.store.chunks[i as usize]));
             }
         }
         // The listing's requests come first: an error there (injected) lists nothing.
@@ -256,12 +254,12 @@ impl ChunkDir for SimDir<'_> {
             .attr_changed(self.store.chunk_dir_node(self.prefix)); // its atime
         listed.map_err(io::Error::from_raw_os_error)?;
         for &i in self.store.dirs[self.prefix as usize].iter().rev() {
-            let c = st.chunks[i as usize];
-            if c.removed() {
+            if st.is_removed(i as usize) {
                 continue;
             }
+            let c = &self.store.chunks[i as usize];
             hex::encode_to_slice(c.digest.0, &mut name).expect("64 bytes for 32");
-            f(&name, self.store.ino_of(&c));
+            f(&name, self.store.ino_of(c));
         }
         Ok(())
     }
@@ -272,11 +270,11 @@ impl ChunkDir for SimDir<'_> {
         let Ok(i) = self.lookup(&mut st, name) else {
             return Ok(None);
         };
-        let c = st.chunks[i as usize];
+        let c = &self.store.chunks[i as usize];
         if st
             .req(Req::on(
                 Op::Getattr,
-                self.store.ino_of(&c),
+                self.store.ino_of(c),
                 At::Chunk(&c.digest),
             ))
             .is_err()
@@ -284,7 +282,7 @@ impl ChunkDir for SimDir<'_> {
             return Ok(None);
         }
         Ok(Some(EntryStat {
-            atime: c.atime(),
+            atime: st.atime(i as usize),
             size: c.size() as u64,
             is_file: true,
         }))
@@ -294,7 +292,7 @@ impl ChunkDir for SimDir<'_> {
         let mut st = self.store.lock();
         let errno = io::Error::from_raw_os_error;
         let i = self.lookup(&mut st, name).map_err(errno)?;
-        let ino = self.store.ino_of(&st.chunks[i as usize]);
+        let ino = self.store.ino_of(&self.store.chunks[i as usize]);
         st.req(Req {
             parent: self.ino,
             name: Name::Bytes(name),
@@ -303,7 +301,7 @@ impl ChunkDir for SimDir<'_> {
         .map_err(errno)?;
         st.dentries
             .attr_changed(self.store.chunk_dir_node(self.prefix));
-        st.chunks[i as usize].set_removed(true);
+        st.set_removed(i as usize, true);
         Ok(())
     }
 }
@@ -343,7 +341,7 @@ impl ChunkStore for SimStore {
         let mut st = self.lock();
         let now = self.now;
         let touched = self.walk_chunk(&mut st, digest).and_then(|i| {
-            let ino = self.ino_of(&st.chunks[i as usize]);
+            let ino = self.ino_of(&self.chunks[i as usize]);
             st.req(Req {
                 flags: flags::SET_ATIME,
                 arg: now as u64 * 1_000_000_000,
@@ -355,7 +353,7 @@ impl ChunkStore for SimStore {
         let Some(i) = missing_is_none(touched)? else {
             return Ok(false);
         };
-        st.chunks[i as usize].set_atime(now);
+        st.set_atime(i as usize, now);
         Ok(true)
     }
 
@@ -378,19 +376,19 @@ impl ChunkStore for SimStore {
     fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {
         let mut st = self.lock();
         let r = self.walk_chunk(&mut st, digest).and_then(|i| {
-            let c = st.chunks[i as usize];
-            st.req(Req::on(Op::Getattr, self.ino_of(&c), At::Chunk(digest)))
-                .map(|()| c)
+            let ino = self.ino_of(&self.chunks[i as usize]);
+            st.req(Req::on(Op::Getattr, ino, At::Chunk(digest)))
+                .map(|()| (ino, st.atime(i as usize)))
         });
-        Ok(missing_is_none(r)?.map(|c| ChunkStat {
-            ino: self.ino_of(&c),
-            atime_ns: c.atime() as i128 * 1_000_000_000,
+        Ok(missing_is_none(r)?.map(|(ino, atime)| ChunkStat {
+            ino,
+            atime_ns: atime as i128 * 1_000_000_000,
         }))
     }
 
     fn insert_chunk(&self, digest: &Digest, _blob: &[u8]) -> io::Result<bool> {
         // Only the atime check inserts (the zero chunk); simulated runs skip that check.
-        let known = self.find(&self.lock().chunks, digest).is_some();
+        let known = self.find(digest).is_some();
         if known {
             return self.touch(digest);
         }
@@ -460,18 +458,16 @@ mod tests {
     /// A chunk of the store and its atime.
     fn some_chunk(s: &SimStore) -> (Digest, i64) {
         let st = s.lock();
-        let c = st
-            .chunks
-            .iter()
-            .find(|c| c.atime() < s.now)
+        let i = (0..s.chunks.len())
+            .find(|&i| st.atime(i) < s.now)
             .expect("an old chunk");
-        (c.digest, c.atime())
+        (s.chunks[i].digest, st.atime(i))
     }
 
     fn atime(s: &SimStore, d: &Digest) -> i64 {
         let st = s.lock();
-        let i = s.find(&st.chunks, d).unwrap();
-        st.chunks[i as usize].atime()
+        let i = s.find(d).unwrap();
+        st.atime(i as usize)
     }
 
     /// A touch whose setattr fails does not mark the chunk: the sweep must see its old atime,

@@ -116,7 +116,8 @@ impl State {
     pub(super) fn new(inst: Instruments) -> State {
         State {
             inst,
-            chunks: Vec::new(),
+            atimes: Vec::new(),
+            removed: Vec::new(),
             counts: RequestCounts::default(),
             listing: Vec::new(),
             trace: None,
@@ -125,6 +126,34 @@ impl State {
             lanes: Vec::new(),
             dentries: Default::default(),
             indexes_not_ahead: 0,
+        }
+    }
+
+    /// Chunk `i`'s atime in this run, epoch seconds.
+    #[inline]
+    pub(super) fn atime(&self, i: usize) -> i64 {
+        self.atimes[i] as i64
+    }
+
+    /// Sets chunk `i`'s atime (epoch seconds, within `u32`: the store's own times are).
+    #[inline]
+    pub(super) fn set_atime(&mut self, i: usize, t: i64) {
+        self.atimes[i] = t as u32;
+    }
+
+    /// Whether this run removed chunk `i`.
+    #[inline]
+    pub(super) fn is_removed(&self, i: usize) -> bool {
+        self.removed[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    #[inline]
+    pub(super) fn set_removed(&mut self, i: usize, removed: bool) {
+        let (w, bit) = (i / 64, 1u64 << (i % 64));
+        if removed {
+            self.removed[w] |= bit;
+        } else {
+            self.removed[w] &= !bit;
         }
     }
 

@@ -75,57 +75,29 @@ pub(super) enum NodeKind {
     File,
 }
 
-/// A chunk file. Its digest is in the same record as what a touch reads and writes, so
-/// that a touch costs one cache miss here (after the table's), not two. 44 bytes: the inode
-/// as an offset from the store's first, the atime in epoch seconds as `u32` (1970 to 2106),
-/// the removed flag in the size's top bit (a chunk is at most 16 MiB).
+/// A chunk file as built: its digest, inode and size, shared by every run (its atime and
+/// whether a run removed it are the run's, in [`State`]). 40 bytes: the inode as an offset
+/// from the store's first.
 #[derive(Clone, Copy)]
 pub(super) struct Chunk {
     pub(super) digest: Digest,
     ino_off: u32,
-    atime: u32,
-    size_removed: u32,
+    size: u32,
 }
 
-const REMOVED: u32 = 1 << 31;
-
 impl Chunk {
-    /// A chunk as built: inode `first_ino + ino_off`, not removed.
-    fn new(digest: Digest, ino_off: u32, atime: u32, size: u32) -> Chunk {
-        debug_assert!(size < REMOVED);
+    /// A chunk as built: inode `first_ino + ino_off`.
+    fn new(digest: Digest, ino_off: u32, size: u32) -> Chunk {
         Chunk {
             digest,
             ino_off,
-            atime,
-            size_removed: size,
+            size,
         }
-    }
-
-    /// Its atime, epoch seconds.
-    #[inline]
-    pub(super) fn atime(&self) -> i64 {
-        self.atime as i64
-    }
-
-    /// Sets its atime (epoch seconds, within `u32`: the store's own times are).
-    #[inline]
-    pub(super) fn set_atime(&mut self, t: i64) {
-        self.atime = t as u32;
     }
 
     #[inline]
     pub(super) fn size(&self) -> u32 {
-        self.size_removed & !REMOVED
-    }
-
-    #[inline]
-    pub(super) fn removed(&self) -> bool {
-        self.size_removed & REMOVED != 0
-    }
-
-    #[inline]
-    pub(super) fn set_removed(&mut self, removed: bool) {
-        self.size_removed = self.size() | if removed { REMOVED } else { 0 };
+        self.size
     }
 }
 
@@ -134,10 +106,15 @@ fn chunk_time(t: i64) -> anyhow::Result<u32> {
     u32::try_from(t).map_err(|_| anyhow::anyhow!("time {t} is outside 1970-2106"))
 }
 
+/// What one run changes: the chunks' atimes and removals, the model, the counts. Each
+/// [`SimStore::fork`] has its own, so runs side by side share only what was built.
 pub(super) struct State {
     /// Fault rules and the model, as a mount's (see [`crate::instrument`]).
     pub(super) inst: Instruments,
-    pub(super) chunks: Vec<Chunk>,
+    /// Each chunk's atime, epoch seconds as `u32` (1970 to 2106), by chunk number.
+    pub(super) atimes: Vec<u32>,
+    /// Each chunk's removed flag, a bit by chunk number.
+    pub(super) removed: Vec<u64>,
     pub(super) counts: RequestCounts,
     /// Listing scratch: the inodes a readdir returned.
     pub(super) listing: Vec<u64>,
@@ -156,8 +133,26 @@ pub(super) struct State {
     pub(super) indexes_not_ahead: u64,
 }
 
-/// The simulated datastore.
+/// The simulated datastore: what was built, shared by its forks, and one run's state.
 pub struct SimStore {
+    built: std::sync::Arc<Built>,
+    pub(super) state: Mutex<State>,
+    /// Where the index walk stands in the history of the archive it reads (index files are
+    /// read one at a time: never contended).
+    pub(super) cursor: Mutex<crate::gen::history::VersionCursor>,
+}
+
+impl std::ops::Deref for SimStore {
+    type Target = Built;
+
+    #[inline]
+    fn deref(&self) -> &Built {
+        &self.built
+    }
+}
+
+/// The store as built: never changed by a run.
+pub struct Built {
     pub(super) root: PathBuf,
     pub(super) nodes: Vec<Node>,
     pub(super) chunks_node: u32,
@@ -184,10 +179,8 @@ pub struct SimStore {
     pub(super) referenced: usize,
     pub(super) cfg: GenConfig,
     pub(super) payload: PayloadModel,
-    pub(super) state: Mutex<State>,
-    /// Where the index walk stands in the history of the archive it reads (index files are
-    /// read one at a time: never contended).
-    pub(super) cursor: Mutex<crate::gen::history::VersionCursor>,
+    /// The chunks, by chunk number (creation order).
+    pub(super) chunks: Vec<Chunk>,
 }
 
 fn hashed_digest(seed: u64, c: ContentId) -> Digest {
@@ -223,7 +216,7 @@ impl SimStore {
         };
         let mut sets = history.chunk_sets();
         let present = sets.present_len();
-        let mut s = SimStore {
+        let mut s = Built {
             root: PathBuf::from(format!("/simulated/{}", cfg.preset)),
             nodes: Vec::new(),
             chunks_node: 0,
@@ -245,8 +238,7 @@ impl SimStore {
             referenced: sets.referenced_len(),
             cfg: cfg.clone(),
             payload,
-            state: Mutex::new(State::new(Instruments::simulated(None, model))),
-            cursor: Mutex::default(),
+            chunks: Vec::new(),
         };
         let mut ino = first_ino;
         let mut alloc = || {
@@ -323,7 +315,7 @@ impl SimStore {
                     s.initial_atimes.push(atime);
                     let ino_off = u32::try_from(alloc() - first_ino)
                         .map_err(|_| anyhow::anyhow!("more than 2^32 inodes"))?;
-                    chunks.push(Chunk::new(digest, ino_off, atime, s.payload.len(c) as u32));
+                    chunks.push(Chunk::new(digest, ino_off, s.payload.len(c) as u32));
                     if mode == DigestMode::Exact {
                         s.content.insert(c, idx);
                     }
@@ -371,20 +363,49 @@ impl SimStore {
             s.add_node(snap, MANIFEST_BLOB_NAME, alloc(), NodeKind::File);
         }
         s.history = history;
-        let st = s.state.get_mut().expect("not shared yet");
-        st.chunks = chunks;
-        // As a default mount of a datastore (`mount --dir-ttl`).
-        let ttl_ns = (crate::trace::KernelCache::DATASTORE_DIR_TTL_S * 1e9) as u64;
-        st.dentries = super::dentries::Dentries::new(ttl_ns, s.nodes.len());
+        s.chunks = chunks;
         if mode == DigestMode::Hashed {
             // Index files name their chunks by a hash of the content: the map from content to
             // chunk is not needed any more (at datastore A's size it is ~1.5 GiB, and its
             // random lookups were half of a run's time).
             s.content = HashMap::new();
         }
-        Ok(s)
+        let mut st = State::new(Instruments::simulated(None, model));
+        st.atimes = s.initial_atimes.clone();
+        st.removed = vec![0; s.chunks.len().div_ceil(64)];
+        // As a default mount of a datastore (`mount --dir-ttl`).
+        let ttl_ns = (crate::trace::KernelCache::DATASTORE_DIR_TTL_S * 1e9) as u64;
+        st.dentries = super::dentries::Dentries::new(ttl_ns, s.nodes.len());
+        Ok(SimStore {
+            built: std::sync::Arc::new(s),
+            state: Mutex::new(st),
+            cursor: Mutex::default(),
+        })
     }
 
+    /// Another store over the same build, for a run side by side with this one's: the same
+    /// directory TTL and model parameters, its own atimes, removals, model and counts. A run
+    /// resets it as it does this one. `None` when this store injects faults or records a
+    /// trace (runs with those stay one after the other: one trace, one set of rule counters).
+    pub fn fork(&self) -> Option<SimStore> {
+        let st = self.lock();
+        if st.inst.faults.is_some() || st.trace.is_some() {
+            return None;
+        }
+        let params = st.inst.model()?.params().clone();
+        let mut fork = State::new(Instruments::simulated(None, Model::new(params)));
+        fork.atimes = self.initial_atimes.clone();
+        fork.removed = vec![0; self.chunks.len().div_ceil(64)];
+        fork.dentries = super::dentries::Dentries::new(st.dentries.ttl_ns(), self.nodes.len());
+        Some(SimStore {
+            built: std::sync::Arc::clone(&self.built),
+            state: Mutex::new(fork),
+            cursor: Mutex::default(),
+        })
+    }
+}
+
+impl Built {
     fn add_node(&mut self, parent: u32, name: &str, ino: u64, kind: NodeKind) -> u32 {
         let id = self.nodes.len() as u32;
         self.nodes.push(Node {
@@ -411,10 +432,15 @@ impl SimStore {
             .copied()
             .find(|&c| &*self.nodes[c as usize].name == name)
     }
+}
 
+impl SimStore {
     /// Chunk files in the store (removed ones excluded).
     pub fn chunk_count(&self) -> usize {
-        self.lock().chunks.iter().filter(|c| !c.removed()).count()
+        let st = self.lock();
+        (0..self.chunks.len())
+            .filter(|&i| !st.is_removed(i))
+            .count()
     }
 
     /// Distinct chunks the snapshots reference.
@@ -431,7 +457,11 @@ impl SimStore {
         vec![
             (
                 "chunk records",
-                (st.chunks.capacity() * std::mem::size_of::<Chunk>()) as u64,
+                (self.chunks.capacity() * std::mem::size_of::<Chunk>()) as u64,
+            ),
+            (
+                "a run's atimes and removals",
+                (st.atimes.capacity() * 4 + st.removed.capacity() * 8) as u64,
             ),
             ("digest table", self.by_digest.heap_bytes()),
             (
@@ -477,11 +507,12 @@ impl SimStore {
             .iter()
             .filter(|n| !matches!(n.kind, NodeKind::Dir | NodeKind::ChunkDir))
             .map(|n| n.ino);
-        let chunks = st
+        let chunks = self
             .chunks
             .iter()
-            .filter(|c| !c.removed())
-            .map(|c| self.ino_of(c));
+            .enumerate()
+            .filter(|&(i, _)| !st.is_removed(i))
+            .map(|(_, c)| self.ino_of(c));
         let dirs: Vec<u64> = self
             .nodes
             .iter()
@@ -496,10 +527,8 @@ impl SimStore {
     /// the fault rules' counters at zero (each run is a new mount's).
     pub fn reset(&self, model: Model) {
         let mut st = self.lock();
-        for (c, &atime) in st.chunks.iter_mut().zip(&self.initial_atimes) {
-            c.atime = atime;
-            c.set_removed(false);
-        }
+        st.atimes.copy_from_slice(&self.initial_atimes);
+        st.removed.fill(0);
         st.inst.set_model(model);
         if let Some(f) = &mut st.inst.faults {
             f.restart();
@@ -582,7 +611,8 @@ impl SimStore {
 
     /// The chunk named `d` (removed or not).
     #[inline]
-    pub(super) fn find(&self, chunks: &[Chunk], d: &Digest) -> Option<u32> {
+    pub(super) fn find(&self, d: &Digest) -> Option<u32> {
+        let chunks = &self.chunks;
         self.by_digest
             .find(&d.0, |i| chunks[i as usize].digest == *d)
     }
@@ -593,7 +623,6 @@ impl SimStore {
         let a = &g.archives[ai];
         let mut refs: Vec<(Digest, u32)> = Vec::new();
         // Exact digests are read from the chunks' records (hashed ones are computed).
-        let st = (self.mode == DigestMode::Exact).then(|| self.lock());
         let mut cursor = self.cursor.lock().expect("version cursor poisoned");
         self.history
             .for_each_content_cached(&mut cursor, e, ai, |c| match self.mode {
@@ -602,8 +631,8 @@ impl SimStore {
                     refs.push((hashed_digest(self.cfg.seed, c), self.payload.len(c) as u32))
                 }
                 DigestMode::Exact => {
-                    if let (Some(&i), Some(st)) = (self.content.get(&c), &st) {
-                        refs.push((st.chunks[i as usize].digest, self.payload.len(c) as u32));
+                    if let Some(&i) = self.content.get(&c) {
+                        refs.push((self.chunks[i as usize].digest, self.payload.len(c) as u32));
                     }
                 }
             });
@@ -644,23 +673,24 @@ impl SimStore {
 mod tests {
     use super::*;
 
-    /// The packed record keeps its size, atime and removed flag apart.
+    /// A run's state keeps each chunk's atime and removed flag apart from the others'.
     #[test]
-    fn a_chunk_record_keeps_its_fields_apart() {
-        let mut c = Chunk::new(Digest([7; 32]), 5, 1_800_000_000, 16 << 20);
-        assert_eq!(std::mem::size_of::<Chunk>(), 44);
-        assert_eq!(
-            (c.size(), c.atime(), c.removed()),
-            (16 << 20, 1_800_000_000, false)
-        );
-        c.set_removed(true);
-        c.set_atime(4_000_000_000);
-        assert_eq!(
-            (c.size(), c.atime(), c.removed()),
-            (16 << 20, 4_000_000_000, true)
-        );
-        c.set_removed(false);
-        assert_eq!((c.size(), c.removed()), (16 << 20, false));
+    fn a_runs_atimes_and_removals_are_each_chunks_own() {
+        let mut st = State::new(Instruments::simulated(
+            None,
+            Model::new(crate::model::ModelParams::preset("none").unwrap()),
+        ));
+        st.atimes = vec![1_800_000_000; 130];
+        st.removed = vec![0; 3];
+        st.set_atime(64, 4_000_000_000);
+        st.set_removed(63, true);
+        st.set_removed(129, true);
+        assert_eq!((st.atime(64), st.atime(63)), (4_000_000_000, 1_800_000_000));
+        let removed: Vec<usize> = (0..130).filter(|&i| st.is_removed(i)).collect();
+        assert_eq!(removed, [63, 129]);
+        st.set_removed(63, false);
+        assert!(!st.is_removed(63) && st.is_removed(129));
+        assert_eq!(std::mem::size_of::<Chunk>(), 40);
         assert!(chunk_time(-1).is_err() && chunk_time(1 << 33).is_err());
     }
 }
