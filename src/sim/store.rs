@@ -16,12 +16,13 @@
 //! **What the filesystem sees** is in `src/sim/ops.rs`: each operation as the FUSE
 //! requests a mount would receive.
 //!
-//! Memory per chunk: one record of its digest, inode, atime, size and a removed flag (44
-//! bytes), its atime as built (4, for [`SimStore::reset`]), a 4-byte slot in its directory's
-//! list, an 8-byte slot in the digest table (which is 4/7 to 7/8 full: 9-14 bytes), and, for
-//! exact digests, a content map entry (about 20; hashed digests never fill it): around 65
-//! bytes with hashed digests, 85 with exact ones. The peak is higher, during the build (the
-//! history's content sets): 107 bytes a chunk at datastore A's size (BENCHMARKS.md).
+//! Memory per chunk: one record of its digest, inode and size (40 bytes), its atime as built
+//! (4, for [`SimStore::reset`]), a run's atime and removed bit (4 and 1/8, per run side by
+//! side: [`SimStore::fork`]), a 4-byte slot in its directory's list, an 8-byte slot in the
+//! digest table (which is 4/7 to 7/8 full: 9-14 bytes), and, for exact digests, a content map
+//! entry (about 20; hashed digests never fill it): around 65 bytes with hashed digests, 85
+//! with exact ones. The peak is higher, during the build (the history's content sets): 107
+//! bytes a chunk at datastore A's size (BENCHMARKS.md).
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
