@@ -305,59 +305,29 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         Ok(run)
     };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let jobs = (args.jobs.map_or(cpus, |j| j as usize))
+    let mut jobs = args
+        .jobs
+        .map_or(cpus, |j| j as usize)
         .min(plan.len())
         .max(1);
-    let forks: Option<Vec<sim::SimStore>> = (1..jobs).map(|_| store.fork()).collect();
-    let runs: Vec<SimRun> = match forks {
-        Some(forks) if jobs > 1 => {
-            // Each worker takes the next run not taken; results go back in the plan's order.
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let stores: Vec<&sim::SimStore> = std::iter::once(&store).chain(&forks).collect();
-            let done: Vec<Result<Vec<(usize, SimRun)>>> = std::thread::scope(|scope| {
-                let workers: Vec<_> = stores
-                    .into_iter()
-                    .map(|st| {
-                        let (next, run_one, plan) = (&next, &run_one, &plan);
-                        scope.spawn(move || -> Result<Vec<(usize, SimRun)>> {
-                            let mut mine = Vec::new();
-                            loop {
-                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                if i >= plan.len() {
-                                    return Ok(mine);
-                                }
-                                // No progress bars: several would draw over each other.
-                                match run_one(st, i, false) {
-                                    Ok(run) => mine.push((i, run)),
-                                    Err(e) => {
-                                        // The others take no new run.
-                                        next.store(
-                                            plan.len(),
-                                            std::sync::atomic::Ordering::Relaxed,
-                                        );
-                                        return Err(e);
-                                    }
-                                }
-                            }
-                        })
-                    })
-                    .collect();
-                workers
-                    .into_iter()
-                    .map(|w| w.join().expect("a simulation worker panicked"))
-                    .collect()
-            });
-            let mut all = Vec::new();
-            for d in done {
-                all.extend(d?);
-            }
-            all.sort_by_key(|r| r.0);
-            all.into_iter().map(|r| r.1).collect()
+    // Each run beside the first takes its own atimes, removed bits, referenced set and
+    // caches: as many as fit next to the store's estimated peak.
+    let per_job = sim::run_state_bytes(estimate.chunks);
+    if let Some(limit) = limit.filter(|_| !args.force) {
+        let room = limit.saturating_sub(estimate.peak_bytes) / per_job.max(1);
+        if (jobs as u64 - 1) > room {
+            let fit = room as usize + 1;
+            eprintln!(
+                "chunkscope: {jobs} runs side by side would need about {} more than the store; \
+                 running {fit} at a time",
+                human_bytes((jobs as u64 - 1) * per_job)
+            );
+            jobs = fit;
         }
-        _ => (0..plan.len())
-            .map(|i| run_one(&store, i, progress))
-            .collect::<Result<_>>()?,
-    };
+    }
+    // Progress bars only for runs one after the other: several would draw over each other.
+    let bars = progress && jobs.min(plan.len()) <= 1;
+    let runs = sim::side_by_side(&store, plan.len(), jobs, |st, i| run_one(st, i, bars))?;
     if let Some(w) = writer {
         drop(store.set_trace(None)); // the sink: the writer finishes when it is gone
         let stats = w.finish()?;

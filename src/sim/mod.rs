@@ -135,6 +135,14 @@ pub fn estimate_memory(
     }
 }
 
+/// What a run side by side with others needs of its own ([`side_by_side`]) on a store of
+/// `chunks` chunks: its atimes and removed bits (4 bytes and a bit a chunk), its GC's
+/// referenced set (8 to 16 bytes a referenced chunk), and the digest LRU and the model's
+/// caches (a fixed 64 MiB, above the default 1 Mi-entry LRU's 48 MiB).
+pub fn run_state_bytes(chunks: u64) -> u64 {
+    chunks * 21 + (64 << 20)
+}
+
 /// Builds the store once.
 pub fn build(setup: &SimSetup) -> Result<SimStore> {
     build_from(setup, crate::gen::build_history(&setup.cfg)?)
@@ -237,6 +245,55 @@ pub fn run(
         faults: store.fault_stats(),
         counters: c,
     })
+}
+
+/// Runs `f(store, i)` for every `i` in `0..n`, on `jobs` threads side by side, each with its
+/// own fork of `store` (the first with `store` itself), and returns the results in `i`'s
+/// order. One after the other, on `store`, when `jobs` is 1 or the store cannot be forked
+/// (fault rules, a trace). After an error no new `i` is started; the first error in `i`'s
+/// order is returned.
+pub fn side_by_side<T: Send>(
+    store: &SimStore,
+    n: usize,
+    jobs: usize,
+    f: impl Fn(&SimStore, usize) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let jobs = jobs.min(n).max(1);
+    let forks: Option<Vec<SimStore>> = (1..jobs).map(|_| store.fork()).collect();
+    let Some(forks) = forks.filter(|_| jobs > 1) else {
+        return (0..n).map(|i| f(store, i)).collect();
+    };
+    // Each worker takes the next run not taken.
+    let next = AtomicUsize::new(0);
+    let (next, f) = (&next, &f);
+    let mut done: Vec<(usize, Result<T>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = std::iter::once(store)
+            .chain(&forks)
+            .map(|st| {
+                scope.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= n {
+                            return mine;
+                        }
+                        let r = f(st, i);
+                        if r.is_err() {
+                            next.store(n, Ordering::Relaxed); // the others start no new run
+                        }
+                        mine.push((i, r));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a simulation worker panicked"))
+            .collect()
+    });
+    done.sort_by_key(|d| d.0);
+    done.into_iter().map(|d| d.1).collect()
 }
 
 #[cfg(test)]
@@ -419,5 +476,38 @@ mod tests {
         let c = run(&store, &params, &opts, false, false).unwrap().counters;
         assert!(c.index_file_count > 10, "{c:?}");
         assert_eq!(store.lock().indexes_not_ahead, 0);
+    }
+
+    /// Side-by-side runs come back in order, each on a store of its own, and an error stops
+    /// them: no run starts after it, and it is what the caller gets.
+    #[test]
+    fn side_by_side_keeps_the_order_and_stops_at_an_error() {
+        let params = ModelParams::preset("none").unwrap();
+        let store = tiny(4, &params, DigestMode::Hashed, 1_750_000_000);
+        let touch_one = |st: &SimStore, i: usize| -> Result<(usize, usize)> {
+            // Each store's own counts: a fork does not see another's requests.
+            st.reset(Model::new(params.clone()));
+            let before = st.counts().setattr;
+            let d = st.chunks[i].digest;
+            crate::store::ChunkStore::touch(st, &d)?;
+            Ok((i, (st.counts().setattr - before) as usize))
+        };
+        let out = side_by_side(&store, 6, 2, touch_one).unwrap();
+        assert_eq!(out, (0..6).map(|i| (i, 1)).collect::<Vec<_>>());
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let r = side_by_side(&store, 50, 2, |_, i| {
+            started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i == 3 {
+                anyhow::bail!("run {i} failed");
+            }
+            if i > 3 {
+                // Long enough that the other worker could not have run them all (2.3 s)
+                // by the time the error stops it.
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(i)
+        });
+        assert_eq!(r.unwrap_err().to_string(), "run 3 failed");
+        assert!(started.into_inner() < 50, "runs went on after the error");
     }
 }
