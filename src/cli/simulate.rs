@@ -97,10 +97,10 @@ pub struct SimulateArgs {
     /// refused otherwise, with the estimate and the largest --scale that fits).
     #[arg(long)]
     force: bool,
-    /// Runs side by side, each on its own copy of what a run changes (the atimes, the model:
-    /// about 24 bytes a chunk) over one shared store; the results are those of the runs one
-    /// after the other. Runs with --trace or fault rules take one at a time
-    /// [default: the CPUs, at most the runs].
+    /// Runs side by side, each on its own copy of what a run changes (atimes, referenced set,
+    /// model: about 21 bytes a chunk and 64 MiB) over one shared store, as many as fit in
+    /// memory; the results are those of the runs one after the other. Runs with --trace or
+    /// fault rules take one at a time [default: the CPUs, at most the runs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     jobs: Option<u16>,
     /// Print the runs as JSON.
