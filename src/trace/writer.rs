@@ -242,7 +242,8 @@ impl Encoder {
         let raw = r.name();
         let kind = if raw.is_empty() {
             0
-        } else if let Some(d) = lowercase_digest(raw) {
+        } else if let Some(d) = Digest::from_lowercase_hex(raw) {
+            // A chunk name (uppercase names stay text: the trace keeps the name as asked).
             name = d.0;
             1
         } else {
@@ -275,13 +276,6 @@ impl Encoder {
         self.strings.insert(s.into(), id);
         Ok(id)
     }
-}
-
-/// A chunk name: exactly 64 lowercase hex characters (uppercase names are kept as text, so
-/// the trace reproduces the name the kernel asked for).
-#[inline]
-fn lowercase_digest(name: &[u8]) -> Option<Digest> {
-    Digest::from_lowercase_hex(name)
 }
 
 fn write_loop(file: File, header: &[u8], rx: Receiver<RawRecord>) -> io::Result<(u64, u64, u64)> {
