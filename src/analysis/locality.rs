@@ -1,11 +1,11 @@
 //! Locality of a stream of inode operations: how far apart consecutive inodes are, how many
 //! metadata blocks they touch, how often the chunk directory changes.
 
-use hashbrown::HashSet;
-use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::{count_log2, histogram, trimmed};
+use super::hdr::HdrCounts;
+use super::intmap::IntSet;
+use super::{count_log2, trimmed};
 
 /// Locality of one stream of inode operations.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -35,11 +35,11 @@ pub struct Locality {
 pub(super) struct LocalityAcc {
     count: u64,
     prev: Option<(u64, u64)>,
-    gaps: Option<Histogram<u64>>,
+    gaps: HdrCounts,
     log2: [u64; 65],
     same_block: u64,
     switches: u64,
-    pub(super) inodes: HashSet<u64>,
+    pub(super) inodes: IntSet,
     /// Whether to keep the distinct inodes (a what-if order reuses the recorded counts).
     distinct: bool,
 }
@@ -49,11 +49,11 @@ impl Default for LocalityAcc {
         LocalityAcc {
             count: 0,
             prev: None,
-            gaps: None,
+            gaps: HdrCounts::default(),
             log2: [0; 65],
             same_block: 0,
             switches: 0,
-            inodes: HashSet::new(),
+            inodes: IntSet::default(),
             distinct: true,
         }
     }
@@ -71,14 +71,11 @@ impl LocalityAcc {
     pub(super) fn push(&mut self, ino: u64, dir: u64, per_block: u64) {
         self.count += 1;
         if self.distinct {
-            self.inodes.insert(ino);
+            self.inodes.add(ino);
         }
         if let Some((p, pdir)) = self.prev {
             let gap = ino.abs_diff(p);
-            self.gaps
-                .get_or_insert_with(histogram)
-                .record(gap)
-                .expect("auto-resizing histogram");
+            self.gaps.record(gap);
             count_log2(&mut self.log2, gap);
             self.same_block += (p / per_block == ino / per_block) as u64;
             self.switches += (dir != pdir) as u64;
@@ -87,7 +84,8 @@ impl LocalityAcc {
     }
 
     pub(super) fn report(&self, per_block: u64) -> Locality {
-        let q = |x| self.gaps.as_ref().map_or(0, |h| h.value_at_quantile(x));
+        let gaps = self.gaps.histogram();
+        let q = |x| gaps.value_at_quantile(x);
         let pairs = self.count.saturating_sub(1).max(1) as f64;
         Locality {
             count: self.count,
@@ -104,7 +102,10 @@ impl LocalityAcc {
     }
 }
 
-pub(super) fn distinct_blocks(inodes: &HashSet<u64>, per_block: u64) -> u64 {
-    let blocks: HashSet<u64> = inodes.iter().map(|i| i / per_block).collect();
+pub(super) fn distinct_blocks(inodes: &IntSet, per_block: u64) -> u64 {
+    let mut blocks = IntSet::default();
+    for i in inodes.keys() {
+        blocks.add(i / per_block);
+    }
     blocks.len() as u64
 }

@@ -20,21 +20,24 @@
 //! Memory grows with distinct inodes and digests, not with the trace's length.
 
 pub mod csv;
+mod hdr;
+mod intmap;
 mod locality;
 pub mod mrc;
 mod sample;
 
-pub(crate) use sample::{Batch, Sample, SampleName};
+pub(crate) use sample::{Batch, Sample, SampleName, Sampled};
 #[cfg(feature = "plot")]
 pub mod plot;
 
-use hashbrown::{HashMap, HashSet};
-use hdrhistogram::Histogram;
+use hashbrown::HashMap;
 use serde::Serialize;
 
 use crate::trace::format::flags;
 use crate::trace::ordered::Ordered;
 use crate::trace::{Marker, Name, Op, Record, TraceReader};
+use hdr::HdrCounts;
+use intmap::IntMap;
 pub use locality::Locality;
 use locality::{distinct_blocks, LocalityAcc};
 use mrc::{Mrc, ReuseDistances};
@@ -101,7 +104,8 @@ pub struct Latency {
     pub max: u64,
 }
 
-fn latency(h: &Histogram<u64>) -> Latency {
+fn latency(counts: &HdrCounts) -> Latency {
+    let h = counts.histogram();
     if h.is_empty() {
         return Latency::default();
     }
@@ -114,10 +118,6 @@ fn latency(h: &Histogram<u64>) -> Latency {
         p999: h.value_at_quantile(0.999),
         max: h.max(),
     }
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new(3).expect("3 significant digits is valid")
 }
 
 /// One operation's figures in a phase.
@@ -300,8 +300,8 @@ pub struct Report {
 struct OpAcc {
     count: u64,
     errors: std::collections::BTreeMap<String, u64>,
-    real: Histogram<u64>,
-    modeled: Histogram<u64>,
+    real: HdrCounts,
+    modeled: HdrCounts,
     real_log2: [u64; 65],
     modeled_log2: [u64; 65],
 }
@@ -349,7 +349,11 @@ struct PhaseAcc {
     blocks: ReuseDistances,
     // write-back
     txg: Option<u64>,
-    dirty: HashSet<u64>,
+    /// The transaction group each block was last dirtied in (numbered from 1, so a block's
+    /// first dirtying in a group counts without clearing the map between groups).
+    dirty: IntMap<u32>,
+    txg_number: u32,
+    dirty_in_txg: u64,
     per_txg: Vec<u64>,
     txg_starts: Vec<u64>,
     touches_per_txg: Vec<u64>,
@@ -383,7 +387,9 @@ impl PhaseAcc {
             digests: mrc(&[PBS_CACHE_DEFAULT, PBS_CACHE_MAX]),
             blocks: mrc(&[]),
             txg: None,
-            dirty: HashSet::new(),
+            dirty: IntMap::default(),
+            txg_number: 1,
+            dirty_in_txg: 0,
             per_txg: Vec::new(),
             txg_starts: Vec::new(),
             touches_per_txg: Vec::new(),
@@ -406,10 +412,11 @@ impl PhaseAcc {
 
     fn close_txg(&mut self, txg_ns: u64) {
         if let Some(t) = self.txg {
-            self.per_txg.push(self.dirty.len() as u64);
+            self.per_txg.push(self.dirty_in_txg);
             self.txg_starts.push(t * txg_ns);
             self.touches_per_txg.push(self.touches_in_txg);
-            self.dirty.clear();
+            self.txg_number += 1;
+            self.dirty_in_txg = 0;
             self.touches_in_txg = 0;
         }
     }
@@ -618,7 +625,7 @@ pub struct Analyzer {
     phases: Vec<PhaseAcc>,
     current: Option<usize>,
     names: HashMap<String, usize>,
-    parent_of: HashMap<u64, u64>,
+    parent_of: IntMap<u64>,
     modeled_clock: u64,
 }
 
@@ -630,7 +637,7 @@ impl Analyzer {
             phases: Vec::new(),
             current: None,
             names: HashMap::new(),
-            parent_of: HashMap::new(),
+            parent_of: IntMap::default(),
             modeled_clock: 0,
         }
     }
@@ -642,6 +649,33 @@ impl Analyzer {
         self.phases.push(PhaseAcc::new(name.to_string(), &self.o));
         self.names.insert(name.to_string(), self.phases.len() - 1);
         self.phases.len() - 1
+    }
+
+    /// Asks the CPU for the table slots that [`Self::push_sample`] will touch for `s`, a few
+    /// samples ahead of it: the maps of inodes outgrow the cache, and a miss per map and
+    /// record is what bounded the pass.
+    #[inline]
+    pub(crate) fn prefetch(&self, s: &Sample) {
+        if s.ino == 0 {
+            return;
+        }
+        let (lookup, setattr) = (s.op == Op::Lookup as u16, s.op == Op::Setattr as u16);
+        if lookup || setattr {
+            self.parent_of.prefetch(s.ino);
+        }
+        let Some(i) = self.current else {
+            return;
+        };
+        let p = &self.phases[i];
+        if setattr {
+            p.touches.inodes.prefetch(s.ino);
+        }
+        if lookup && s.name == SampleName::Digest {
+            p.lookups.inodes.prefetch(s.ino);
+        }
+        if setattr || s.op == Op::Unlink as u16 {
+            p.dirty.prefetch(s.ino / self.o.inodes_per_block.max(1));
+        }
     }
 
     /// Adds one record (in request order) with its listing's entries.
@@ -689,7 +723,7 @@ impl Analyzer {
         let ok = rec.errno == 0;
         let touch = op == Op::Setattr && rec.flags & flags::SET_ATIME != 0 && ok && rec.ino != 0;
         let parent = if touch {
-            self.parent_of.get(&rec.ino).copied().unwrap_or(0)
+            self.parent_of.get(rec.ino).unwrap_or(0)
         } else {
             0
         };
@@ -707,8 +741,8 @@ impl Analyzer {
             Box::new(OpAcc {
                 count: 0,
                 errors: Default::default(),
-                real: histogram(),
-                modeled: histogram(),
+                real: HdrCounts::default(),
+                modeled: HdrCounts::default(),
                 real_log2: [0; 65],
                 modeled_log2: [0; 65],
             })
@@ -721,8 +755,8 @@ impl Analyzer {
                 .entry(crate::units::errno_name(rec.errno))
                 .or_insert(0) += 1;
         }
-        a.real.record(rec.duration_ns).expect("auto-resizing");
-        a.modeled.record(rec.modeled_ns).expect("auto-resizing");
+        a.real.record(rec.duration_ns);
+        a.modeled.record(rec.modeled_ns);
 
         if touch {
             p.touches.push(rec.ino, parent, per_block);
@@ -759,7 +793,9 @@ impl Analyzer {
             p.txg = Some(txg);
         }
         if ok && rec.ino != 0 && (touch || op == Op::Unlink) {
-            p.dirty.insert(rec.ino / per_block);
+            if p.dirty.insert(rec.ino / per_block, p.txg_number) != Some(p.txg_number) {
+                p.dirty_in_txg += 1;
+            }
             p.touches_in_txg += touch as u64;
         }
         if matches!(op, Op::Readdir | Op::Readdirplus) && ok {
@@ -795,11 +831,11 @@ pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
     let (back_tx, back_rx) = std::sync::mpsc::channel::<Batch>();
     let (missing, truncated) = std::thread::scope(|scope| {
         let reading = scope.spawn(move || -> anyhow::Result<(u64, Option<u64>)> {
-            let mut records = Ordered::new(reader);
+            let mut records = Ordered::<Sampled>::new(reader);
             let mut batch = Batch::default();
             while let Some((rec, dirents)) = records.next_record()? {
-                batch.push(&rec, &dirents);
-                if batch.samples.len() == BATCH {
+                batch.push(rec, &dirents);
+                if batch.len() == BATCH {
                     let next = back_rx.try_recv().unwrap_or_default();
                     if tx.send(std::mem::replace(&mut batch, next)).is_err() {
                         break;

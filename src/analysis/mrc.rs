@@ -19,6 +19,8 @@
 //! digest's first bytes pick its chunk directory).
 
 use hashbrown::HashMap;
+
+use super::intmap::IntMap;
 use serde::Serialize;
 
 /// A Fenwick (binary indexed) tree of counts over positions 1..=n, growing on demand.
@@ -143,95 +145,6 @@ impl LiveSet {
     }
 }
 
-/// Each key's most recent position: open addressing with linear probing, key and position in
-/// one 16-byte slot, so a lookup touches one cache line (a SwissTable reads its control bytes,
-/// then the slot: two misses once the table outgrows the cache) and the slot of a key further
-/// on in the stream can be prefetched ([`ReuseDistances::prefetch`]). Kept at most half
-/// full; position 0 marks an empty slot (positions start at 1). No removal: exact curves
-/// keep every key.
-struct Positions {
-    slots: Vec<Slot>,
-    len: usize,
-}
-
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    key: u64,
-    pos: u32,
-}
-
-impl Positions {
-    fn new() -> Positions {
-        Positions {
-            slots: vec![Slot::default(); 1 << 12],
-            len: 0,
-        }
-    }
-
-    /// Where `key`'s probe starts (its bits are mixed: block numbers are small and dense).
-    #[inline]
-    fn home(&self, key: u64) -> usize {
-        crate::rng::mix(key) as usize & (self.slots.len() - 1)
-    }
-
-    /// Asks the CPU to bring `key`'s slot into the cache.
-    #[inline]
-    fn prefetch(&self, key: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = self.slots.as_ptr().wrapping_add(self.home(key));
-            // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    p.cast::<i8>(),
-                )
-            };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
-    }
-
-    /// Sets `key`'s position to `pos` (not 0); returns the one it had.
-    #[inline]
-    fn replace(&mut self, key: u64, pos: u32) -> Option<u32> {
-        debug_assert!(pos != 0);
-        if (self.len + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let s = &mut self.slots[i];
-            if s.pos == 0 {
-                *s = Slot { key, pos };
-                self.len += 1;
-                return None;
-            }
-            if s.key == key {
-                return Some(std::mem::replace(&mut s.pos, pos));
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    fn grow(&mut self) {
-        let bigger = vec![Slot::default(); self.slots.len() * 2];
-        let old = std::mem::replace(&mut self.slots, bigger);
-        let mask = self.slots.len() - 1;
-        for s in old.into_iter().filter(|s| s.pos != 0) {
-            let mut i = self.home(s.key);
-            while self.slots[i].pos != 0 {
-                i = (i + 1) & mask;
-            }
-            self.slots[i] = s;
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-}
-
 /// Exact reuse distances below `k`: an LRU stack of the `k` most recent keys, numbered by
 /// position in a fixed Fenwick tree that is renumbered when full. Keys that fall out of the top
 /// `k` are forgotten, so memory is O(k) whatever the stream.
@@ -303,7 +216,8 @@ impl NearDistances {
 
 /// Reuse distances of a key stream, summarised at fixed capacities.
 pub struct ReuseDistances {
-    last: Positions,
+    /// Each key's most recent position (one slot a key, prefetched ahead of its push).
+    last: IntMap<u32>,
     live: LiveSet,
     now: u32,
     /// Sorted capacities; `hits[i]` counts references with distance < `capacities[i]`... kept
@@ -393,7 +307,7 @@ impl ReuseDistances {
         );
         ReuseDistances {
             by_len,
-            last: Positions::new(),
+            last: IntMap::default(),
             live: LiveSet::new(),
             now: 0,
             between: vec![0; capacities.len() + 1],
@@ -444,7 +358,7 @@ impl ReuseDistances {
         self.now += 1;
         let now = self.now as usize;
         self.live.reserve(now);
-        let d = match self.last.replace(key, self.now) {
+        let d = match self.last.insert(key, self.now) {
             Some(prev) => {
                 let prev = prev as usize;
                 // The keys referenced since: each has its one live position after `prev`.

@@ -1,7 +1,10 @@
 //! What the analysis reads of each record, and the batches that carry records from the
 //! reading thread to the analysing one.
 
-use crate::trace::{Name, Op, Record};
+use std::sync::Arc;
+
+use crate::trace::ordered::FromView;
+use crate::trace::{Name, Op, Record, RecordView};
 
 use super::Analyzer;
 
@@ -35,6 +38,61 @@ pub(crate) enum SampleName {
     Other,
 }
 
+/// What the reading thread keeps of a record, decoded straight from its slot: its sample,
+/// and a marker's text (the only string the analysis reads).
+pub(crate) struct Sampled {
+    pub sample: Sample,
+    pub marker: Option<Arc<str>>,
+}
+
+impl FromView for Sampled {
+    #[inline]
+    fn from_view(v: &RecordView<'_>) -> Sampled {
+        let (name, digest_key) = match (v.digest(), v.text()) {
+            (Some(d), _) => (SampleName::Digest, digest_key(d)),
+            (None, Some(t)) => (text_kind(t), 0),
+            (None, None) => (SampleName::None, 0),
+        };
+        let op = v.op();
+        Sampled {
+            sample: Sample {
+                start_ns: v.start_ns(),
+                duration_ns: v.duration_ns(),
+                ino: v.ino(),
+                parent: v.parent(),
+                modeled_ns: v.modeled_ns(),
+                digest_key,
+                errno: v.errno(),
+                op,
+                flags: v.flags(),
+                name,
+                extra: (0, 0),
+            },
+            marker: if op == Op::Marker as u16 {
+                v.text().cloned()
+            } else {
+                None
+            },
+        }
+    }
+}
+
+/// The miss-ratio curves' key of a digest: its bytes 8..16.
+#[inline]
+fn digest_key(d: &[u8; 32]) -> u64 {
+    u64::from_le_bytes(d[8..16].try_into().expect("8"))
+}
+
+/// What a name that is not a digest is to the analysis.
+#[inline]
+fn text_kind(t: &str) -> SampleName {
+    if t.ends_with(".fidx") || t.ends_with(".didx") {
+        SampleName::Index
+    } else {
+        SampleName::Other
+    }
+}
+
 /// Records handed from the reading thread to the analysing one, with the entries of their
 /// listings and the texts of their markers side by side (so a sample holds no pointer).
 #[derive(Default)]
@@ -45,16 +103,22 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
-    pub(super) fn push(&mut self, rec: &Record, dirents: &[u64]) {
-        let mut s = Sample::of(rec);
+    #[inline]
+    pub(super) fn push(&mut self, rec: Sampled, dirents: &[u64]) {
+        let mut s = rec.sample;
         if !dirents.is_empty() {
             s.extra = (self.dirents.len() as u32, dirents.len() as u32);
             self.dirents.extend_from_slice(dirents);
-        } else if let (Some(Op::Marker), Name::Text(t)) = (rec.op(), &rec.name) {
+        } else if let Some(t) = rec.marker {
             s.extra = (self.markers.len() as u32, t.len() as u32);
-            self.markers.push_str(t);
+            self.markers.push_str(&t);
         }
         self.samples.push(s);
+    }
+
+    /// Samples held.
+    pub(super) fn len(&self) -> usize {
+        self.samples.len()
     }
 
     pub(super) fn clear(&mut self) {
@@ -64,7 +128,13 @@ impl Batch {
     }
 
     pub(super) fn feed(&self, a: &mut Analyzer) {
-        for s in &self.samples {
+        /// How far ahead the maps' slots are prefetched: enough misses in flight to hide
+        /// the memory's latency, few enough that the lines are still there when used.
+        const AHEAD: usize = 16;
+        for (i, s) in self.samples.iter().enumerate() {
+            if let Some(next) = self.samples.get(i + AHEAD) {
+                a.prefetch(next);
+            }
             let (at, n) = (s.extra.0 as usize, s.extra.1 as usize);
             if s.op == Op::Marker as u16 {
                 a.push_sample(s, &[], &self.markers[at..at + n]);
@@ -80,19 +150,8 @@ impl Sample {
     pub(crate) fn of(rec: &Record) -> Sample {
         let (name, digest_key) = match &rec.name {
             Name::None => (SampleName::None, 0),
-            Name::Digest(d) => (
-                SampleName::Digest,
-                u64::from_le_bytes(d.0[8..16].try_into().expect("8")),
-            ),
-            Name::Text(t) => {
-                let index = t.ends_with(".fidx") || t.ends_with(".didx");
-                let kind = if index {
-                    SampleName::Index
-                } else {
-                    SampleName::Other
-                };
-                (kind, 0)
-            }
+            Name::Digest(d) => (SampleName::Digest, digest_key(&d.0)),
+            Name::Text(t) => (text_kind(t), 0),
         };
         Sample {
             start_ns: rec.start_ns,

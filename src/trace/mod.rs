@@ -17,5 +17,5 @@ pub mod writer;
 
 pub use format::{KernelCache, Name, Op, RawRecord, Record, TraceMeta};
 pub use marker::Marker;
-pub use reader::TraceReader;
+pub use reader::{RecordView, TraceReader};
 pub use writer::{Extra, ListingEntries, TraceSink, TraceWriter, WriterStats};

@@ -9,26 +9,48 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use super::{Op, Record, TraceReader};
+use super::{Op, Record, RecordView, TraceReader};
 
-#[derive(Default)]
-struct Slot {
-    rec: Option<Record>,
+/// What [`Ordered`] hands out for each record: the whole [`Record`], or what a consumer
+/// keeps of it, decoded straight from the slot.
+pub trait FromView {
+    /// The item for `view`.
+    fn from_view(view: &RecordView<'_>) -> Self;
+}
+
+impl FromView for Record {
+    fn from_view(view: &RecordView<'_>) -> Record {
+        view.to_record()
+    }
+}
+
+struct Slot<T> {
+    rec: Option<T>,
     dirents: Vec<u64>,
 }
 
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot {
+            rec: None,
+            dirents: Vec::new(),
+        }
+    }
+}
+
 /// Streams `(record, dirent inodes)` in request-number order; markers included, dirents not.
-pub struct Ordered {
+/// `T` is what is kept of each record (the whole [`Record`] unless the consumer reads less).
+pub struct Ordered<T = Record> {
     reader: TraceReader,
-    pending: BTreeMap<u64, Slot>,
+    pending: BTreeMap<u64, Slot<T>>,
     next: u64,
     done: bool,
     missing: u64,
 }
 
-impl Ordered {
+impl<T: FromView> Ordered<T> {
     /// Records of `reader`, in request order.
-    pub fn new(reader: TraceReader) -> Ordered {
+    pub fn new(reader: TraceReader) -> Ordered<T> {
         Ordered {
             reader,
             pending: BTreeMap::new(),
@@ -48,7 +70,7 @@ impl Ordered {
         self.missing
     }
 
-    fn take_next(&mut self) -> Option<(Record, Vec<u64>)> {
+    fn take_next(&mut self) -> Option<(T, Vec<u64>)> {
         self.pending.get(&self.next)?.rec.as_ref()?;
         let slot = self.pending.remove(&self.next).expect("present");
         self.next += 1;
@@ -56,10 +78,12 @@ impl Ordered {
     }
 
     /// The next record in request order, with its listing's entries (empty otherwise).
-    pub fn next_record(&mut self) -> Result<Option<(Record, Vec<u64>)>> {
+    pub fn next_record(&mut self) -> Result<Option<(T, Vec<u64>)>> {
         loop {
-            if let Some(r) = self.take_next() {
-                return Ok(Some(r));
+            if !self.pending.is_empty() {
+                if let Some(r) = self.take_next() {
+                    return Ok(Some(r));
+                }
             }
             if self.done {
                 // What is left follows a gap: keep its order.
@@ -70,28 +94,25 @@ impl Ordered {
                 self.next = seq;
                 continue;
             }
-            match self.reader.next_record()? {
-                None => self.done = true,
+            let Some(view) = self.reader.next_view()? else {
+                self.done = true;
+                continue;
+            };
+            let (op, seq) = (view.op(), view.seq());
+            if op == Op::NewName as u16 || op == Op::OldName as u16 {
                 // The second name of a rename or link: its request is the record that follows.
-                Some(rec) if matches!(rec.op(), Some(Op::NewName | Op::OldName)) => {}
-                Some(rec) if rec.op() == Some(Op::Dirent) => {
-                    self.pending
-                        .entry(rec.seq)
-                        .or_default()
-                        .dirents
-                        .push(rec.ino);
-                }
-                Some(rec) => {
-                    if rec.seq < self.next {
-                        continue; // a duplicate number; cannot happen with our writer
-                    }
-                    if rec.seq == self.next && !self.pending.contains_key(&rec.seq) {
-                        self.next += 1;
-                        return Ok(Some((rec, Vec::new())));
-                    }
-                    let seq = rec.seq;
-                    self.pending.entry(seq).or_default().rec = Some(rec);
-                }
+            } else if op == Op::Dirent as u16 {
+                let ino = view.ino();
+                self.pending.entry(seq).or_default().dirents.push(ino);
+            } else if seq < self.next {
+                // A duplicate number; cannot happen with our writer.
+            } else if seq == self.next && !self.pending.contains_key(&seq) {
+                let rec = T::from_view(&view);
+                self.next += 1;
+                return Ok(Some((rec, Vec::new())));
+            } else {
+                let rec = T::from_view(&view);
+                self.pending.entry(seq).or_default().rec = Some(rec);
             }
         }
     }

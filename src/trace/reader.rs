@@ -74,6 +74,8 @@ pub struct TraceReader {
     strings: Strings,
     truncated: Option<u64>,
     offset: u64,
+    /// The last slot read through [`Self::slot`] (a stream, or a mapping's torn end).
+    copy: [u8; SLOT_SIZE],
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -156,6 +158,7 @@ impl TraceReader {
             strings: Strings::default(),
             truncated: None,
             offset: (20 + padded) as u64,
+            copy: [0; SLOT_SIZE],
         })
     }
 
@@ -212,9 +215,10 @@ impl TraceReader {
         }
     }
 
-    /// The next slot of a mapped trace, borrowed from the mapping; `None` when the trace is
-    /// read as a stream or fewer than a slot's bytes are left (then [`Self::slot`] copies).
-    fn mapped_slot(&mut self) -> Option<&[u8]> {
+    /// Steps past the next slot of a mapped trace and returns where it starts; `None` when
+    /// the trace is read as a stream or fewer than a slot's bytes are left (then
+    /// [`Self::slot`] copies).
+    fn mapped_slot(&mut self) -> Option<usize> {
         let Source::Mapped { map, pos, released } = &mut self.source else {
             return None;
         };
@@ -234,27 +238,47 @@ impl TraceReader {
         let at = *pos;
         *pos += SLOT_SIZE;
         self.offset += SLOT_SIZE as u64;
-        Some(&map[at..at + SLOT_SIZE])
+        Some(at)
+    }
+
+    /// The bytes of the slot [`Self::next_view`] stepped past: in the mapping at `at`, or
+    /// in the copy.
+    fn slot_bytes(&self, at: Option<usize>) -> &[u8; SLOT_SIZE] {
+        match (at, &self.source) {
+            (Some(at), Source::Mapped { map, .. }) => {
+                map[at..at + SLOT_SIZE].try_into().expect("a whole slot")
+            }
+            _ => &self.copy,
+        }
     }
 
     /// The next record, resolving string-table names; `None` at the end.
     pub fn next_record(&mut self) -> Result<Option<Record>> {
-        let mut copy = [0u8; SLOT_SIZE];
-        loop {
+        Ok(self.next_view()?.map(|v| v.to_record()))
+    }
+
+    /// The next record as it lies in its slot, borrowed (decoding only the fields a caller
+    /// reads, and its name's string without a copy); `None` at the end. String definitions
+    /// are taken in on the way; a name of an undefined string or of an unknown kind is an
+    /// error that names the file and the offset.
+    pub fn next_view(&mut self) -> Result<Option<RecordView<'_>>> {
+        // The slot's place and its string's id, found before anything is borrowed for the
+        // view (string definitions on the way change the table).
+        let (mapped, text_id) = loop {
             let at = self.offset;
-            let buf: &[u8] = match self.mapped_slot() {
-                Some(b) => b,
-                None => {
-                    if self.slot(&mut copy)?.is_none() {
-                        return Ok(None);
-                    }
-                    &copy
+            let mapped = self.mapped_slot();
+            if mapped.is_none() {
+                let mut copy = [0u8; SLOT_SIZE];
+                if self.slot(&mut copy)?.is_none() {
+                    return Ok(None);
                 }
-            };
-            let op = u16::from_le_bytes([buf[68], buf[69]]);
+                self.copy = copy;
+            }
+            let buf = self.slot_bytes(mapped);
+            let (op, kind) = (u16::from_le_bytes([buf[68], buf[69]]), buf[70]);
+            let (id, len) = (u64_at(buf, 0), u64_at(buf, 8) as usize);
+            let name_id = u32::from_le_bytes(buf[80..84].try_into().expect("4"));
             if op == STRING_DEF {
-                let id = u64_at(buf, 0) as u32;
-                let len = u64_at(buf, 8) as usize;
                 if len > MAX_STRING {
                     bail!(
                         "{}: corrupt string definition at offset {at}: length {len}",
@@ -262,6 +286,7 @@ impl TraceReader {
                     );
                 }
                 let mut text = Vec::with_capacity(len);
+                let mut copy = [0u8; SLOT_SIZE];
                 for _ in 0..len.div_ceil(SLOT_SIZE) {
                     if self.slot(&mut copy)?.is_none() {
                         let done = self.truncated.unwrap_or(0) + (SLOT_SIZE + text.len()) as u64;
@@ -272,45 +297,115 @@ impl TraceReader {
                 }
                 text.truncate(len);
                 self.strings
-                    .define(id, String::from_utf8_lossy(&text).into());
+                    .define(id as u32, String::from_utf8_lossy(&text).into());
                 continue;
             }
-            let kind = buf[70];
-            let mut rec = Record {
-                seq: u64_at(buf, 0),
-                start_ns: u64_at(buf, 8),
-                duration_ns: u64_at(buf, 16),
-                ino: u64_at(buf, 24),
-                parent: u64_at(buf, 32),
-                arg: u64_at(buf, 40),
-                injected_ns: u64_at(buf, 48),
-                modeled_ns: u64_at(buf, 56),
-                pid: u32::from_le_bytes(buf[64..68].try_into().expect("4")),
-                op,
-                flags: buf[71],
-                errno: i32::from_le_bytes(buf[72..76].try_into().expect("4")),
-                name: Name::None,
-            };
-            let name: [u8; 32] = buf[80..112].try_into().expect("32");
-            rec.name = match kind {
-                0 => Name::None,
-                1 => Name::Digest(Digest(name)),
-                2 => {
-                    let id = u32::from_le_bytes(name[..4].try_into().expect("4"));
-                    match self.strings.get(id) {
-                        Some(s) => Name::Text(s.clone()),
-                        None => bail!(
-                            "{}: record at offset {at} names undefined string {id}",
-                            self.path.display()
-                        ),
-                    }
-                }
+            match kind {
+                0 | 1 => break (mapped, None),
+                2 if self.strings.get(name_id).is_some() => break (mapped, Some(name_id)),
+                2 => bail!(
+                    "{}: record at offset {at} names undefined string {name_id}",
+                    self.path.display()
+                ),
                 k => bail!(
                     "{}: record at offset {at} has unknown name kind {k}",
                     self.path.display()
                 ),
-            };
-            return Ok(Some(rec));
+            }
+        };
+        Ok(Some(RecordView {
+            slot: self.slot_bytes(mapped),
+            text: text_id.and_then(|id| self.strings.get(id)),
+        }))
+    }
+}
+
+/// A record slot as the reader found it, borrowed from the reader: each field is decoded
+/// when asked for, and a name from the string table is the table's own string.
+#[derive(Clone, Copy)]
+pub struct RecordView<'a> {
+    slot: &'a [u8; SLOT_SIZE],
+    text: Option<&'a Arc<str>>,
+}
+
+impl<'a> RecordView<'a> {
+    /// As [`Record::seq`].
+    #[inline]
+    pub fn seq(&self) -> u64 {
+        u64_at(self.slot, 0)
+    }
+    /// As [`Record::start_ns`].
+    #[inline]
+    pub fn start_ns(&self) -> u64 {
+        u64_at(self.slot, 8)
+    }
+    /// As [`Record::duration_ns`].
+    #[inline]
+    pub fn duration_ns(&self) -> u64 {
+        u64_at(self.slot, 16)
+    }
+    /// As [`Record::ino`].
+    #[inline]
+    pub fn ino(&self) -> u64 {
+        u64_at(self.slot, 24)
+    }
+    /// As [`Record::parent`].
+    #[inline]
+    pub fn parent(&self) -> u64 {
+        u64_at(self.slot, 32)
+    }
+    /// As [`Record::modeled_ns`].
+    #[inline]
+    pub fn modeled_ns(&self) -> u64 {
+        u64_at(self.slot, 56)
+    }
+    /// As [`Record::op`] (the raw number).
+    #[inline]
+    pub fn op(&self) -> u16 {
+        u16::from_le_bytes([self.slot[68], self.slot[69]])
+    }
+    /// As [`Record::flags`].
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.slot[71]
+    }
+    /// As [`Record::errno`].
+    #[inline]
+    pub fn errno(&self) -> i32 {
+        i32::from_le_bytes(self.slot[72..76].try_into().expect("4"))
+    }
+    /// The digest a chunk name carries.
+    #[inline]
+    pub fn digest(&self) -> Option<&'a [u8; 32]> {
+        (self.slot[70] == 1).then(|| self.slot[80..112].try_into().expect("32"))
+    }
+    /// A name that is not a digest, or a marker's text.
+    #[inline]
+    pub fn text(&self) -> Option<&'a Arc<str>> {
+        self.text
+    }
+
+    /// The record, owned.
+    pub fn to_record(&self) -> Record {
+        let b = self.slot;
+        Record {
+            seq: self.seq(),
+            start_ns: self.start_ns(),
+            duration_ns: self.duration_ns(),
+            ino: self.ino(),
+            parent: self.parent(),
+            arg: u64_at(b, 40),
+            injected_ns: u64_at(b, 48),
+            modeled_ns: self.modeled_ns(),
+            pid: u32::from_le_bytes(b[64..68].try_into().expect("4")),
+            op: self.op(),
+            flags: self.flags(),
+            errno: self.errno(),
+            name: match (self.digest(), self.text) {
+                (Some(d), _) => Name::Digest(Digest(*d)),
+                (None, Some(t)) => Name::Text(t.clone()),
+                (None, None) => Name::None,
+            },
         }
     }
 }
