@@ -482,6 +482,7 @@ mod tests {
     /// Above a million references the churn is solved on samples of the slots: the whole
     /// store must still land near the requested dedup factor.
     #[test]
+    #[ignore = "long suite (CI runs it with --ignored): builds the history of 1.3 M references"]
     fn sampled_churn_solve_hits_the_dedup_of_the_whole_store() {
         let mut cfg = GenConfig::preset("thread000").unwrap();
         cfg.scale = 0.04;

@@ -1,7 +1,7 @@
 //! Issue 6: `chunkscope analyze` on real GC traces. The store is on tmpfs when there is one
 //! (`store_dir`): inode numbers follow creation order, which is what inode order exploits.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -62,38 +62,33 @@ fn assert_svg(path: &Path, must_say: &[&str]) {
     assert!(drawn > 3, "{}: only {drawn} drawn elements", path.display());
 }
 
-/// Issues 6 and 7 on the `small` preset (tmpfs: inode numbers in creation order): phase 1 of
-/// every strategy through a shadow mount; the simulation of the same shape matches each run
-/// (issue 7), and three traces are compared in one `analyze` run with JSON, CSV and SVG
-/// output (issue 6).
-#[test]
-fn strategies_on_small_analysed_and_simulated() {
-    let dir = store_dir();
-    // Half the disks of `small` (its whole structure): the strategies' differences show as
-    // clearly, in half the test's time.
+/// The strategies [`strategies_on_small_analysed_and_simulated`] analyses.
+const ANALYSED: [&str; 3] = ["naive", "lru", "inode-order"];
+
+/// Phase 1 of each of `strategies` through a shadow mount of a quarter of the `small` preset
+/// (seed 8) on a tmpfs of its own (inode numbers in creation order, which inode order exploits and the
+/// simulation assumes), each run matched by the simulation of the same shape (issue 7).
+/// Returns the tmpfs, the ground truth and each strategy's trace.
+fn phase1_on_small_simulated(strategies: &[&str]) -> (PrivateTmpfs, Value, Vec<PathBuf>) {
+    let dir = PrivateTmpfs::new();
+    // A quarter of the disks of `small` (its whole structure): every difference between the
+    // strategies asserted below still shows, and the test took 14 s instead of 25 s at half.
     let (store, truth) = gen(
         dir.path(),
         "s",
-        &["--preset", "small", "--seed", "8", "--scale", "0.5"],
+        &["--preset", "small", "--seed", "8", "--scale", "0.25"],
     );
-    // Every strategy the GC has: a new one is analysed and simulated here too.
-    let strategies: Vec<&str> = chunkscope::gc::Strategy::ALL
-        .iter()
-        .map(|s| s.name())
-        .collect();
-    let at = |name: &str| strategies.iter().position(|s| *s == name).unwrap();
     let runs: Vec<(PathBuf, Value)> = strategies
         .iter()
         .map(|s| phase1_trace(&store, dir.path(), s))
         .collect();
-    // Issue 7: the simulation of the generator's shape, strategy by strategy.
     let sims = simulate(
         &store,
         "small",
         "8",
         &[
             "--scale",
-            "0.5",
+            "0.25",
             "--model",
             "zfs-hdd",
             "--phase",
@@ -102,13 +97,34 @@ fn strategies_on_small_analysed_and_simulated() {
             &strategies.join(","),
         ],
     );
+    assert_eq!(sims.len(), strategies.len());
     for ((s, (trace, counters)), sim) in strategies.iter().zip(&runs).zip(&sims) {
         assert_eq!(sim["strategy"], *s);
         assert_sim_matches(s, counters, &replayed_totals(trace), sim, 0.05);
     }
-    let traces: Vec<PathBuf> = ["naive", "lru", "inode-order"]
-        .map(|name| runs[at(name)].0.clone())
-        .to_vec();
+    (dir, truth, runs.into_iter().map(|r| r.0).collect())
+}
+
+/// Every strategy the GC has but the three analysed: phase 1 through the mount matches its
+/// simulation (a new strategy is simulated here too).
+#[test]
+#[ignore = "long suite (CI runs it with --ignored): the strategies not analysed, mounted"]
+fn other_strategies_on_small_simulated() {
+    let others: Vec<&str> = chunkscope::gc::Strategy::ALL
+        .iter()
+        .map(|s| s.name())
+        .filter(|s| !ANALYSED.contains(s))
+        .collect();
+    assert!(!others.is_empty());
+    phase1_on_small_simulated(&others);
+}
+
+/// Issues 6 and 7 on the `small` preset: phase 1 of naive, lru and inode-order through a
+/// shadow mount, each matched by its simulation (issue 7), the three traces compared in one
+/// `analyze` run with JSON, CSV and SVG output (issue 6).
+#[test]
+fn strategies_on_small_analysed_and_simulated() {
+    let (dir, truth, traces) = phase1_on_small_simulated(&ANALYSED);
     let (svg, csv) = (dir.path().join("svg"), dir.path().join("csv"));
     let mut args = vec![
         "analyze".to_string(),

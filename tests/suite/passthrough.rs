@@ -3,7 +3,7 @@
 //! the same results and leave the same trees (owners, modes, link counts, sizes, types).
 //! Both directories are on tmpfs (`store_dir`); nothing here depends on inode numbers.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -274,7 +274,13 @@ fn tree_with_contents(base: &Path) -> String {
 /// The helper above, as the PBS user, on `target` (a directory or a mount).
 fn pbs_writer_as_user(target: &Path) {
     let o = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "pbs_writer", "--test-threads", "1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "passthrough::pbs_writer",
+            "--test-threads",
+            "1",
+        ])
         .env("CHUNKSCOPE_PBS_WRITER_STORE", target)
         .uid(PBS_USER)
         .gid(PBS_USER)

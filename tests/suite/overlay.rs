@@ -2,7 +2,7 @@
 //! backing inode numbers. Every test mounts for real (root and /dev/fuse), on its own
 //! mountpoint, and unmounts through `Mount`'s drop guard, panic or not.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;

@@ -9,13 +9,13 @@
 //!
 //! CI runs a few cases; hunt longer with
 //!
-//!     CHUNKSCOPE_HUNT_CASES=200 cargo test --release --test data_loss_hunt
+//!     CHUNKSCOPE_HUNT_CASES=200 cargo test --release --test suite data_loss_hunt::
 //!
 //! A failing case shrinks to a short one and is printed; `CHUNKSCOPE_HUNT_SEED=N` replays a
 //! hunt's draw. The faults' `prob` decisions hash the backing inode numbers, which differ
 //! from run to run on tmpfs, so a replay finds the same cases, not always the same faults.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Issue 4: the GC client collects exactly what PBS would, with every strategy, and never
 //! removes a referenced chunk.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 

@@ -1,7 +1,7 @@
 //! Issue 2: generated stores are valid, match their ground truth, and are reproducible;
 //! `check` and `inspect` find what is wrong and say so.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;

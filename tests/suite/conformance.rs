@@ -7,10 +7,10 @@
 //! counts, sizes, contents, symlink targets, and times where a call set them). A failing case
 //! shrinks to a short sequence. All on tmpfs; nothing depends on inode numbers.
 //!
-//! More cases: `CHUNKSCOPE_CONFORMANCE_CASES=500 cargo test --release --test conformance`, and
+//! More cases: `CHUNKSCOPE_CONFORMANCE_CASES=500 cargo test --release --test suite conformance::`, and
 //! other ones with `CHUNKSCOPE_CONFORMANCE_SEED=N`.
 
-mod common;
+use crate::common;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -598,7 +598,7 @@ fn run_calls(root: &Path, calls: &[Call], as_user: bool) -> Vec<String> {
         .args([
             "--ignored",
             "--exact",
-            "conformance_helper",
+            "conformance::conformance_helper",
             "--test-threads",
             "1",
             "--nocapture",

@@ -2,7 +2,7 @@
 //! that lost data before (exit status 0, referenced chunks gone); afterwards the backing store
 //! is checked with `check --deep`, which reads the indexes with its own code, not the GC's.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

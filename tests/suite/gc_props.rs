@@ -2,7 +2,7 @@
 //! created while phase 1 runs — every strategy marks exactly the referenced, existing chunks
 //! and removes only unreferenced old ones. Nothing referenced is ever removed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;

@@ -1,7 +1,7 @@
 //! Issue 3 (trace part): records written by the writer thread read back whole, in order, never
 //! dropped under load; torn tails and foreign files are handled with clear words.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! found a problem), and no process here grows past 200 MiB, measured with `wait4`'s rusage
 //! of the child itself.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

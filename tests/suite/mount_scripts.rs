@@ -1,7 +1,7 @@
 //! Issue 3: the shell helpers in mount-scripts/ mount, run, unmount and report, and fail
 //! clearly on bad arguments. Each test uses its own state directory and mountpoint.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

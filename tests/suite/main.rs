@@ -1,0 +1,27 @@
+//! The integration tests, in one binary: one link of the library instead of one per file, and
+//! the test threads kept busy by every test rather than a file's longest. Each module is the
+//! tests of one concern (a file of its own, as before); `common` holds their helpers.
+//!
+//! The long suite (`cargo test --all-targets -- --ignored`, which CI runs too) has the heavy
+//! end-to-end cases: every strategy where the default suite mounts the ones its assertions are
+//! about, the whole demo, determinism across thread counts.
+
+mod common;
+
+mod analysis;
+mod architecture;
+mod conformance;
+mod data_loss_hunt;
+mod demo;
+mod format_props;
+mod gc;
+mod gc_props;
+mod gc_safety;
+mod gen_check;
+mod hostile;
+mod model_faults;
+mod mount_scripts;
+mod overlay;
+mod passthrough;
+mod simulate;
+mod trace_format;
