@@ -34,11 +34,18 @@ impl ModelArgs {
                 PRESETS.join(", ")
             )
         })?;
+        self.apply_cache(&mut p)?;
+        Ok(Some(p))
+    }
+
+    /// Sets `--cache`, if given, on `p` (a model chosen by `--model`, or one from elsewhere:
+    /// the one a trace was recorded with).
+    pub fn apply_cache(&self, p: &mut ModelParams) -> Result<()> {
         if let Some(c) = &self.cache {
             p.cache_bytes = parse_size::parse_size(c)
                 .with_context(|| format!("--cache {c}: expected a size such as 4GiB"))?;
             p.name = format!("{} cache={c}", p.name);
         }
-        Ok(Some(p))
+        Ok(())
     }
 }

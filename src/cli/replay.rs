@@ -15,6 +15,7 @@ use crate::units::duration_ns;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope replay gc.trace                     (the model it was recorded with)\n  \
+    chunkscope replay gc.trace --cache 4GiB        (that model with a 4 GiB cache)\n  \
     chunkscope replay gc.trace --model zfs-hdd --cache 4GiB\n  \
     chunkscope replay gc.trace --model my-pool.json --json\n  \
     chunkscope replay gc.trace --model zfs-hdd --print-model > my-pool.json\n\n\
@@ -40,8 +41,9 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> Result<Outcome> {
-    let params = match args.model.params()? {
-        Some(p) => p,
+    let params = match &args.model.model {
+        Some(_) => args.model.params()?.expect("--model given"),
+        // The model the trace was recorded with, and --cache on it if given.
         None => {
             let r = TraceReader::open(&args.trace)?;
             let Some(v) = r.meta().model() else {
@@ -52,12 +54,14 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
                     crate::model::PRESETS.join(", ")
                 );
             };
-            serde_json::from_value::<ModelParams>(v.clone()).with_context(|| {
+            let mut p = serde_json::from_value::<ModelParams>(v.clone()).with_context(|| {
                 format!(
                     "{}: the recorded model is not readable",
                     args.trace.display()
                 )
-            })?
+            })?;
+            args.model.apply_cache(&mut p)?;
+            p
         }
     };
     if args.print_model {

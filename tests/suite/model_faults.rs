@@ -84,6 +84,10 @@ fn online_totals_equal_the_offline_replay() {
     assert!(ssd["totals"]["ns"].as_u64() < t["ns"].as_u64());
     let big = replay(&trace, &["--model", "zfs-hdd", "--cache", "1KiB"]);
     assert!(big["totals"]["misses"].as_u64() > t["misses"].as_u64());
+    // --cache alone resizes the model the trace was recorded with.
+    let recorded_small = replay(&trace, &["--cache", "1KiB"]);
+    assert_eq!(recorded_small["same_model"], false);
+    assert_eq!(recorded_small["totals"], big["totals"]);
 }
 
 /// (op, ino, parent, injected_ns, flags, errno) of every request a fault rule touched, in
