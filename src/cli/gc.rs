@@ -45,7 +45,9 @@ pub struct GcArgs {
     /// Run only phase 1 (mark), only phase 2 (sweep), or both.
     #[arg(long, value_enum, default_value = "all")]
     phase: Phases,
-    /// Phase 2 counts what it would remove and removes nothing.
+    /// Change nothing: phase 1 reads the indexes without touching, phase 2 counts what a GC
+    /// would remove now (unreferenced chunks older than the cutoff, with their bytes) and
+    /// removes nothing. The access-time check, which writes the zero chunk, is skipped.
     #[arg(long)]
     dry_run: bool,
     /// Write the report (options, PBS status, chunkscope counters) as JSON to FILE.

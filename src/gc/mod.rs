@@ -109,7 +109,9 @@ pub struct GcOptions {
     pub cutoff_minutes: u64,
     /// Which phases run.
     pub phases: Phases,
-    /// Report what phase 2 would remove, remove nothing.
+    /// Change nothing: phase 1 reads the indexes without touching (and the atime check, which
+    /// writes the zero chunk, is skipped), phase 2 counts what a GC would remove now (the
+    /// unreferenced chunks older than the cutoff) and removes nothing.
     pub dry_run: bool,
     /// PBS's `gc-atime-safety-check` (format document 3.2).
     pub atime_check: bool,
@@ -390,7 +392,12 @@ pub fn run<S: ChunkStore>(
         "starting garbage collection on store {}",
         store.root().display()
     ));
-    if opts.atime_check {
+    if opts.dry_run {
+        log.info(
+            "Dry run: nothing is touched or removed; the access time check (it writes the zero \
+             chunk) is skipped, and phase 2 counts the unreferenced chunks older than the cutoff.",
+        );
+    } else if opts.atime_check {
         atime_safety_check(store)?;
         log.info("Access time update check successful, proceeding with GC.");
     } else {
@@ -430,9 +437,20 @@ pub fn run<S: ChunkStore>(
         log.info("Start GC phase1 (mark used chunks)");
         let phase1 = (|| -> Result<mark::Marked> {
             hooks.boundary(GcPhase::Mark, true, opts.strategy)?;
-            let mut marker = mark::Marker::new(store, opts, log);
-            marker.after_index = hooks.after_index.take();
-            let m = marker.run()?;
+            let m = if opts.dry_run {
+                // What the indexes reference, read as a mark reads them; nothing touched.
+                let mut counters = Counters::default();
+                let referenced = mark::collect_references(store, &mut counters)?;
+                mark::Marked {
+                    counters,
+                    referenced,
+                    missing: Default::default(),
+                }
+            } else {
+                let mut marker = mark::Marker::new(store, opts, log);
+                marker.after_index = hooks.after_index.take();
+                marker.run()?
+            };
             hooks.boundary(GcPhase::Mark, false, opts.strategy)?;
             Ok(m)
         })();

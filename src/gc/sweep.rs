@@ -49,7 +49,9 @@ fn entry_path<S: ChunkStore>(store: &S, prefix: usize, name: &[u8]) -> PathBuf {
     dir_path(store, prefix).join(String::from_utf8_lossy(name).as_ref())
 }
 
-/// Sweeps with the given cutoffs; `dry_run` counts what it would remove and removes nothing.
+/// Sweeps with the given cutoffs; `dry_run` counts what a GC would remove (the chunks not in
+/// `guard.referenced` older than the cutoff: a dry run's phase 1 touched nothing, so a
+/// referenced chunk counts as in use whatever its atime) and removes nothing.
 /// Counts go into `report` as they happen, so an error leaves it saying what was removed.
 pub fn sweep<S: ChunkStore>(
     store: &S,
@@ -136,6 +138,16 @@ pub fn sweep<S: ChunkStore>(
             }
             c.chunk_count += 1;
             let bad = matches!(class, ChunkName::Bad(..));
+            if dry_run {
+                if let ChunkName::Chunk(d) = class {
+                    if guard.referenced.contains(&d) {
+                        // A GC's phase 1 would have touched it (a dry run touches nothing).
+                        c.disk_chunks += 1;
+                        c.disk_bytes += st.size;
+                        continue;
+                    }
+                }
+            }
             if st.atime < min_atime {
                 if let ChunkName::Chunk(d) = class {
                     if guard.referenced.contains(&d) {

@@ -17,14 +17,42 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
+/// Every file under `store` with its atime and mtime (ns), read by stat (which leaves them).
+fn file_times(store: &std::path::Path) -> Vec<(std::path::PathBuf, i64, i64)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![store.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                dirs.push(e.path());
+            } else {
+                let ns = |s: i64, n: i64| s * 1_000_000_000 + n;
+                let (a, t) = (ns(m.atime(), m.atime_nsec()), ns(m.mtime(), m.mtime_nsec()));
+                out.push((e.path(), a, t));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
 fn every_strategy_collects_the_ground_truth() {
     for strategy in STRATEGIES.map(|s| s.name()) {
         let dir = store_dir();
         let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
-        // Dry run first: counts, removes nothing.
+        // Dry run first: counts, changes nothing (no touch, no zero chunk, no removal).
+        let times = file_times(&store);
         let (code, dry, out) = gc(&store, &["--strategy", strategy, "--dry-run"]);
         assert_eq!(code, 0, "{out}");
+        assert!(
+            times == file_times(&store),
+            "{strategy}: the dry run changed a file's times, or added or removed one"
+        );
+        assert_eq!(dry["counters"]["utimensat_calls"], 0, "{strategy}");
+        assert_eq!(dry["counters"]["kept_referenced"], 0, "{strategy}");
         let (_, before) = check(&store, false);
         assert_eq!(
             before["chunk_files"], truth["chunk_files"],
