@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::Outcome;
 use crate::check::{check_store, CheckOptions};
+use crate::units::thousands;
 
 /// Verify a datastore: every index valid, every referenced chunk present.
 #[derive(Args, Debug)]
@@ -43,25 +44,35 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
     }
     if args.json.as_deref() != Some(std::path::Path::new("-")) {
         println!("store            {}", r.store);
+        let n = |v: u64| thousands(v);
         println!(
             "index files      {} ({} fidx, {} didx, {} outside the snapshot scheme)",
-            r.index_files, r.fixed_indexes, r.dynamic_indexes, r.unexpected_indexes
+            n(r.index_files as u64),
+            n(r.fixed_indexes as u64),
+            n(r.dynamic_indexes as u64),
+            n(r.unexpected_indexes as u64)
         );
         println!(
             "references       {} to {} distinct chunks",
-            r.references, r.referenced_chunks
+            n(r.references),
+            n(r.referenced_chunks as u64)
         );
         println!(
-            "chunk files      {} ({} bytes)",
-            r.chunks.chunk_files, r.chunks.chunk_bytes
+            "chunk files      {} ({})",
+            n(r.chunks.chunk_files as u64),
+            crate::units::human_bytes(r.chunks.chunk_bytes)
         );
         println!(
             "unreferenced     {} chunks: {} older than the cutoff, {} pending",
-            r.chunks.garbage.chunks, r.chunks.garbage.removable, r.chunks.garbage.pending
+            n(r.chunks.garbage.chunks as u64),
+            n(r.chunks.garbage.removable as u64),
+            n(r.chunks.garbage.pending as u64)
         );
         println!(
             "other files      {} .bad, {} .using, {} ignored (temp files)",
-            r.chunks.bad_files, r.chunks.using_markers, r.chunks.ignored_files
+            n(r.chunks.bad_files as u64),
+            n(r.chunks.using_markers as u64),
+            n(r.chunks.ignored_files as u64)
         );
         if r.snapshots_without_manifest > 0 {
             println!(

@@ -8,6 +8,7 @@ use clap::Args;
 use super::Outcome;
 use crate::gen::writer::{write_store, WriteOptions};
 use crate::gen::{build_history, GenConfig};
+use crate::units::thousands;
 
 /// Generate a valid PBS datastore with a realistic backup history.
 #[derive(Args, Debug)]
@@ -193,22 +194,27 @@ pub fn run(args: GenArgs) -> Result<Outcome> {
             "preset           {} (seed {}, scale {})",
             t.preset, t.seed, t.scale
         );
-        println!("namespaces       {}", t.namespaces);
-        println!("groups           {}", t.groups);
-        println!("snapshots        {}", t.snapshots);
+        let n = |v: u64| thousands(v);
+        println!("namespaces       {}", n(t.namespaces as u64));
+        println!("groups           {}", n(t.groups as u64));
+        println!("snapshots        {}", n(t.snapshots as u64));
         println!(
             "index files      {} ({} fidx, {} didx)",
-            t.index_files, t.fixed_indexes, t.dynamic_indexes
+            n(t.index_files as u64),
+            n(t.fixed_indexes as u64),
+            n(t.dynamic_indexes as u64)
         );
-        println!("references       {}", t.references);
+        println!("references       {}", n(t.references));
         println!(
             "referenced       {} chunks ({} missing)",
-            t.referenced_chunks,
-            t.missing_chunks.len()
+            n(t.referenced_chunks as u64),
+            n(t.missing_chunks.len() as u64)
         );
         println!(
             "garbage          {} chunks: {} older than the cutoff, {} pending",
-            t.garbage.chunks, t.garbage.removable, t.garbage.pending
+            n(t.garbage.chunks as u64),
+            n(t.garbage.removable as u64),
+            n(t.garbage.pending as u64)
         );
         println!(
             "dedup factor     {:.2} references per chunk (churn {:.4} per backup)",
@@ -219,8 +225,10 @@ pub fn run(args: GenArgs) -> Result<Outcome> {
             t.pbs_dedup_factor
         );
         println!(
-            "written          {} chunk files in {:.1} s ({:.0} chunks/s)",
-            t.chunk_files, t.elapsed_seconds, t.chunks_per_second
+            "written          {} chunk files in {:.1} s ({} chunks/s)",
+            n(t.chunk_files as u64),
+            t.elapsed_seconds,
+            n(t.chunks_per_second.round() as u64)
         );
     }
     Ok(Outcome::Ok)

@@ -59,6 +59,12 @@ pub enum Outcome {
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
+    // Commands that print a report and stop: a reader that went away (`| head`) ends them
+    // quietly. Not the mount (a daemon must not exit on its log's pipe) nor the demo (its
+    // mounts are unmounted as it unwinds).
+    if !matches!(cli.command, Command::Mount(_) | Command::Demo(_)) {
+        quiet_on_broken_stdout();
+    }
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Gen(args) => gen::run(args),
@@ -90,6 +96,25 @@ pub fn run() -> i32 {
             2
         }
     }
+}
+
+/// `println!` panics when standard output is a pipe whose reader has gone (`chunkscope check
+/// STORE | head`); this hook turns that panic into a quiet exit 0, as the reader asked for no
+/// more, and leaves every other panic to the default hook.
+fn quiet_on_broken_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
 }
 
 /// Writes `json` to `dest`: a file, or standard output for `-`.

@@ -290,3 +290,53 @@ fn check_verifies_every_blob_the_manifest_lists() {
         .iter()
         .any(|p| p["problem"] == "listed in the manifest, but missing"));
 }
+
+/// A careless pipe: `chunkscope check STORE | head -0`. The reader is gone before the first
+/// line; the report commands stop quietly with exit 0 (no panic, no backtrace).
+#[test]
+fn a_reader_that_went_away_ends_a_report_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let index = walk_files(&store)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "fidx"))
+        .expect("a fixed index");
+    for args in [
+        vec!["check", s(&store)],
+        vec!["inspect", s(&index)],
+        vec!["gc", "--dry-run", "--no-lock", s(&store)],
+    ] {
+        let mut fds = [0i32; 2];
+        // SAFETY: a plain syscall with a valid array; both ends are owned right after.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(read);
+        let o = bin()
+            .args(&args)
+            .stdout(Stdio::from(write))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
