@@ -9,7 +9,9 @@ pub struct Bar {
 
 impl Bar {
     /// A bar over `len` steps drawn with `template` (indicatif's template syntax: `{pos}`,
-    /// `{len}`, `{wide_bar}`, ...); a hidden one unless `show`.
+    /// `{len}`, `{wide_bar}`, ..., and `{rate}`: steps a second, rounded, with thousands
+    /// separators, where indicatif's `{per_sec}` shows four decimals); a hidden one unless
+    /// `show`.
     pub fn new(show: bool, len: u64, template: &str) -> Bar {
         #[cfg(feature = "progress")]
         {
@@ -18,7 +20,16 @@ impl Bar {
             }
             let bar = indicatif::ProgressBar::new(len);
             if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-                bar.set_style(style);
+                let rate = |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let per_sec = s.per_sec();
+                    let n = if per_sec.is_finite() {
+                        per_sec.round() as u64
+                    } else {
+                        0
+                    };
+                    let _ = write!(w, "{}/s", crate::units::thousands(n));
+                };
+                bar.set_style(style.with_key("rate", rate));
             }
             Bar { bar }
         }

@@ -57,7 +57,7 @@ impl TaskLog {
         self.progress_finish();
         if self.terminal {
             let template = format!(
-                "{{spinner}} {}{what} [{{wide_bar}}] {{pos}}/{{len}} ({{per_sec}}, eta {{eta}})",
+                "{{spinner}} {}{what} [{{wide_bar}}] {{human_pos}}/{{human_len}} ({{rate}}, eta {{eta}})",
                 self.label
             );
             self.bar = Some(Bar::new(true, total, &template));

@@ -237,7 +237,7 @@ fn uuid(seed: u64, e: &Event, ai: usize) -> [u8; 16] {
 
 fn progress_bar(enabled: bool, len: u64, what: &str) -> Bar {
     let template = format!(
-        "{{spinner}} {what} [{{wide_bar}}] {{human_pos}}/{{human_len}} ({{per_sec}}, eta {{eta}})"
+        "{{spinner}} {what} [{{wide_bar}}] {{human_pos}}/{{human_len}} ({{rate}}, eta {{eta}})"
     );
     Bar::new(enabled, len, &template)
 }
