@@ -161,7 +161,7 @@ fn trimmed(h: &[u64]) -> Vec<u64> {
 /// Dirty blocks per transaction group.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Writeback {
-    /// Which clock groups operations into transaction groups: `modeled` when the trace has modelled costs, else `real`.
+    /// Which clock groups operations into transaction groups: `modelled` when the trace has modelled costs, else `real`.
     pub clock: &'static str,
     /// Transaction groups with operations.
     pub txgs: u64,
@@ -171,7 +171,7 @@ pub struct Writeback {
     pub max_per_txg: u64,
     /// The same touches in inode order, with as many touches per transaction group.
     pub inode_order_block_writes: u64,
-    /// `block_writes / inode_order_block_writes`.
+    /// `block_writes / inode_order_block_writes` (NaN, null in JSON, without touches).
     pub amplification: f64,
     /// Dirty blocks per transaction group, in order.
     pub dirty_per_txg: Vec<u64>,
@@ -476,7 +476,7 @@ impl PhaseAcc {
             block_mrc: with_bytes(self.blocks.curve(), |c, _| c * o.block_bytes),
             writeback: Writeback {
                 clock: if self.modeled_ns > 0 {
-                    "modeled"
+                    "modelled"
                 } else {
                     "real"
                 },
@@ -484,7 +484,11 @@ impl PhaseAcc {
                 block_writes: writes,
                 max_per_txg: self.per_txg.iter().copied().max().unwrap_or(0),
                 inode_order_block_writes: ideal,
-                amplification: writes as f64 / ideal.max(1) as f64,
+                amplification: if ideal > 0 {
+                    writes as f64 / ideal as f64
+                } else {
+                    f64::NAN // no touches to put in inode order (JSON: null)
+                },
                 dirty_per_txg: self.per_txg,
                 txg_start_ns: self.txg_starts,
             },

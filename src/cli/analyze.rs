@@ -152,15 +152,22 @@ fn phase(p: &Phase, block_bytes: u64) {
     }
     let w = &p.writeback;
     if w.block_writes > 0 {
+        let inode_order = if w.inode_order_block_writes > 0 {
+            format!(
+                "{} in inode order: amplification {:.2}",
+                thousands(w.inode_order_block_writes),
+                w.amplification
+            )
+        } else {
+            "no touches to put in inode order".to_string()
+        };
         println!(
             "  write-back ({} clock): {} transaction groups, {} block writes (max {} in one), \
-             {} in inode order: amplification {:.2}",
+             {inode_order}",
             w.clock,
-            w.txgs,
-            w.block_writes,
-            w.max_per_txg,
-            w.inode_order_block_writes,
-            w.amplification
+            thousands(w.txgs),
+            thousands(w.block_writes),
+            thousands(w.max_per_txg),
         );
     }
     if p.touches.count > 1 {
