@@ -85,8 +85,19 @@ fn umount_of_a_busy_mount_falls_back_to_lazy_and_says_so() {
     assert!(o.status.success(), "{}", stderr(&o));
     let pid: i32 = stdout(&o).trim().parse().unwrap();
     let busy = std::fs::File::open(mnt.join(".lock")).unwrap();
+    // Held until the script has detached the mount (lazily, as it is busy), not for a fixed
+    // time: on a loaded machine the script may take longer than any delay to get there.
+    let detached = mnt.clone();
     let closer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let listed = |m: &std::path::Path| {
+            let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+            let m = m.to_str().unwrap();
+            mounts.lines().any(|l| l.split(' ').nth(1) == Some(m))
+        };
+        while listed(&detached) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         drop(busy);
     });
     let o = script("chunkscope-umount", &state, &[mnt.to_str().unwrap()]);
