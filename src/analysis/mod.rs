@@ -263,7 +263,20 @@ pub struct Phase {
     pub access: Vec<AccessPoint>,
 }
 
+/// The section of the records outside every marked phase.
+pub const OUTSIDE_PHASES: &str = "(outside phases)";
+
 impl Phase {
+    /// Whether this is the section outside the marked phases with nothing of a GC in it (no
+    /// touch, no chunk lookup, no listing: the mount's own requests before the first marker,
+    /// say), which the tables leave out when the trace has marked phases.
+    pub fn is_background(&self) -> bool {
+        self.name == OUTSIDE_PHASES
+            && self.touches.count == 0
+            && self.lookups.count == 0
+            && self.listings.count == 0
+    }
+
     /// Requests of operation `op` (by name) in the phase.
     pub fn op_count(&self, op: &str) -> u64 {
         self.ops
@@ -295,6 +308,17 @@ pub struct Report {
     /// the lookups and stats the kernel answered itself are not counted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_cache: Option<crate::trace::KernelCache>,
+}
+
+impl Report {
+    /// The phases a table shows: all but a background section beside marked phases (see
+    /// [`Phase::is_background`]); JSON and CSV keep every section.
+    pub fn shown_phases(&self) -> impl Iterator<Item = &Phase> {
+        let marked = self.phases.iter().any(|p| p.name != OUTSIDE_PHASES);
+        self.phases
+            .iter()
+            .filter(move |p| !(marked && p.is_background()))
+    }
 }
 
 struct OpAcc {
@@ -707,7 +731,7 @@ impl Analyzer {
         let i = match self.current {
             Some(i) => i,
             None => {
-                let i = self.phase("(outside phases)");
+                let i = self.phase(OUTSIDE_PHASES);
                 self.current = Some(i);
                 i
             }

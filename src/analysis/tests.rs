@@ -113,3 +113,47 @@ fn golden_random_order_and_repeats() {
     assert_eq!(w.amplification, 2.0);
     assert_eq!(p.touches.distinct_inodes, 64);
 }
+
+/// The mount's own requests before the first marker make a section the tables leave out; a
+/// section outside the phases with touches in it is shown, and JSON keeps both.
+#[test]
+fn tables_leave_out_a_background_section_beside_marked_phases() {
+    let report = |touch_outside: bool| {
+        let mut a = Analyzer::new(Options::default());
+        a.push(&rec(0, Op::Getattr, 1, 0), &[]);
+        if touch_outside {
+            a.push(&rec(1, Op::Setattr, 9, 0), &[]);
+        }
+        for (seq, start) in [(2, true), (5, false)] {
+            let mut m = rec(seq, Op::Marker, 0, 0);
+            m.name = Name::Text(Marker::phase(1, start, "lru").encode().into());
+            a.push(&m, &[]);
+            if start {
+                let mut l = rec(3, Op::Lookup, 7, 2);
+                l.name = Name::Digest(Digest::of(b"7"));
+                a.push(&l, &[]);
+                a.push(&rec(4, Op::Setattr, 7, 0), &[]);
+            }
+        }
+        Report {
+            trace: "t".into(),
+            store: "s".into(),
+            inodes_per_block: 32,
+            block_bytes: 16 << 10,
+            phases: a.finish(),
+            missing_requests: 0,
+            truncated_bytes: None,
+            kernel_cache: None,
+        }
+    };
+    let quiet = report(false);
+    assert_eq!(quiet.phases.len(), 2, "JSON keeps the background section");
+    let shown: Vec<&str> = quiet.shown_phases().map(|p| p.name.as_str()).collect();
+    assert_eq!(shown, ["phase1 strategy=lru"]);
+    let busy = report(true);
+    assert_eq!(
+        busy.shown_phases().count(),
+        2,
+        "a touch outside the phases is shown"
+    );
+}

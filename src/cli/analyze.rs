@@ -265,7 +265,7 @@ pub fn labelled(reports: &[Report]) -> Vec<Labelled<'_>> {
             let stem = std::path::Path::new(&r.trace)
                 .file_stem()
                 .map_or_else(|| r.trace.clone(), |s| s.to_string_lossy().into_owned());
-            r.phases.iter().map(move |p| Labelled {
+            r.shown_phases().map(move |p| Labelled {
                 label: if many {
                     format!("{stem}: {}", p.name)
                 } else {
@@ -368,7 +368,7 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
                 report.inodes_per_block,
                 human_bytes(report.block_bytes)
             );
-            for p in &report.phases {
+            for p in report.shown_phases() {
                 phase(p, report.block_bytes);
             }
             println!();
