@@ -70,6 +70,7 @@ pub fn run(args: DemoArgs) -> Result<Outcome> {
         keep: args.keep,
         exe: std::env::current_exe().context("finding this program to start the mount")?,
         simulate: args.simulate,
+        progress: super::stderr_is_terminal(),
     };
     let r = demo::run(&o, &mut |line| eprintln!("chunkscope: {line}"))?;
     let page = report::write(&o.out, &r)?;

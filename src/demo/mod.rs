@@ -53,6 +53,9 @@ pub struct DemoOptions {
     pub exe: PathBuf,
     /// Run on the simulated store even where FUSE works.
     pub simulate: bool,
+    /// Progress bars on standard error inside each step (generating, each strategy's
+    /// phases): for a terminal.
+    pub progress: bool,
 }
 
 /// One strategy's results: what the demo's table shows.
@@ -348,7 +351,7 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         &store,
         &crate::gen::writer::WriteOptions {
             owner: None,
-            progress: false,
+            progress: o.progress,
             now: crate::fsutil::now_epoch(),
         },
     )?;
@@ -396,7 +399,7 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         cleanup.mnt = Some(mnt.clone());
         wait_mounted(&mut cleanup, &mount_log)?;
 
-        let gc = gc_and_check(&mnt, strategy, &logs, &truth)?;
+        let gc = gc_and_check(&mnt, strategy, &logs, &truth, o.progress)?;
         cleanup.unmount()?;
         interrupted()?;
         let analysed = analysis::analyze(&trace, analysis::Options::default())?;
@@ -460,12 +463,14 @@ fn wait_mounted(c: &mut Cleanup, log: &Path) -> Result<()> {
     }
 }
 
-/// Runs the GC (both phases) through the mount with markers, then `check` on the mount.
+/// Runs the GC (both phases) through the mount with markers, then `check` on the mount;
+/// `progress` draws its phases' bars on standard error (the task log goes to its file).
 fn gc_and_check(
     mnt: &Path,
     strategy: Strategy,
     logs: &Path,
     truth: &crate::gen::truth::GroundTruth,
+    progress: bool,
 ) -> Result<GcOutcome> {
     let name = strategy.name();
     let store = DirStore::open(mnt).with_context(|| format!("opening {}", mnt.display()))?;
@@ -480,7 +485,7 @@ fn gc_and_check(
     let gc_log = logs.join(format!("gc-{name}.log"));
     let file =
         std::fs::File::create(&gc_log).with_context(|| format!("creating {}", gc_log.display()))?;
-    let mut log = TaskLog::new(Box::new(std::io::BufWriter::new(file)), false);
+    let mut log = TaskLog::new(Box::new(std::io::BufWriter::new(file)), progress).labelled(name);
     let started = Instant::now();
     // The model's totals when phase 1 ends: the table's reads and writes are phase 1's.
     let mut phase1: Option<Phase1Cost> = None;
@@ -625,7 +630,7 @@ fn run_simulated(
             atime_check: false,
             ..GcOptions::default()
         };
-        let r = crate::sim::run(&store, &o.model, &opts, false, false)?;
+        let r = crate::sim::run(&store, &o.model, &opts, false, o.progress)?;
         references = r.counters.references;
         rows.push(Row {
             strategy,
