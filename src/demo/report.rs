@@ -85,7 +85,39 @@ pub fn findings(r: &DemoReport) -> Vec<String> {
     ) else {
         return out;
     };
-    if fast.strategy != slow.strategy {
+    // Modelled times within this of the fastest are a tie: a store generated again, or with
+    // another seed, moves them by about as much.
+    const TIE: f64 = 0.05;
+    let tied: Vec<&Row> = r
+        .rows
+        .iter()
+        .filter(|x| x.phase1_modeled_ns as f64 <= fast.phase1_modeled_ns as f64 * (1.0 + TIE))
+        .collect();
+    if tied.len() > 1 && tied.len() == r.rows.len() {
+        out.push(format!(
+            "every strategy ties in modelled phase 1 on {}: {} to {} (within {:.0}%, too close \
+             to rank on this store).",
+            r.model,
+            duration_ns(fast.phase1_modeled_ns),
+            duration_ns(slow.phase1_modeled_ns),
+            TIE * 100.0,
+        ));
+    } else if tied.len() > 1 {
+        let names: Vec<&str> = tied.iter().map(|x| x.strategy.name()).collect();
+        let upto = tied.iter().map(|x| x.phase1_modeled_ns).max().unwrap_or(0);
+        out.push(format!(
+            "{} tie for the fastest modelled phase 1 on {}: {} to {} (within {:.0}%, too close \
+             to rank), against {} for {} ({:.1}x).",
+            names.join(" and "),
+            r.model,
+            duration_ns(fast.phase1_modeled_ns),
+            duration_ns(upto),
+            TIE * 100.0,
+            duration_ns(slow.phase1_modeled_ns),
+            slow.strategy.name(),
+            slow.phase1_modeled_ns as f64 / fast.phase1_modeled_ns.max(1) as f64,
+        ));
+    } else if fast.strategy != slow.strategy {
         out.push(format!(
             "{} marks fastest: {} of modelled phase 1 on {} against {} for {} ({:.1}x), with \
              {} metadata reads against {}, because {}.",

@@ -120,7 +120,11 @@ fn demo_on_tiny(strategies: &[&str]) {
     // Three findings, in the threads' terms.
     let findings: Vec<&str> = so.lines().filter(|l| l.starts_with("* ")).collect();
     assert_eq!(findings.len(), 3, "{so}");
-    assert!(findings[0].contains("marks fastest"), "{}", findings[0]);
+    assert!(
+        findings[0].contains("marks fastest") || findings[0].contains("tie"),
+        "{}",
+        findings[0]
+    );
     assert!(findings[1].contains("3.3.5") && findings[1].contains("thread 000"));
     assert!(findings[2].contains("65,536") && findings[2].contains("thread 001"));
     assert!(so.contains(&format!(
