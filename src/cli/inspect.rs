@@ -15,8 +15,8 @@ use crate::datastore::{Digest, IndexFile, IndexKind};
 /// Print the header and statistics of an index (.fidx, .didx) or blob file.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
-    chunkscope inspect /dev/shm/tiny/vm/100/2026-01-31T03:12:00Z/drive-scsi0.img.fidx\n  \
-    chunkscope inspect /dev/shm/tiny/.chunks/bb9f/bb9f8df61474d25e71fa00722318cd387396ca1736605e1248821cc0de3d3af8\n\n\
+    chunkscope inspect \"$(find /dev/shm/tiny -name '*.fidx' | head -1)\"\n  \
+    chunkscope inspect \"$(find /dev/shm/tiny/.chunks -type f | head -1)\"\n\n\
     The kind is taken from the file's magic, not its name. Exit status 1 on a checksum, CRC or\n\
     digest mismatch; 2 on a file that breaks the format (the error names the file and the\n\
     rule) or is not a regular file. Files are read with O_NOATIME, within the format's\n\

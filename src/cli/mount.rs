@@ -296,12 +296,12 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     }
     if let Some(s) = trace {
         eprintln!(
-            "chunkscope: unmounted; trace {}: {} records ({} stalls, {} lost), {} bytes",
+            "chunkscope: unmounted; trace {}: {} records ({} stalls, {} lost), {}",
             args.trace.as_ref().expect("trace path").display(),
-            s.written,
-            s.stalls,
-            s.lost,
-            s.bytes
+            crate::units::thousands(s.written),
+            crate::units::thousands(s.stalls),
+            crate::units::thousands(s.lost),
+            crate::units::human_bytes(s.bytes)
         );
     } else {
         eprintln!("chunkscope: unmounted");

@@ -56,6 +56,20 @@ fn run_mounts_runs_unmounts_and_passes_the_status_on() {
     assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), trace.display().to_string());
     assert!(!mounted_under(dir.path()), "nothing left mounted");
+    // Without a shell: the literal '$CHUNKSCOPE_MNT' of an argument is the mountpoint.
+    let o = script(
+        "chunkscope-run",
+        &state,
+        &[
+            store.to_str().unwrap(),
+            trace.to_str().unwrap(),
+            "--",
+            "stat",
+            "$CHUNKSCOPE_MNT/.chunks",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!mounted_under(dir.path()), "nothing left mounted");
     let mut r = TraceReader::open(&trace).unwrap();
     let mut found = false;
     while let Some(rec) = r.next_record().unwrap() {
