@@ -47,7 +47,8 @@ pub fn time_span(secs: f64) -> String {
     out.join(" ")
 }
 
-/// A duration for people: `850 us`, `8.0 ms`, `2.35 s`, and [`time_span`] from a minute up.
+/// A duration for people: `850 us`, `8.0 ms`, `2.35 s`, and [`time_span`] in whole seconds
+/// from a minute up (`9m 27s`, `8h 17m 17s`: one precision next to each other in a table).
 pub fn duration_ns(ns: u64) -> String {
     let x = ns as f64;
     match ns {
@@ -55,7 +56,7 @@ pub fn duration_ns(ns: u64) -> String {
         1_000..1_000_000 => format!("{:.0} us", x / 1e3),
         1_000_000..1_000_000_000 => format!("{:.1} ms", x / 1e6),
         1_000_000_000..60_000_000_000 => format!("{:.2} s", x / 1e9),
-        _ => time_span(x / 1e9),
+        _ => time_span((x / 1e9).round()),
     }
 }
 
@@ -149,7 +150,10 @@ mod tests {
         assert_eq!(duration_ns(850_000), "850 us");
         assert_eq!(duration_ns(8_002_000), "8.0 ms");
         assert_eq!(duration_ns(2_345_000_000), "2.35 s");
-        assert_eq!(duration_ns(566_744_336_000), "9m 26.7s");
+        assert_eq!(duration_ns(566_744_336_000), "9m 27s");
+        assert_eq!(duration_ns(389_000_000_000), "6m 29s");
+        assert_eq!(duration_ns(373_800_000_000), "6m 14s");
+        assert_eq!(duration_ns(3_600_000_000_000), "1h");
     }
 
     #[test]
