@@ -546,7 +546,14 @@ fn load_four_clients_hundred_thousand_ops_every_request_recorded() {
         .find(|l| l.contains("records ("))
         .unwrap_or_else(|| panic!("{log}"));
     let before = &line[..line.find(" records (").unwrap()];
-    let written: u64 = before.rsplit(' ').next().unwrap().parse().unwrap();
+    // Printed with thousands separators.
+    let written: u64 = before
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .replace(',', "")
+        .parse()
+        .unwrap();
     assert!(line.contains("0 lost"), "{line}");
 
     let mut r = TraceReader::open(m.trace.as_ref().unwrap()).unwrap();
