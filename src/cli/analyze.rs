@@ -212,6 +212,19 @@ fn sampled(rate: f64) -> String {
     }
 }
 
+/// The digest stream's hit ratio at PBS's default cache capacity; `-` without digest lookups,
+/// and `no repeats` when no digest was looked up twice (a GC with a digest cache looks up only
+/// its misses, so a trace cannot show what its cache saved: its `gc --json` report can).
+fn digest_hit(m: &crate::analysis::mrc::Mrc) -> String {
+    if m.references == 0 {
+        "-".into()
+    } else if m.references == m.distinct && m.sample_rate >= 1.0 {
+        "no repeats".into()
+    } else {
+        format!("{:.1}%", 100.0 * m.hit_at(PBS_CACHE_DEFAULT))
+    }
+}
+
 /// One row per phase of every report: what the threads compare.
 pub fn summary(rows: &[Labelled]) -> Table {
     let mut t = Table::new([
@@ -248,7 +261,7 @@ pub fn summary(rows: &[Labelled]) -> Table {
             ),
             thousands(p.writeback.block_writes),
             thousands(p.writeback.inode_order_block_writes),
-            format!("{:.1}%", 100.0 * p.digest_mrc.hit_at(PBS_CACHE_DEFAULT)),
+            digest_hit(&p.digest_mrc),
             format!("{:.1}%", 100.0 * p.block_mrc.hit_at(1 << 14)),
         ]);
     }

@@ -256,6 +256,12 @@ fn strategies_on_small_analysed_and_simulated() {
         !out.contains("== phase1"),
         "--summary prints no phase details"
     );
+    // lru's trace holds only its cache's misses: no hit ratio to show for its digests.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("lru: phase1") && l.contains("no repeats")),
+        "{out}"
+    );
 }
 
 #[test]
