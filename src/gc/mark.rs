@@ -63,11 +63,19 @@ pub struct Marked {
 }
 
 /// Reads every index (PBS's phase-1 order) and collects the referenced digests without
-/// touching anything: what a sweep run without a mark verifies against.
-pub fn collect_references<S: ChunkStore>(
-    store: &S,
-    counters: &mut Counters,
-) -> Result<ReferencedSet> {
+/// touching anything: a dry run's phase 1, and what a sweep run without a mark verifies
+/// against. Nothing is found missing (no chunk is looked at).
+pub fn collect<S: ChunkStore>(store: &S) -> Result<Marked> {
+    let mut counters = Counters::default();
+    let referenced = collect_references(store, &mut counters)?;
+    Ok(Marked {
+        counters,
+        referenced,
+        missing: Default::default(),
+    })
+}
+
+fn collect_references<S: ChunkStore>(store: &S, counters: &mut Counters) -> Result<ReferencedSet> {
     struct Collect<'a> {
         set: ReferencedSet,
         counters: &'a mut Counters,

@@ -438,14 +438,7 @@ pub fn run<S: ChunkStore>(
         let phase1 = (|| -> Result<mark::Marked> {
             hooks.boundary(GcPhase::Mark, true, opts.strategy)?;
             let m = if opts.dry_run {
-                // What the indexes reference, read as a mark reads them; nothing touched.
-                let mut counters = Counters::default();
-                let referenced = mark::collect_references(store, &mut counters)?;
-                mark::Marked {
-                    counters,
-                    referenced,
-                    missing: Default::default(),
-                }
+                mark::collect(store)?
             } else {
                 let mut marker = mark::Marker::new(store, opts, log);
                 marker.after_index = hooks.after_index.take();
@@ -474,14 +467,13 @@ pub fn run<S: ChunkStore>(
                     "No phase 1 in this run: reading every index to learn which chunks are \
                      referenced (nothing is touched); a referenced chunk is never removed",
                 );
-                let mut c = Counters::default();
-                let set = mark::collect_references(store, &mut c)
-                    .map_err(|e| aborted(2, &report, log, e))?;
+                let m = mark::collect(store).map_err(|e| aborted(2, &report, log, e))?;
+                let c = &m.counters;
                 report.counters.verify_index_files = c.index_file_count;
                 report.counters.index_file_count = c.index_file_count;
                 report.counters.index_data_bytes = c.index_data_bytes;
                 report.counters.references = c.references;
-                (set, None)
+                (m.referenced, None)
             }
         };
         log.info("Start GC phase2 (sweep unused chunks)");
