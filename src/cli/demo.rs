@@ -50,6 +50,12 @@ pub struct DemoArgs {
     /// Run on the simulated store even where FUSE works.
     #[arg(long)]
     simulate: bool,
+    /// After the runs on the demo's store, simulate every strategy on this slice of
+    /// datastore B (an N-th of its groups and chunk directories, N a power of two), which has
+    /// the threads' density of ~160 referenced chunks a directory, on its pool's model
+    /// (zfs-raidz-hdd); 0 leaves it out.
+    #[arg(long, default_value_t = crate::demo::DENSE_SLICE, value_name = "N")]
+    dense_slice: u32,
 }
 
 pub fn run(args: DemoArgs) -> Result<Outcome> {
@@ -71,7 +77,13 @@ pub fn run(args: DemoArgs) -> Result<Outcome> {
         exe: std::env::current_exe().context("finding this program to start the mount")?,
         simulate: args.simulate,
         progress: super::stderr_is_terminal(),
+        dense_slice: args.dense_slice,
     };
+    if args.dense_slice > 0 {
+        crate::sim::Slice::new(args.dense_slice).map_err(|e| {
+            anyhow::anyhow!("{}", e.to_string().replace("--slice", "--dense-slice"))
+        })?;
+    }
     let r = demo::run(&o, &mut |line| eprintln!("chunkscope: {line}"))?;
     let page = report::write(&o.out, &r)?;
     println!();
@@ -79,6 +91,12 @@ pub fn run(args: DemoArgs) -> Result<Outcome> {
     println!();
     print!("{}", report::table(&r).text());
     println!();
+    if let Some(d) = &r.dense {
+        println!("{}.", report::dense_headline(d));
+        println!();
+        print!("{}", report::dense_table(d).text());
+        println!();
+    }
     for f in &r.findings {
         println!("* {f}");
     }

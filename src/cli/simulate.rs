@@ -66,6 +66,14 @@ pub struct SimulateArgs {
     /// content (hashed: no payload to hash, for large shapes).
     #[arg(long, value_enum, default_value = "exact")]
     digests: DigestMode,
+    /// Simulate one N-th of the store (N a power of two): an N-th of its backup groups,
+    /// namespaces and 65,536 chunk directories, with the model's metadata cache divided by
+    /// N. It keeps chunks per directory, and with them
+    /// how the strategies rank, on a store too large to simulate whole (`--preset
+    /// datastore-b --slice 32`: 2,048 directories of ~160 chunks); counts and times are the
+    /// slice's, about an N-th of the whole store's.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    slice: u32,
     /// Number the simulated inodes from N (a real store's root inode, to compare block by block).
     #[arg(long, default_value_t = 1000, value_name = "N")]
     first_ino: u64,
@@ -147,7 +155,11 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         digests: args.digests,
         first_ino: args.first_ino,
         now: crate::fsutil::now_epoch_coarse(),
+        slice: sim::Slice::new(args.slice)?,
     };
+    if let Some(w) = setup.slice.cache_warning(&params) {
+        eprintln!("chunkscope: warning: {w}");
+    }
     let progress = !args.json && super::stderr_is_terminal();
     let spinner = if progress {
         let s = indicatif::ProgressBar::new_spinner();
@@ -161,7 +173,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         indicatif::ProgressBar::hidden()
     };
     let built = std::time::Instant::now();
-    let history = crate::gen::build_history(&setup.cfg)?;
+    let history = crate::gen::build_history(&setup.slice.config(&setup.cfg))?;
     let estimate = sim::estimate_memory(&history, args.digests);
     let (limit, what) = match &args.max_memory {
         Some(m) => (
@@ -206,11 +218,21 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         params.dir_entries = store.dir_entries();
     }
     if !args.json {
+        let slice = match setup.slice.of {
+            1 => String::new(),
+            _ => format!(
+                ", slice {} ({} chunk directories, {} chunks each; the model's cache {})",
+                setup.slice.label(),
+                thousands(setup.slice.chunk_dirs() as u64),
+                thousands(store.dir_entries()),
+                human_bytes(setup.slice.params(&params).cache_bytes)
+            ),
+        };
         eprintln!(
-            "chunkscope: simulated store {} (seed {}): {} chunks, built in {:.1} s; model {}",
+            "chunkscope: simulated store {} (seed {}{slice}): {} chunks, built in {:.1} s; model {}",
             args.preset,
             args.seed,
-            store.chunks_created(),
+            thousands(store.chunks_created() as u64),
             built.elapsed().as_secs_f64(),
             params.name
         );
@@ -234,6 +256,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             o.insert("simulated".into(), true.into());
             o.insert("preset".into(), args.preset.clone().into());
             o.insert("seed".into(), args.seed.into());
+            if setup.slice.of > 1 {
+                o.insert("slice".into(), setup.slice.of.into());
+            }
             o.insert("sample_rate".into(), rate.into());
             let rules = store.fault_stats();
             if !rules.is_empty() {
@@ -241,7 +266,8 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
                 o.insert("faults".into(), texts.into());
                 o.insert("fault_seed".into(), args.fault_seed.into());
             }
-            meta.set_model(serde_json::to_value(&params)?, false);
+            // The model that charged the requests: the slice's.
+            meta.set_model(serde_json::to_value(setup.slice.params(&params))?, false);
             meta.set_kernel_cache(&crate::trace::KernelCache {
                 dir_ttl_s: store.dir_ttl_s(),
                 ..Default::default()

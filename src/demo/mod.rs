@@ -56,6 +56,98 @@ pub struct DemoOptions {
     /// Progress bars on standard error inside each step (generating, each strategy's
     /// phases): for a terminal.
     pub progress: bool,
+    /// Also simulate the strategies at the threads' density: this slice of datastore B
+    /// ([`DENSE_PRESET`] on [`DENSE_MODEL`]); 0 leaves that part out.
+    pub dense_slice: u32,
+}
+
+/// The store shape of the demo's dense part: thread 001's datastore B, ~160 referenced
+/// chunks a chunk directory.
+pub const DENSE_PRESET: &str = "datastore-b";
+/// Its pool: datastore B's (a 16 GiB ARC that holds what a GC reads of the store).
+pub const DENSE_MODEL: &str = "zfs-raidz-hdd";
+/// The slice of it the demo simulates by default: 2,048 of the 65,536 chunk directories,
+/// about 380,000 chunks, some 30 s on 2 cores.
+pub const DENSE_SLICE: u32 = 32;
+
+/// What the GC counted, for comparing the simulator with the mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GcCounts {
+    /// `utimensat` calls.
+    pub touches: u64,
+    /// Chunk directories listed, both phases.
+    pub listings: u64,
+    /// The sweep's `fstatat` calls.
+    pub stats: u64,
+    /// Chunks the sweep removed.
+    pub removed: u64,
+}
+
+impl GcCounts {
+    fn of(c: &Counters) -> GcCounts {
+        GcCounts {
+            touches: c.utimensat_calls,
+            listings: c.listings + c.sweep_listings,
+            stats: c.stat_calls,
+            removed: c.removed_chunks,
+        }
+    }
+}
+
+/// One strategy's mounted run beside the simulator's run of the same store (its inode
+/// numbers from the store's root, the same model).
+#[derive(Clone, Debug, Serialize)]
+pub struct SimCheck {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// What the GC counted through the mount.
+    pub mount: GcCounts,
+    /// What it counted on the simulated store.
+    pub simulated: GcCounts,
+    /// Phase 1's modelled time through the mount, ns.
+    pub mount_phase1_ns: u64,
+    /// Phase 1's modelled time simulated, ns.
+    pub simulated_phase1_ns: u64,
+}
+
+impl SimCheck {
+    /// Whether every count agrees.
+    pub fn same_counts(&self) -> bool {
+        self.mount == self.simulated
+    }
+
+    /// |simulated / mounted - 1| of phase 1's modelled time.
+    pub fn phase1_difference(&self) -> f64 {
+        (self.simulated_phase1_ns as f64 / self.mount_phase1_ns.max(1) as f64 - 1.0).abs()
+    }
+}
+
+/// The strategies simulated on a slice of a store with the threads' density.
+#[derive(Clone, Debug, Serialize)]
+pub struct Dense {
+    /// The generator preset (datastore B's shape).
+    pub preset: String,
+    /// The slice: one `slice`-th of the store's groups and chunk directories.
+    pub slice: u32,
+    /// The pool model.
+    pub model: String,
+    /// Chunk directories of the slice.
+    pub chunk_dirs: u64,
+    /// Chunk files.
+    pub chunks: u64,
+    /// Distinct referenced chunks.
+    pub referenced_chunks: u64,
+    /// One row per strategy, as the mounted table's.
+    pub rows: Vec<Row>,
+    /// Real time of the part (build and runs).
+    pub wall_seconds: f64,
+}
+
+impl Dense {
+    /// Referenced chunks per chunk directory.
+    pub fn per_dir(&self) -> f64 {
+        self.referenced_chunks as f64 / self.chunk_dirs.max(1) as f64
+    }
 }
 
 /// One strategy's results: what the demo's table shows.
@@ -122,6 +214,10 @@ pub struct DemoReport {
     pub store: Option<String>,
     /// Real time of the whole demo.
     pub wall_seconds: f64,
+    /// The mounted runs beside the simulator's (mounted demos only).
+    pub sim_check: Vec<SimCheck>,
+    /// The same strategies at the threads' density, simulated.
+    pub dense: Option<Dense>,
     /// Each strategy's analysed phase 1 (mounted runs), for the plots.
     #[serde(skip)]
     pub phases: Vec<(String, Phase)>,
@@ -305,6 +401,9 @@ pub fn run(o: &DemoOptions, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
         }
     };
     report.simulated_because = why;
+    if o.dense_slice > 0 {
+        report.dense = Some(run_dense(o, say)?);
+    }
     report.findings = report::findings(&report);
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
@@ -345,6 +444,7 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         store.display()
     ));
     let history = crate::gen::build_history(cfg)?;
+    let generated = crate::fsutil::now_epoch();
     let truth = crate::gen::writer::write_store(
         cfg,
         &history,
@@ -352,10 +452,17 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         &crate::gen::writer::WriteOptions {
             owner: None,
             progress: o.progress,
-            now: crate::fsutil::now_epoch(),
+            now: generated,
         },
     )?;
     interrupted()?;
+    // The simulator numbers its inodes from here, in the writer's creation order.
+    let root_ino = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&store)
+            .with_context(|| format!("reading {}", store.display()))?
+            .ino()
+    };
 
     // The mounts load the model from a file: presets and model files alike.
     let model_file = logs.join("model.json");
@@ -416,6 +523,32 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
     }
     let store_kept = o.keep.then(|| store.display().to_string());
     drop(cleanup);
+
+    say(&format!(
+        "simulating the same store (inode numbers from its root, {root_ino}) with every \
+         strategy, to compare with the mount"
+    ));
+    let setup = crate::sim::SimSetup {
+        cfg: cfg.clone(),
+        params: o.model.clone(),
+        digests: crate::sim::DigestMode::Exact,
+        first_ino: root_ino,
+        now: generated,
+        slice: crate::sim::Slice::WHOLE,
+    };
+    let sim_store = crate::sim::build_from(&setup, history)?;
+    let simulated = simulate_rows(&sim_store, &o.model, &o.strategies, o.progress)?;
+    let sim_check = rows
+        .iter()
+        .zip(&simulated)
+        .map(|(m, s): (&Row, &Row)| SimCheck {
+            strategy: m.strategy,
+            mount: GcCounts::of(&m.counters),
+            simulated: GcCounts::of(&s.counters),
+            mount_phase1_ns: m.phase1_modeled_ns,
+            simulated_phase1_ns: s.phase1_modeled_ns,
+        })
+        .collect();
     Ok(DemoReport {
         mode: "fuse",
         simulated_because: None,
@@ -429,6 +562,8 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         findings: Vec::new(),
         store: store_kept,
         wall_seconds: 0.0,
+        sim_check,
+        dense: None,
         phases,
     })
 }
@@ -617,21 +752,51 @@ fn run_simulated(
         digests: crate::sim::DigestMode::Exact,
         first_ino: 1000,
         now: crate::fsutil::now_epoch_coarse(),
+        slice: crate::sim::Slice::WHOLE,
     };
     let store = crate::sim::build(&setup)?;
+    let rows = simulate_rows(&store, &o.model, &o.strategies, o.progress)?;
+    let references = rows.first().map_or(0, |r| r.counters.references);
+    Ok(DemoReport {
+        mode: "simulated",
+        simulated_because: None,
+        preset: o.preset.clone(),
+        seed: o.seed,
+        model: o.model.name.clone(),
+        chunks: store.chunks_created() as u64,
+        referenced_chunks: store.referenced() as u64,
+        references,
+        rows,
+        findings: Vec::new(),
+        store: None,
+        wall_seconds: 0.0,
+        sim_check: Vec::new(),
+        dense: None,
+        phases: Vec::new(),
+    })
+}
+
+/// Each strategy's GC, both phases, on `store` from a cold `model`: the rows of a table.
+fn simulate_rows(
+    store: &crate::sim::SimStore,
+    model: &ModelParams,
+    strategies: &[Strategy],
+    progress: bool,
+) -> Result<Vec<Row>> {
+    let mut params = model.clone();
+    if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
+        params.dir_entries = store.dir_entries();
+    }
     let mut rows = Vec::new();
-    let mut references = 0;
-    for &strategy in &o.strategies {
+    for &strategy in strategies {
         interrupted()?;
-        say(&format!("{}: simulating the GC", strategy.name()));
         let opts = GcOptions {
             strategy,
             phases: Phases::All,
             atime_check: false,
             ..GcOptions::default()
         };
-        let r = crate::sim::run(&store, &o.model, &opts, false, o.progress)?;
-        references = r.counters.references;
+        let r = crate::sim::run(store, &params, &opts, false, progress)?;
         rows.push(Row {
             strategy,
             touches: r.counters.utimensat_calls,
@@ -650,19 +815,42 @@ fn run_simulated(
             model: r.model,
         });
     }
-    Ok(DemoReport {
-        mode: "simulated",
-        simulated_because: None,
-        preset: o.preset.clone(),
-        seed: o.seed,
-        model: o.model.name.clone(),
+    Ok(rows)
+}
+
+/// The strategies on a slice of datastore B, on its pool: the density of the threads'
+/// stores, which the demo's own store (made to mount and trace in a minute) is far from.
+fn run_dense(o: &DemoOptions, say: &mut dyn FnMut(&str)) -> Result<Dense> {
+    let started = Instant::now();
+    let slice = crate::sim::Slice::new(o.dense_slice)?;
+    let mut cfg = GenConfig::preset(DENSE_PRESET)?;
+    cfg.scale = 1.0; // the thread's store, sliced below, not the generator's 1% of it
+    cfg.seed = o.seed;
+    let model = ModelParams::preset(DENSE_MODEL)?;
+    say(&format!(
+        "simulating a {} slice of {DENSE_PRESET} ({} of its 65,536 chunk directories, the \
+         threads' density) on its pool, {DENSE_MODEL}",
+        slice.label(),
+        crate::units::thousands(slice.chunk_dirs() as u64)
+    ));
+    let setup = crate::sim::SimSetup {
+        cfg,
+        params: model.clone(),
+        digests: crate::sim::DigestMode::Hashed,
+        first_ino: 1000,
+        now: crate::fsutil::now_epoch_coarse(),
+        slice,
+    };
+    let store = crate::sim::build(&setup)?;
+    let rows = simulate_rows(&store, &model, &o.strategies, o.progress)?;
+    Ok(Dense {
+        preset: DENSE_PRESET.into(),
+        slice: slice.of,
+        model: DENSE_MODEL.into(),
+        chunk_dirs: slice.chunk_dirs() as u64,
         chunks: store.chunks_created() as u64,
         referenced_chunks: store.referenced() as u64,
-        references,
         rows,
-        findings: Vec::new(),
-        store: None,
-        wall_seconds: 0.0,
-        phases: Vec::new(),
+        wall_seconds: started.elapsed().as_secs_f64(),
     })
 }

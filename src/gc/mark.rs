@@ -160,11 +160,12 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
     fn prefetch(&mut self) -> Result<()> {
         let jobs = self.opts.prefetch_jobs.max(1);
         let store = self.store;
+        let dirs = store.chunk_dirs();
         let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..jobs)
                 .map(|j| {
                     s.spawn(move || -> Result<(u64, u64)> {
-                        let (lo, hi) = (CHUNK_SUBDIRS * j / jobs, CHUNK_SUBDIRS * (j + 1) / jobs);
+                        let (lo, hi) = (dirs * j / jobs, dirs * (j + 1) / jobs);
                         let (mut listings, mut entries) = (0u64, 0u64);
                         for prefix in lo..hi {
                             if let Some(mut dir) = store.open_dir(prefix as u16)? {

@@ -14,7 +14,7 @@ use anyhow::{anyhow, Result};
 use super::log::TaskLog;
 use super::referenced::ReferencedSet;
 use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
-use crate::datastore::paths::{chunk_subdir_name, ChunkName, CHUNK_DIR, CHUNK_SUBDIRS};
+use crate::datastore::paths::{chunk_subdir_name, ChunkName, CHUNK_DIR};
 use crate::datastore::Digest;
 use crate::store::{ChunkDir, ChunkStore};
 use crate::units::human_bytes;
@@ -63,12 +63,13 @@ pub fn sweep<S: ChunkStore>(
     report: &mut GcReport,
 ) -> Result<()> {
     let started = Instant::now();
-    log.progress_start("swept", CHUNK_SUBDIRS as u64);
+    let dirs = store.chunk_dirs();
+    log.progress_start("swept", dirs as u64);
     let mut names: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
     let mut last_percent = 0usize;
     let c = &mut report.counters;
-    for prefix in 0..CHUNK_SUBDIRS {
+    for prefix in 0..dirs {
         let mut dir = match store.open_dir(prefix as u16) {
             Ok(Some(dir)) => dir,
             Ok(None) => continue,
@@ -101,7 +102,7 @@ pub fn sweep<S: ChunkStore>(
             if class == ChunkName::Ignored {
                 continue;
             }
-            let percent = prefix * 100 / CHUNK_SUBDIRS;
+            let percent = prefix * 100 / dirs;
             if percent > last_percent {
                 last_percent = percent;
                 log.progress_line(&format!("processed {percent}% ({} chunks)", c.chunk_count));
@@ -208,7 +209,7 @@ pub fn sweep<S: ChunkStore>(
                 c.disk_bytes += st.size;
             }
         }
-        log.progress(prefix as u64 + 1, CHUNK_SUBDIRS as u64);
+        log.progress(prefix as u64 + 1, dirs as u64);
     }
     log.progress_finish();
     if c.kept_referenced as usize > report.kept_referenced.len() {

@@ -86,6 +86,114 @@ pub struct SimSetup {
     pub first_ino: u64,
     /// Generation time the store is simulated at (shifts atimes as `gen` does).
     pub now: i64,
+    /// The part of the store to simulate ([`Slice::WHOLE`]: all of it).
+    pub slice: Slice,
+}
+
+/// A slice of a store: one `of`-th of its backup groups, namespaces and 65,536 chunk
+/// directories (every chunk's digest falls in the slice's directories), with the model's
+/// metadata cache divided by as much. Each group keeps its disks and history, so the slice
+/// keeps what decides a GC's metadata traffic per chunk: chunks per directory (ZAP leaves,
+/// what a listing prefetches), referenced chunks per metadata block, index files per chunk
+/// and the share of the store the cache holds. The transaction group and the dirty limit
+/// stay as they are: they are windows of the request stream (seconds, blocks in flight),
+/// whose reuse of blocks follows the index walk, not the store's size; divided as well, a
+/// slice of datastore B wrote 3-8x the blocks of the whole store per chunk (BENCHMARKS.md
+/// compares a 1/32 slice with the whole store: rates within 8%, block writes 0.77-1.13x).
+/// Counts and times are the slice's, about one `of`-th of the whole store's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Slice {
+    /// The store is `of` slices (1: the whole store).
+    pub of: u32,
+}
+
+impl Slice {
+    /// The whole store.
+    pub const WHOLE: Slice = Slice { of: 1 };
+
+    /// The finest slice: 256 chunk directories. Datastore B on its pool ranks at 1/256 as on
+    /// the whole store (every phase-1 rate within 3%; block writes drift, batched's to 0.10x,
+    /// its phase 1 fitting in one transaction group); at 1/1024 the divided cache (16 MiB)
+    /// no longer holds what one index file's walk comes back to, and lru came out 6x slower
+    /// than on the whole store, inode-order 5x (BENCHMARKS.md).
+    pub const FINEST: u32 = 256;
+
+    /// One `of`-th of a store; `of` is a power of two up to [`Slice::FINEST`].
+    pub fn new(of: u32) -> Result<Slice> {
+        if !of.is_power_of_two() || of > Self::FINEST {
+            anyhow::bail!(
+                "--slice {of}: must be a power of two from 1 to {} (a slice keeps 65,536 / N \
+                 chunk directories; finer slices divide the model's cache below what one \
+                 index file's walk needs)",
+                Self::FINEST
+            );
+        }
+        Ok(Slice { of })
+    }
+
+    /// Chunk directories of the slice (prefixes `0..chunk_dirs()`).
+    pub fn chunk_dirs(self) -> usize {
+        crate::datastore::paths::CHUNK_SUBDIRS / self.of as usize
+    }
+
+    /// The generator configuration of the slice: the groups and namespaces divided (at
+    /// least one each), everything a group is left as it is.
+    pub fn config(self, cfg: &GenConfig) -> GenConfig {
+        let part = |n: usize| ((n as f64 / self.of as f64).round() as usize).max(1);
+        GenConfig {
+            groups: part(cfg.groups),
+            namespaces: part(cfg.namespaces),
+            ..cfg.clone()
+        }
+    }
+
+    /// The model of the slice's pool: the cache divided, so that it holds the same share of
+    /// the (smaller) store; everything else unchanged (see [`Slice`]).
+    pub fn params(self, p: &ModelParams) -> ModelParams {
+        ModelParams {
+            cache_bytes: (p.cache_bytes / self.of as u64).max(p.block_bytes),
+            ..p.clone()
+        }
+    }
+
+    /// The smallest divided cache a slice was measured faithful with: 64 MiB (datastore B's
+    /// pool at 1/256); 16 MiB (its pool at 1/1024) and 8 MiB (`zfs-hdd` at 1/32) were not.
+    pub const MIN_CACHE: u64 = 64 << 20;
+
+    /// A warning when the slice's cache is below [`Slice::MIN_CACHE`].
+    pub fn cache_warning(self, p: &ModelParams) -> Option<String> {
+        let cache = self.params(p).cache_bytes;
+        (self.of > 1 && cache < Self::MIN_CACHE).then(|| {
+            format!(
+                "the slice's metadata cache ({} of {}'s {}) is below 64 MiB, where it no \
+                 longer holds what one index file's walk comes back to: its rates drift from \
+                 the whole store's (on datastore B, 0.4-5.6x with zfs-hdd at 1/32); use a \
+                 coarser slice or a larger --cache",
+                crate::units::human_bytes(cache),
+                p.name,
+                crate::units::human_bytes(p.cache_bytes)
+            )
+        })
+    }
+
+    /// `d` moved into the slice's directories: its directory prefix divided by `of` (the
+    /// rest of the digest, which names it, unchanged).
+    #[inline]
+    pub fn digest(self, mut d: crate::datastore::Digest) -> crate::datastore::Digest {
+        if self.of > 1 {
+            let p = d.prefix() / self.of as u16;
+            d.0[..2].copy_from_slice(&p.to_be_bytes());
+        }
+        d
+    }
+
+    /// "1/32" (or "whole").
+    pub fn label(self) -> String {
+        match self.of {
+            1 => "whole".into(),
+            n => format!("1/{n}"),
+        }
+    }
 }
 
 /// Peak bytes a chunk of the simulated store takes beyond [`BASE_BYTES`] (the build's, when
@@ -145,18 +253,22 @@ pub fn run_state_bytes(chunks: u64) -> u64 {
 
 /// Builds the store once.
 pub fn build(setup: &SimSetup) -> Result<SimStore> {
-    build_from(setup, crate::gen::build_history(&setup.cfg)?)
+    build_from(
+        setup,
+        crate::gen::build_history(&setup.slice.config(&setup.cfg))?,
+    )
 }
 
 /// Builds the store of `history` (made from `setup.cfg`).
 pub fn build_from(setup: &SimSetup, history: crate::gen::history::History) -> Result<SimStore> {
     SimStore::build(
-        &setup.cfg,
+        &setup.slice.config(&setup.cfg),
         history,
         setup.digests,
         setup.first_ino,
         setup.now,
-        Model::new(setup.params.clone()),
+        setup.slice,
+        Model::new(setup.slice.params(&setup.params)),
     )
 }
 
@@ -170,7 +282,7 @@ pub fn run(
     warm: bool,
     progress: bool,
 ) -> Result<SimRun> {
-    store.reset(Model::new(params.clone()));
+    store.reset(Model::new(store.slice().params(params)));
     if warm {
         store.warm();
     }
@@ -315,6 +427,7 @@ mod tests {
                 DigestMode::Hashed,
                 1000,
                 1_800_000_000,
+                Slice::WHOLE,
                 model,
             )
             .unwrap();
@@ -346,6 +459,7 @@ mod tests {
             digests,
             first_ino: 1000,
             now,
+            slice: Slice::WHOLE,
         })
         .unwrap()
     }
@@ -457,6 +571,94 @@ mod tests {
         let a = counts(1_700_000_000);
         assert!(a.0 > 0 && a.1 > 0, "removed and pending: {a:?}");
         assert_eq!(a, counts(1_700_000_000 + 30 * 86_400));
+    }
+
+    /// A slice names only its own directories: every digest in them, the rest of each digest
+    /// as it was; only the cache is divided; bad sizes are refused by name.
+    #[test]
+    fn a_slice_moves_digests_into_its_directories_and_divides_the_cache() {
+        let slice = Slice::new(32).unwrap();
+        assert_eq!(slice.chunk_dirs(), 2048);
+        for p in [0u16, 1, 0x7fff, 0xffff] {
+            let mut d = crate::datastore::Digest([0xa5; 32]);
+            d.0[..2].copy_from_slice(&p.to_be_bytes());
+            let moved = slice.digest(d);
+            assert!((moved.prefix() as usize) < slice.chunk_dirs(), "{p}");
+            assert_eq!(moved.prefix(), p / 32);
+            assert_eq!(moved.0[2..], d.0[2..]);
+            assert_eq!(Slice::WHOLE.digest(d), d);
+        }
+        let p = ModelParams::preset("zfs-raidz-hdd").unwrap();
+        let sliced = slice.params(&p);
+        assert_eq!(sliced.cache_bytes, p.cache_bytes / 32);
+        assert_eq!(
+            ModelParams {
+                cache_bytes: p.cache_bytes,
+                ..sliced
+            },
+            p,
+            "only the cache is divided"
+        );
+        let cfg = GenConfig::preset("datastore-b").unwrap();
+        let part = slice.config(&cfg);
+        assert_eq!((part.groups, part.namespaces), (9, 1));
+        assert_eq!(part.disk_chunks, cfg.disk_chunks);
+        assert_eq!(slice.cache_warning(&p), None, "512 MiB");
+        let hdd = ModelParams::preset("zfs-hdd").unwrap();
+        let w = slice.cache_warning(&hdd).unwrap();
+        assert!(w.contains("8 MiB of zfs-hdd's 256 MiB"), "{w}");
+        assert_eq!(Slice::WHOLE.cache_warning(&hdd), None);
+        for bad in [0, 3, 48, 512] {
+            let e = Slice::new(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--slice {bad}")) && e.contains("256"),
+                "{e}"
+            );
+        }
+    }
+
+    /// The GC on a slice visits only its directories: the sweep lists each once and finds
+    /// every chunk there, phase 1 misses none, and a chunk outside (the atime check's zero
+    /// chunk, say) is absent, as on a store without its directory.
+    #[test]
+    fn a_gc_on_a_slice_visits_its_directories_only() {
+        let params = ModelParams::preset("zfs-hdd").unwrap();
+        let mut cfg = GenConfig::preset("tiny").unwrap();
+        cfg.seed = 3;
+        let slice = Slice::new(64).unwrap();
+        let store = build(&SimSetup {
+            cfg,
+            params: params.clone(),
+            digests: DigestMode::Hashed,
+            first_ino: 1000,
+            now: 1_750_000_000,
+            slice,
+        })
+        .unwrap();
+        use crate::store::ChunkStore;
+        assert_eq!(store.chunk_dirs(), 1024);
+        for strategy in [Strategy::Prefetch, Strategy::Batched] {
+            let opts = GcOptions {
+                strategy,
+                atime_check: false,
+                ..GcOptions::default()
+            };
+            let r = run(&store, &params, &opts, false, false).unwrap();
+            let c = &r.counters;
+            assert_eq!(c.sweep_listings, 1024, "{strategy:?}");
+            assert_eq!(c.stat_calls, store.chunks_created() as u64, "{strategy:?}");
+            assert_eq!(c.missing_chunks, 0, "{strategy:?}");
+            assert_eq!(c.touched, store.referenced() as u64, "{strategy:?}");
+            assert!(c.removed_chunks > 0, "{strategy:?}");
+            if strategy == Strategy::Prefetch {
+                assert_eq!(c.prefetch_listings, 1024);
+            }
+        }
+        let mut outside = crate::datastore::Digest([7; 32]);
+        outside.0[..2].copy_from_slice(&2000u16.to_be_bytes());
+        assert_eq!(store.stat_chunk(&outside).unwrap(), None);
+        assert!(!store.touch(&outside).unwrap());
+        assert!(store.open_dir(2000).unwrap().is_none());
     }
 
     /// With hashed digests a second thread builds the index files ahead of the GC's walk: it

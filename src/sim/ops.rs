@@ -115,11 +115,27 @@ impl SimStore {
             ),
         )?;
         let name = chunk_subdir_name(prefix);
+        if !self.has_chunk_dir(prefix) {
+            // Outside a slice's directories: the lookup fails as on a store without it.
+            st.req(Req::lookup(
+                chunks,
+                Name::Bytes(name.as_bytes()),
+                At::Chunks,
+                None,
+            ))?;
+            return Err(libc::ENOENT);
+        }
         st.lookup_dir(
             self.chunk_dir_node(prefix),
             Req::lookup(chunks, Name::Bytes(name.as_bytes()), At::Chunks, Some(dir)),
         )?;
         Ok(dir)
+    }
+
+    /// Whether chunk directory `prefix` exists (all do, but on a [`super::Slice`]).
+    #[inline]
+    fn has_chunk_dir(&self, prefix: u16) -> bool {
+        (prefix as usize) < self.slice.chunk_dirs()
     }
 
     /// The path walk of a chunk's absolute path: lookups of `.chunks`, `XXXX` and the chunk;
@@ -398,7 +414,15 @@ impl ChunkStore for SimStore {
         ))
     }
 
+    fn chunk_dirs(&self) -> usize {
+        self.slice.chunk_dirs()
+    }
+
     fn open_dir(&self, prefix: u16) -> io::Result<Option<SimDir<'_>>> {
+        if !self.has_chunk_dir(prefix) {
+            // Not part of the slice: the GC visits only `chunk_dirs()`; no request.
+            return Ok(None);
+        }
         let mut st = self.lock();
         let chunks = self.nodes[self.chunks_node as usize].ino;
         let ino = self.chunk_dir_ino(prefix);
@@ -445,6 +469,7 @@ mod tests {
             DigestMode::Hashed,
             1000,
             1_800_000_000,
+            crate::sim::Slice::WHOLE,
             model,
         )
         .unwrap()

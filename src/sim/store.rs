@@ -182,6 +182,8 @@ pub struct Built {
     pub(super) payload: PayloadModel,
     /// The chunks, by chunk number (creation order).
     pub(super) chunks: Vec<Chunk>,
+    /// The part of the store this is: its chunk directories, and the model's scale.
+    pub(super) slice: super::Slice,
 }
 
 fn hashed_digest(seed: u64, c: ContentId) -> Digest {
@@ -201,6 +203,7 @@ impl SimStore {
         mode: DigestMode,
         first_ino: u64,
         now: i64,
+        slice: super::Slice,
         model: Model,
     ) -> anyhow::Result<SimStore> {
         if cfg.damage != crate::gen::Damage::default() {
@@ -226,7 +229,8 @@ impl SimStore {
             first_ino,
             sets_bytes: sets.heap_bytes(),
             by_digest: DigestTable::with_capacity(present),
-            dirs: vec![Vec::new(); 1 << 16],
+            dirs: vec![Vec::new(); slice.chunk_dirs()],
+            slice,
             initial_atimes: Vec::with_capacity(present),
             // Hashed digests need no map from content to chunk: the sets mark what was made.
             content: match mode {
@@ -257,7 +261,7 @@ impl SimStore {
         s.chunks_node = s.add_node(0, CHUNK_DIR, alloc(), NodeKind::Dir);
         s.add_node(0, LOCK_FILE, alloc(), NodeKind::File);
         s.chunk_dir_nodes = s.nodes.len() as u32;
-        for p in 0..=u16::MAX {
+        for p in (0..slice.chunk_dirs()).map(|p| p as u16) {
             let dir_ino = alloc();
             if p == 0 {
                 s.chunk_dir_first_ino = dir_ino;
@@ -297,13 +301,13 @@ impl SimStore {
                     if !sets.mark(c) {
                         continue;
                     }
-                    let digest = match mode {
+                    let digest = slice.digest(match mode {
                         DigestMode::Exact => {
                             s.payload.fill(c, &mut data);
                             Digest::of(&data)
                         }
                         DigestMode::Hashed => hashed_digest(cfg.seed, c),
-                    };
+                    });
                     let atime = history.initial_atime(&sets, c, e.time);
                     let idx = u32::try_from(chunks.len())
                         .ok()
@@ -484,6 +488,11 @@ impl SimStore {
         ]
     }
 
+    /// The part of the store this is.
+    pub fn slice(&self) -> super::Slice {
+        self.slice
+    }
+
     /// Distinct chunks (all ever created here).
     pub fn chunks_created(&self) -> usize {
         self.initial_atimes.len()
@@ -493,7 +502,7 @@ impl SimStore {
     /// [`crate::model::ModelParams::dir_entries`]).
     pub fn dir_entries(&self) -> u64 {
         (self.chunk_count() as u64)
-            .div_ceil(crate::datastore::paths::CHUNK_SUBDIRS as u64)
+            .div_ceil(self.slice.chunk_dirs() as u64)
             .max(1)
     }
 
@@ -628,9 +637,10 @@ impl SimStore {
         self.history
             .for_each_content_cached(&mut cursor, e, ai, |c| match self.mode {
                 // Every content of a snapshot that exists has its chunk (`present`).
-                DigestMode::Hashed => {
-                    refs.push((hashed_digest(self.cfg.seed, c), self.payload.len(c) as u32))
-                }
+                DigestMode::Hashed => refs.push((
+                    self.slice.digest(hashed_digest(self.cfg.seed, c)),
+                    self.payload.len(c) as u32,
+                )),
                 DigestMode::Exact => {
                     if let Some(&i) = self.content.get(&c) {
                         refs.push((self.chunks[i as usize].digest, self.payload.len(c) as u32));

@@ -95,6 +95,12 @@ pub trait ChunkStore: Sync {
     /// Inserts a chunk as PBS does (temp file, then rename); an existing one is touched
     /// instead. Returns true if it existed.
     fn insert_chunk(&self, digest: &Digest, blob: &[u8]) -> io::Result<bool>;
+    /// How many chunk directories the store has, prefixes `0..chunk_dirs()`: 65,536 on
+    /// every datastore and mount; fewer only on a simulated slice of a store
+    /// ([`crate::sim::Slice`]), whose digests all fall in its directories.
+    fn chunk_dirs(&self) -> usize {
+        crate::datastore::paths::CHUNK_SUBDIRS
+    }
     /// Opens chunk directory `prefix`; `None` if it does not exist.
     fn open_dir(&self, prefix: u16) -> io::Result<Option<Self::Dir<'_>>>;
     /// Visits every index file in PBS phase-1 order (format document 3.3): the scan, then

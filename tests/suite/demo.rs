@@ -87,10 +87,13 @@ fn demo_on_tiny(strategies: &[&str]) {
     let report = out.path().join("report");
     let before = work_dirs();
     let list = strategies.join(",");
+    // The dense part at its finest slice (256 directories of datastore B): seconds.
     let mut args = vec![
         "demo",
         "--preset",
         "tiny",
+        "--dense-slice",
+        "256",
         "--out",
         report.to_str().unwrap(),
     ];
@@ -111,22 +114,57 @@ fn demo_on_tiny(strategies: &[&str]) {
             .lines()
             .find(|l| l.starts_with(&format!("{s} ")))
             .unwrap_or_else(|| panic!("no row for {s}:\n{so}"));
-        assert!(row.trim_end().ends_with("ok"), "{row}");
+        assert!(row.contains(" ok "), "{row}");
     }
     assert!(
         so.contains("phase 1 (modelled)") && so.contains("digest hit"),
         "{so}"
     );
-    // Three findings, in the threads' terms.
+    // The dense table: a row per strategy, at datastore B's density.
+    let dense = so
+        .split("At the threads' density: a 1/256 slice of `datastore-b` (256 of its 65,536")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no dense table:\n{so}"));
+    for &s in &expected {
+        assert!(
+            dense.lines().any(|l| l.starts_with(&format!("{s} "))),
+            "no dense row for {s}:\n{so}"
+        );
+    }
+    // Four findings: the ranking at the threads' density against lru, the demo's own
+    // store and why it differs, the digest cache, the simulator against the mount.
     let findings: Vec<&str> = so.lines().filter(|l| l.starts_with("* ")).collect();
-    assert_eq!(findings.len(), 3, "{so}");
+    assert_eq!(findings.len(), 4, "{so}");
     assert!(
-        findings[0].contains("marks fastest") || findings[0].contains("tie"),
+        findings[0].starts_with("* At the threads' density (")
+            && findings[0].contains("the ranking is ")
+            && findings[0].contains("against lru, PBS's default"),
         "{}",
         findings[0]
     );
-    assert!(findings[1].contains("3.3.5") && findings[1].contains("thread 000"));
-    assert!(findings[2].contains("65,536") && findings[2].contains("thread 001"));
+    assert!(
+        findings[1].contains("On the demo's own store (")
+            && findings[1].contains("The rankings differ because a listing"),
+        "{}",
+        findings[1]
+    );
+    assert!(findings[2].contains("3.3.5") && findings[2].contains("thread 000"));
+    assert!(
+        findings[3].contains(&format!(
+            "counted what the mount counted for all {} strategies",
+            expected.len()
+        )),
+        "{}",
+        findings[3]
+    );
+    // Each mounted row says the simulator counted the same.
+    for &s in &expected {
+        let row = so
+            .lines()
+            .find(|l| l.starts_with(&format!("{s} ")))
+            .unwrap();
+        assert!(row.contains("same counts"), "{row}");
+    }
     assert!(so.contains(&format!(
         "report:      {}",
         report.join("report.html").display()
@@ -136,6 +174,20 @@ fn demo_on_tiny(strategies: &[&str]) {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["mode"], "fuse");
+    let checks = json["sim_check"].as_array().unwrap();
+    assert_eq!(checks.len(), expected.len());
+    for c in checks {
+        assert_eq!(c["mount"], c["simulated"], "{c}");
+        assert!(c["mount"]["touches"].as_u64().unwrap() > 0, "{c}");
+    }
+    let d = &json["dense"];
+    assert_eq!(
+        (d["slice"].as_u64(), d["chunk_dirs"].as_u64()),
+        (Some(256), Some(256))
+    );
+    // The threads' density: over 100 referenced chunks a directory.
+    assert!(d["referenced_chunks"].as_u64().unwrap() > 100 * 256, "{d}");
+    assert_eq!(d["rows"].as_array().unwrap().len(), expected.len());
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), expected.len());
     let referenced = json["referenced_chunks"].as_u64().unwrap();
@@ -157,7 +209,29 @@ fn demo_on_tiny(strategies: &[&str]) {
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
     assert!(md.contains("| strategy |") && md.contains("![svg/mrc-digests.svg]"));
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
-    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<table>"));
+    assert!(html.starts_with("<!DOCTYPE html>") && html.matches("<table>").count() == 2);
+    assert!(!html.contains('`'), "Markdown left in the HTML");
+    assert!(html.contains("<code>tiny</code>") && html.contains("<dt>block writes</dt>"));
+    // Every column of the tables has its legend entry.
+    for col in [
+        "touches",
+        "metadata reads",
+        "chunks/s",
+        "digest hit",
+        "simulated",
+        "slice",
+    ] {
+        assert!(
+            html.contains(&format!("<dt>{col}</dt>")),
+            "no legend for {col}"
+        );
+    }
+    // Captions say what a plot shows, not its file name.
+    assert!(!html.contains("<figcaption>svg/"), "{html}");
+    assert!(
+        html.contains("<figcaption>Digest cache: the share"),
+        "{html}"
+    );
     let imgs: Vec<&str> = html
         .split("<img src=\"")
         .skip(1)
@@ -235,6 +309,8 @@ fn demo_simulated_says_so_and_reports_the_same_columns() {
         "--preset",
         "tiny",
         "--simulate",
+        "--dense-slice",
+        "0",
         "--strategies",
         "naive,lru",
         "--out",
@@ -251,11 +327,14 @@ fn demo_simulated_says_so_and_reports_the_same_columns() {
         serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["mode"], "simulated");
     assert_eq!(json["rows"].as_array().unwrap().len(), 2);
+    // The demo's own store and the digest cache; no dense part (--dense-slice 0), no
+    // check against a mount.
     assert_eq!(
         so.lines().filter(|l| l.starts_with("* ")).count(),
         2,
         "{so}"
     );
+    assert!(json["dense"].is_null() && json["sim_check"].as_array().unwrap().is_empty());
     assert!(report.join("report.html").is_file());
 }
 
@@ -267,5 +346,13 @@ fn demo_refuses_bad_arguments_by_name() {
     let o = run(&["demo", "--model", "nonsense", "--out", "/tmp/x-never"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--model nonsense"), "{}", stderr(&o));
+    assert!(!Path::new("/tmp/x-never").exists());
+    let o = run(&["demo", "--dense-slice", "3", "--out", "/tmp/x-never"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--dense-slice 3: must be a power of two from 1 to 256"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!Path::new("/tmp/x-never").exists());
 }
