@@ -472,7 +472,7 @@ pub fn write(dir: &Path, r: &DemoReport) -> Result<PathBuf> {
          body { font-family: sans-serif; margin: 2em; max-width: 1100px; color: #222; }\n\
          table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }\n\
          th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; }\n\
-         th { background: #f0f0f0; } td.num, th.num { text-align: right; }\n\
+         th { background: #f0f0f0; } td.num, th.num { text-align: right; } td.num { white-space: nowrap; }\n\
          figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }\n\
          figcaption { font-size: 0.85em; color: #555; }\n\
          dt { font-weight: bold; } dd { margin: 0 0 0.4em 1.5em; }\n\

@@ -72,16 +72,205 @@ fn demo_on_tiny_prints_the_table_and_writes_the_report() {
     demo_on_tiny(&["naive", "lru", "prefetch"]);
 }
 
-/// The demo as a new user runs it: every strategy.
+/// The demo as a new user runs it: every strategy; its report opened in a real browser.
 #[test]
 #[ignore = "long suite (CI runs it with --ignored): the whole demo, five mounted GCs"]
 fn demo_with_every_strategy_on_tiny() {
-    demo_on_tiny(&[]);
+    let dir = demo_on_tiny(&[]);
+    assert_renders_in_chromium(&dir.path().join("report"));
+}
+
+/// The browser check fails where a reader would see a problem: a plot that does not load,
+/// Markdown left in the text.
+#[test]
+#[ignore = "long suite (CI runs it with --ignored): needs headless Chromium"]
+fn the_browser_check_fails_on_a_broken_report() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("svg")).unwrap();
+    let svg = r#"<svg xmlns="http://www.w3.org/2000/svg" width="300" height="100"><rect width="300" height="100"/></svg>"#;
+    for n in 0..4 {
+        std::fs::write(dir.path().join(format!("svg/p{n}.svg")), svg).unwrap();
+    }
+    let page = |body: &str| {
+        format!(
+            "<!DOCTYPE html><html><body><h2>Findings</h2><p>At the threads' density</p>\
+             {body}<img src=\"svg/p0.svg\"><img src=\"svg/p1.svg\"><img src=\"svg/p2.svg\">\
+             </body></html>"
+        )
+    };
+    let fails = |html: String| {
+        std::fs::write(dir.path().join("report.html"), html).unwrap();
+        let p = dir.path().to_path_buf();
+        std::panic::catch_unwind(move || assert_renders_in_chromium(&p))
+            .err()
+            .map(|e| {
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .unwrap_or_else(|| format!("{:?}", e.downcast_ref::<&str>()))
+            })
+    };
+    let broken = fails(page("<img src=\"svg/gone.svg\">")).expect("a missing plot must fail");
+    assert!(broken.contains("svg/gone.svg did not load"), "{broken}");
+    let markdown = fails(page("<img src=\"svg/p3.svg\"><p>store `small`</p>"))
+        .expect("Markdown on the page must fail");
+    assert!(markdown.contains("the page shows \"`\""), "{markdown}");
+    // Every plot loads and the text is clean, but the page is white: blank.
+    let white = svg.replace("<rect ", "<rect fill=\"white\" ");
+    for n in 0..4 {
+        std::fs::write(dir.path().join(format!("svg/p{n}.svg")), &white).unwrap();
+    }
+    let blank = fails(page("<img src=\"svg/p3.svg\">")).expect("a blank page must fail");
+    assert!(blank.contains("nearly blank"), "{blank}");
+}
+
+/// Chromium's flags for a run as root on a machine without a network or a session bus.
+const CHROMIUM: [&str; 9] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+];
+
+/// Runs headless Chromium with `args` and a profile of its own, at most 90 s.
+fn chromium(args: &[&str]) -> std::process::Output {
+    let exe = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| {
+            std::env::var_os("PATH")
+                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(c).is_file()))
+        })
+        .expect(
+            "headless Chromium is needed for the report's browser test: apt-get install \
+             chromium (.ci/run installs it)",
+        );
+    let profile = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(exe)
+        .args(CHROMIUM)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(Duration::from_secs(90)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: a signal to the process this test started, by its pid.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("chromium {args:?} did not finish in 90 s");
+        }
+    }
+}
+
+/// What the probe script appended to a copy of the page reports once it has loaded: every
+/// image's natural width, and the text a reader sees.
+const PROBE: &str = r#"<img src="svg/no-such-plot.svg" alt="">
+<script>
+window.addEventListener('load', () => {
+  const pre = document.createElement('pre');
+  pre.id = 'chunkscope-probe';
+  pre.textContent = JSON.stringify({
+    images: Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth]),
+    text: document.body.innerText,
+  });
+  document.body.appendChild(pre);
+});
+</script>
+"#;
+
+/// The demo's report as a browser shows it: every plot loaded (and the probe's own missing
+/// image not, so the check can fail), no Markdown markup in the text a reader sees, and a
+/// screenshot that is not blank.
+fn assert_renders_in_chromium(report: &Path) {
+    let page = std::fs::read_to_string(report.join("report.html")).unwrap();
+    let plots = page.matches("<img ").count();
+    assert!(plots >= 4, "{page}");
+    let probe = report.join("probe.html");
+    std::fs::write(&probe, page.replace("</body>", &format!("{PROBE}</body>"))).unwrap();
+    let url = |p: &Path| format!("file://{}", p.display());
+    let out = chromium(&["--virtual-time-budget=10000", "--dump-dom", &url(&probe)]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let json = dom
+        .split("<pre id=\"chunkscope-probe\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or_else(|| {
+            panic!(
+                "the probe did not run: {}\n{}",
+                dom,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let images = v["images"].as_array().unwrap();
+    assert_eq!(images.len(), plots + 1, "{images:?}");
+    for img in images {
+        let (src, width) = (img[0].as_str().unwrap(), img[1].as_u64().unwrap());
+        if src == "svg/no-such-plot.svg" {
+            assert_eq!(width, 0, "a missing image must not count as loaded");
+        } else {
+            assert!(width > 0, "{src} did not load in the browser");
+        }
+    }
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.contains("Findings") && text.contains("At the threads' density"),
+        "{text}"
+    );
+    for markup in ["`", "**", "](", "<code>", "&lt;"] {
+        assert!(!text.contains(markup), "the page shows {markup:?}: {text}");
+    }
+    for line in text.lines() {
+        let l = line.trim_start();
+        assert!(
+            !l.starts_with("# ") && !l.starts_with("* ") && !l.starts_with("| "),
+            "a Markdown line on the page: {line}"
+        );
+    }
+
+    // Not blank: a screenshot of the page with enough pixels that are not the background.
+    let shot = report.join("screenshot.png");
+    let shot_arg = format!("--screenshot={}", shot.display());
+    chromium(&[
+        &shot_arg,
+        "--window-size=1200,2400",
+        &url(&report.join("report.html")),
+    ]);
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    assert!(px >= 3, "{:?}", info.color_type);
+    let pixels = &buf[..info.buffer_size()];
+    let total = pixels.len() / px;
+    let inked = pixels
+        .chunks_exact(px)
+        .filter(|p| p[..3].iter().any(|&c| c < 200))
+        .count();
+    assert!(
+        inked * 100 > total * 3,
+        "the screenshot is nearly blank: {inked} of {total} pixels not background"
+    );
 }
 
 /// Runs the demo on `tiny` with `strategies` (none: its default, every strategy) and checks
-/// its table, findings, report and that it leaves nothing behind.
-fn demo_on_tiny(strategies: &[&str]) {
+/// its table, findings, report and that it leaves nothing behind; returns the directory
+/// holding the report (in `report/`).
+fn demo_on_tiny(strategies: &[&str]) -> tempfile::TempDir {
     let _one = serial();
     let out = tempfile::tempdir().unwrap();
     let report = out.path().join("report");
@@ -251,6 +440,7 @@ fn demo_on_tiny(strategies: &[&str]) {
     assert!(demo_mount_processes().is_empty());
     let after = work_dirs();
     assert!(after.iter().all(|d| before.contains(d)), "{after:?}");
+    out
 }
 
 #[test]
