@@ -67,16 +67,16 @@ fn locality(name: &str, l: &Locality) {
     }
     println!(
         "  {name:<8} {} ops on {} inodes in {} blocks (ideal {}); |Δino| p10/p50/p90 {}/{}/{}; \
-         same block as previous {:.1}%; directory switches {:.0} per 1000",
-        l.count,
-        l.distinct_inodes,
-        l.distinct_blocks,
-        l.ideal_blocks,
-        l.gap_p10,
-        l.gap_p50,
-        l.gap_p90,
+         same block as previous {:.1}%; directory switches {} per 1,000",
+        thousands(l.count),
+        thousands(l.distinct_inodes),
+        thousands(l.distinct_blocks),
+        thousands(l.ideal_blocks),
+        thousands(l.gap_p10),
+        thousands(l.gap_p50),
+        thousands(l.gap_p90),
         100.0 * l.same_block,
-        l.dir_switches_per_1000
+        thousands(l.dir_switches_per_1000.round() as u64)
     );
 }
 
@@ -85,7 +85,7 @@ fn phase(p: &Phase, block_bytes: u64) {
     println!(
         "== {} == {} records, real {}, modelled {}",
         p.name,
-        p.records,
+        thousands(p.records),
         duration_ns(p.real_ns),
         duration_ns(p.modeled_ns)
     );
@@ -96,10 +96,10 @@ fn phase(p: &Phase, block_bytes: u64) {
     for o in &p.ops {
         let errors: Vec<String> = o.errors.iter().map(|(e, n)| format!("{e}:{n}")).collect();
         println!(
-            "  {:<12} {:>9} {:>10.0} {:>10} {:>10} {:>10} {:>10} {:>11}  {}",
+            "  {:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11}  {}",
             o.op,
-            o.count,
-            o.rate,
+            thousands(o.count),
+            thousands(o.rate.round() as u64),
             duration_ns(o.real.p50),
             duration_ns(o.real.p99),
             duration_ns(o.real.max),
@@ -113,11 +113,16 @@ fn phase(p: &Phase, block_bytes: u64) {
     let m = &p.digest_mrc;
     if m.references > 0 {
         let at = |c: u64| 100.0 * m.hit_at(c);
+        let repeats = if m.references == m.distinct && m.sample_rate >= 1.0 {
+            " (no digest repeats: a GC with a digest cache looks up only its misses)"
+        } else {
+            ""
+        };
         println!(
-            "  digest cache (LRU): {} lookups of {} digests; hit ratio at 1Ki {:.1}%, 64Ki \
-             {:.1}%, PBS default 1Mi {:.1}% ({}), max 8Mi {:.1}% ({}){}",
-            m.references,
-            m.distinct,
+            "  digest cache (LRU): {} lookups of {} digests{repeats}; hit ratio at 1Ki {:.1}%, \
+             64Ki {:.1}%, PBS default 1Mi {:.1}% ({}), max 8Mi {:.1}% ({}){}",
+            thousands(m.references),
+            thousands(m.distinct),
             at(1 << 10),
             at(1 << 16),
             at(PBS_CACHE_DEFAULT),
@@ -145,8 +150,8 @@ fn phase(p: &Phase, block_bytes: u64) {
             .collect();
         println!(
             "  metadata blocks (LRU): {} accesses to {} blocks; hit ratio by cache size: {}",
-            b.references,
-            b.distinct,
+            thousands(b.references),
+            thousands(b.distinct),
             pts.join(", ")
         );
     }
@@ -178,9 +183,9 @@ fn phase(p: &Phase, block_bytes: u64) {
                 "    {:<10} |Δino| p50 {:>8}, same block {:>5.1}%, block writes {:>8}, touched-block \
                  hit ratio at {} {:.1}%",
                 w.order,
-                w.touches.gap_p50,
+                thousands(w.touches.gap_p50),
                 100.0 * w.touches.same_block,
-                w.block_writes,
+                thousands(w.block_writes),
                 human_bytes(1024 * block_bytes),
                 at(1024)
             );
@@ -192,14 +197,14 @@ fn phase(p: &Phase, block_bytes: u64) {
             "  listings: {} with {} entries; readdir order ascending in inode number for {:.1}% \
              of consecutive entries; {:.1} entries and {:.1} blocks per directory; {} of {} \
              directories with 2+ entries share no block; median gap within a directory {}",
-            l.count,
-            l.entries,
+            thousands(l.count),
+            thousands(l.entries),
             100.0 * l.ascending_pairs,
             l.mean_entries_per_dir,
             l.mean_blocks_per_dir,
-            l.dirs_without_shared_blocks,
-            l.dirs_with_2_or_more,
-            l.median_in_dir_gap
+            thousands(l.dirs_without_shared_blocks),
+            thousands(l.dirs_with_2_or_more),
+            thousands(l.median_in_dir_gap)
         );
     }
 }
@@ -225,8 +230,17 @@ fn digest_hit(m: &crate::analysis::mrc::Mrc) -> String {
     }
 }
 
-/// One row per phase of every report: what the threads compare.
-pub fn summary(rows: &[Labelled]) -> Table {
+/// The block cache the summary's "block hit" column is at, in blocks: 16 Ki, the `zfs-hdd`
+/// model's 256 MiB of 16 KiB blocks.
+const SUMMARY_CACHE_BLOCKS: u64 = 1 << 14;
+
+/// One row per phase of every report: what the threads compare; `block_bytes` sizes the
+/// block cache of the "block hit" column.
+pub fn summary(rows: &[Labelled], block_bytes: u64) -> Table {
+    let block_hit = format!(
+        "block hit @{}",
+        human_bytes(SUMMARY_CACHE_BLOCKS * block_bytes)
+    );
     let mut t = Table::new([
         "phase",
         "touches",
@@ -239,7 +253,7 @@ pub fn summary(rows: &[Labelled]) -> Table {
         "block writes",
         "inode-order writes",
         "digest hit @1Mi",
-        "block hit @16Ki",
+        &block_hit,
     ]);
     for r in rows {
         let p = r.phase;
@@ -262,7 +276,7 @@ pub fn summary(rows: &[Labelled]) -> Table {
             thousands(p.writeback.block_writes),
             thousands(p.writeback.inode_order_block_writes),
             digest_hit(&p.digest_mrc),
-            format!("{:.1}%", 100.0 * p.block_mrc.hit_at(1 << 14)),
+            format!("{:.1}%", 100.0 * p.block_mrc.hit_at(SUMMARY_CACHE_BLOCKS)),
         ]);
     }
     t
@@ -387,6 +401,6 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
             println!();
         }
     }
-    print!("{}", summary(&rows).text());
+    print!("{}", summary(&rows, o.block_bytes).text());
     Ok(Outcome::Ok)
 }

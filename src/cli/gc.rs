@@ -226,34 +226,49 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     }
     println!();
     println!("chunkscope counters (strategy {})", opts.strategy.name());
+    let n = crate::units::thousands;
     println!(
-        "  phase 1   {:.3} s, {} index files, {} references",
-        c.phase1_seconds, c.index_file_count, c.references
+        "  phase 1   {}, {} index files, {} references",
+        crate::units::duration_ns((c.phase1_seconds * 1e9) as u64),
+        n(c.index_file_count),
+        n(c.references)
     );
     println!(
-        "            utimensat {} ({} touched, {} missing), cache hits {} misses {} ({} bytes reserved)",
-        c.utimensat_calls, c.touched, c.missing_chunks, c.cache_hits, c.cache_misses, c.cache_reserved_bytes
+        "            utimensat {} ({} touched, {} missing), cache hits {} misses {} ({} reserved)",
+        n(c.utimensat_calls),
+        n(c.touched),
+        n(c.missing_chunks),
+        n(c.cache_hits),
+        n(c.cache_misses),
+        crate::units::human_bytes(c.cache_reserved_bytes)
     );
     println!(
         "            listings {} ({} in the prefetch pass), entries listed {}, batch flushes {}",
-        c.listings, c.prefetch_listings, c.entries_listed, c.batch_flushes
+        n(c.listings),
+        n(c.prefetch_listings),
+        n(c.entries_listed),
+        n(c.batch_flushes)
     );
     if opts.phases != Phases::Mark {
         println!(
-            "  phase 2   {:.3} s, listings {}, entries {}, stat {}, unlink {}",
-            c.phase2_seconds, c.sweep_listings, c.sweep_entries, c.stat_calls, c.unlinks
+            "  phase 2   {}, listings {}, entries {}, stat {}, unlink {}",
+            crate::units::duration_ns((c.phase2_seconds * 1e9) as u64),
+            n(c.sweep_listings),
+            n(c.sweep_entries),
+            n(c.stat_calls),
+            n(c.unlinks)
         );
         if c.verify_index_files > 0 {
             println!(
                 "            no phase 1: {} index files read to learn the referenced chunks",
-                c.verify_index_files
+                n(c.verify_index_files)
             );
         }
         println!(
             "  safety    {} referenced chunks kept that PBS would have removed ({}), {} not regular files",
-            c.kept_referenced,
+            n(c.kept_referenced),
             crate::units::human_bytes(c.kept_referenced_bytes),
-            c.irregular_chunks
+            n(c.irregular_chunks)
         );
     }
     if let Some(dest) = &args.json {

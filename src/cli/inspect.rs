@@ -11,6 +11,7 @@ use crate::datastore::blob::{self, BlobKind};
 use crate::datastore::index::{DYNAMIC_SIZED_CHUNK_INDEX_1_0, FIXED_SIZED_CHUNK_INDEX_1_0};
 use crate::datastore::manifest::Manifest;
 use crate::datastore::{Digest, IndexFile, IndexKind};
+use crate::units::{human_bytes, thousands};
 
 /// Print the header and statistics of an index (.fidx, .didx) or blob file.
 #[derive(Args, Debug)]
@@ -69,8 +70,9 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
     println!("file             {}", path.display());
     println!("kind             {} blob", kind.name());
     println!(
-        "file size        {} bytes ({} bytes payload)",
-        info.raw_size, info.payload_size
+        "file size        {}, payload {}",
+        byte_size(info.raw_size as u64),
+        byte_size(info.payload_size as u64)
     );
     println!(
         "crc32            {:08x} {}",
@@ -101,7 +103,7 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
         sha2::Digest::update(&mut hasher, piece)
     })
     .map_err(|e| e.in_file(path))?;
-    println!("data size        {size} bytes");
+    println!("data size        {}", byte_size(size));
     if let Some(named) = named {
         let computed = Digest(sha2::Digest::finalize(hasher).into());
         let ok = computed == named;
@@ -127,7 +129,12 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
             crate::time::rfc3339_utc(m.backup_time)
         );
         for f in &m.files {
-            println!("  {:<28} {:>14} bytes  {}", f.filename, f.size, f.csum);
+            println!(
+                "  {:<28} {:>22}  {}",
+                f.filename,
+                format!("{} bytes", thousands(f.size)),
+                f.csum
+            );
         }
     }
     Ok(Outcome::Ok)
@@ -162,19 +169,22 @@ fn inspect_index(path: &std::path::Path) -> Result<Outcome> {
     );
     match idx.kind() {
         IndexKind::Fixed => {
-            println!("size             {} bytes", idx.index_bytes());
-            println!("chunk size       {} bytes", idx.chunk_size().unwrap_or(0));
+            println!("size             {}", byte_size(idx.index_bytes()));
+            println!(
+                "chunk size       {}",
+                byte_size(idx.chunk_size().unwrap_or(0))
+            );
         }
         IndexKind::Dynamic => println!(
-            "size             {} bytes (last end offset)",
-            idx.index_bytes()
+            "size             {} (last end offset)",
+            byte_size(idx.index_bytes())
         ),
     }
-    println!("entries          {}", idx.entries());
+    println!("entries          {}", thousands(idx.entries() as u64));
     println!(
         "distinct digests {}{}",
         if more { "more than " } else { "" },
-        distinct.len()
+        thousands(distinct.len() as u64)
     );
     println!(
         "checksum         {} {}",
@@ -189,4 +199,13 @@ fn inspect_index(path: &std::path::Path) -> Result<Outcome> {
     } else {
         Outcome::ProblemsFound
     })
+}
+
+/// `n` bytes with separators, and in binary units from 1 KiB up: `1,044,480 bytes (1020 KiB)`.
+fn byte_size(n: u64) -> String {
+    if n < 1024 {
+        format!("{n} bytes")
+    } else {
+        format!("{} bytes ({})", thousands(n), human_bytes(n))
+    }
 }

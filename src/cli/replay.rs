@@ -88,21 +88,26 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
         let t = &rep.totals;
         let s = duration_ns;
         println!("model            {}", rep.model.name);
-        println!("requests         {} ({} charged)", rep.requests, t.ops);
-        println!("modelled time    {} ({} ns)", s(t.ns), t.ns);
+        let n = crate::units::thousands;
+        println!(
+            "requests         {} ({} charged)",
+            n(rep.requests),
+            n(t.ops)
+        );
+        println!("modelled time    {}", s(t.ns));
         println!(
             "block reads      {} misses, {} hits ({:.1}% hit), {} prefetched by {} listings",
-            t.misses,
-            t.hits,
+            n(t.misses),
+            n(t.hits),
             100.0 * t.hits as f64 / (t.hits + t.misses).max(1) as f64,
-            t.prefetched,
-            rep.listings
+            n(t.prefetched),
+            n(rep.listings)
         );
         println!(
             "write-back       {} blocks dirtied, {} written in {} transaction groups ({}), throttled {}",
-            t.dirtied,
-            t.blocks_written,
-            t.txg_syncs,
+            n(t.dirtied),
+            n(t.blocks_written),
+            n(t.txg_syncs),
             s(t.writeback_ns),
             s(t.throttle_ns)
         );
@@ -110,7 +115,7 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
         for m in &rep.markers {
             println!(
                 "marker @{:<10} {:>12}  +{:<14} {}",
-                m.seq,
+                n(m.seq),
                 s(m.modeled_ns),
                 s(m.modeled_ns - prev.0),
                 m.text

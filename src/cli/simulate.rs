@@ -385,10 +385,10 @@ fn format_scale(s: f64) -> String {
 /// One line for a finished run: its label, modelled phase times and wall time.
 fn run_summary(run: &SimRun) -> String {
     format!(
-        "{}: phase 1 {} ({:.0} chunks/s), phase 2 {}, {} + {} metadata reads (demand + prefetch), {} block writes; {:.1} s wall",
+        "{}: phase 1 {} ({} chunks/s), phase 2 {}, {} + {} metadata reads (demand + prefetch), {} block writes; {:.1} s wall",
         run.label(),
         duration_ns(run.phase1_ns),
-        run.phase1_chunks_per_s,
+        thousands(run.phase1_chunks_per_s.round() as u64),
         duration_ns(run.phase2_ns),
         thousands(run.model.misses),
         thousands(run.model.prefetched),

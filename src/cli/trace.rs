@@ -117,15 +117,18 @@ pub fn run(args: TraceArgs) -> Result<Outcome> {
                 e.2 += rec.duration_ns;
                 total += 1;
             }
-            writeln!(
-                out,
-                "{:<12} {:>12} {:>10} {:>14}",
-                "op", "records", "errors", "avg ns"
-            )?;
-            for (op, (n, errors, ns)) in &per_op {
-                writeln!(out, "{op:<12} {n:>12} {errors:>10} {:>14}", ns / n.max(&1))?;
+            let mut t = crate::table::Table::new(["op", "records", "errors", "avg real"]);
+            let n = crate::units::thousands;
+            for (op, (count, errors, ns)) in &per_op {
+                t.row(vec![
+                    op.to_string(),
+                    n(*count),
+                    n(*errors),
+                    crate::units::duration_ns(ns / count.max(&1)),
+                ]);
             }
-            writeln!(out, "{:<12} {total:>12}", "total")?;
+            t.row(vec!["total".into(), n(total), String::new(), String::new()]);
+            write!(out, "{}", t.text())?;
             out.flush()?;
             warn_truncated(&r);
         }

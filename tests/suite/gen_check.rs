@@ -252,15 +252,24 @@ fn inspect_prints_index_fields() {
             format!("({ext})"),
             "uuid ".into(),
             format!("ctime            {}", idx.ctime()),
-            format!("entries          {}", idx.entries()),
+            format!(
+                "entries          {}",
+                chunkscope::units::thousands(idx.entries() as u64)
+            ),
             "distinct digests".into(),
-            format!("size             {}", idx.index_bytes()),
+            format!(
+                "size             {} bytes",
+                chunkscope::units::thousands(idx.index_bytes())
+            ),
             " OK".into(),
         ] {
             assert!(text.contains(&needle), "{needle:?} not in\n{text}");
         }
         if ext == "fidx" {
-            assert!(text.contains("chunk size       4096 bytes"), "{text}");
+            assert!(
+                text.contains("chunk size       4,096 bytes (4 KiB)"),
+                "{text}"
+            );
         }
     }
     // A chunk blob: digest checked against its name.
