@@ -113,24 +113,32 @@ fn phase(p: &Phase, block_bytes: u64) {
     let m = &p.digest_mrc;
     if m.references > 0 {
         let at = |c: u64| 100.0 * m.hit_at(c);
-        let repeats = if m.references == m.distinct && m.sample_rate >= 1.0 {
-            " (no digest repeats: a GC with a digest cache looks up only its misses)"
+        if m.references == m.distinct && m.sample_rate >= 1.0 {
+            // Every hit ratio would be 0: say why instead.
+            println!(
+                "  digest cache (LRU): {} lookups of {} digests, none repeated (a GC with a \
+                 digest cache looks up only its misses; its `gc --json` report has the hits); \
+                 PBS's cache for them: {} at the default 1Mi, {} at the max 8Mi",
+                thousands(m.references),
+                thousands(m.distinct),
+                human_bytes(pbs_digest_cache_bytes(PBS_CACHE_DEFAULT, m.distinct)),
+                human_bytes(pbs_digest_cache_bytes(PBS_CACHE_MAX, m.distinct)),
+            );
         } else {
-            ""
-        };
-        println!(
-            "  digest cache (LRU): {} lookups of {} digests{repeats}; hit ratio at 1Ki {:.1}%, \
-             64Ki {:.1}%, PBS default 1Mi {:.1}% ({}), max 8Mi {:.1}% ({}){}",
-            thousands(m.references),
-            thousands(m.distinct),
-            at(1 << 10),
-            at(1 << 16),
-            at(PBS_CACHE_DEFAULT),
-            human_bytes(pbs_digest_cache_bytes(PBS_CACHE_DEFAULT, m.distinct)),
-            at(PBS_CACHE_MAX),
-            human_bytes(pbs_digest_cache_bytes(PBS_CACHE_MAX, m.distinct)),
-            sampled(m.sample_rate)
-        );
+            println!(
+                "  digest cache (LRU): {} lookups of {} digests; hit ratio at 1Ki {:.1}%, 64Ki \
+                 {:.1}%, PBS default 1Mi {:.1}% ({}), max 8Mi {:.1}% ({}){}",
+                thousands(m.references),
+                thousands(m.distinct),
+                at(1 << 10),
+                at(1 << 16),
+                at(PBS_CACHE_DEFAULT),
+                human_bytes(pbs_digest_cache_bytes(PBS_CACHE_DEFAULT, m.distinct)),
+                at(PBS_CACHE_MAX),
+                human_bytes(pbs_digest_cache_bytes(PBS_CACHE_MAX, m.distinct)),
+                sampled(m.sample_rate)
+            );
+        }
     }
     let b = &p.block_mrc;
     if b.references > 0 {
