@@ -19,11 +19,12 @@ use crate::units::{duration_ns, human_bytes};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope analyze gc.trace\n  \
-    chunkscope analyze naive.trace lru.trace inode.trace        (one table, side by side)\n  \
+    chunkscope analyze naive.trace lru.trace inode.trace   # side by side\n  \
     chunkscope analyze --svg plots/ --csv tables/ gc.trace\n  \
     chunkscope analyze --json gc.trace > gc-analysis.json\n  \
-    chunkscope analyze --shards 1% huge.trace                   (sampled miss-ratio curves)\n  \
-    chunkscope analyze --inodes-per-block 16 --block-size 4KiB gc.trace   (ext4 inode tables)\n\n\
+    chunkscope analyze --shards 1% huge.trace   # sampled miss-ratio curves\n  \
+    # ext4's inode tables: 16 inodes of 256 bytes in a 4 KiB block\n  \
+    chunkscope analyze --inodes-per-block 16 --block-size 4KiB gc.trace\n\n\
     Reads each trace once, in request order, without holding it in memory. Phases come from\n\
     markers (chunkscope gc on a mount writes 'phase1 start strategy=...' and '... end'); a trace\n\
     with several runs gives one row per run in the summary table.")]

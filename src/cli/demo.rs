@@ -16,7 +16,7 @@ use crate::model::ModelParams;
 #[command(after_help = "Examples:\n  \
     chunkscope demo\n  \
     chunkscope demo --preset tiny --out /tmp/demo\n  \
-    chunkscope demo --strategies lru,batched,inode-order --model zfs-hdd\n\n\
+    chunkscope demo --preset tiny --strategies lru,batched --dense-slice 0\n\n\
     The store is generated on a tmpfs of its own (the same inode numbers every run) and\n\
     removed afterwards; --keep keeps it, in /dev/shm.\n\
     Each strategy gets a fresh shadow mount (the store is never changed) and a cold cache;\n\

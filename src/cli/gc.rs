@@ -18,8 +18,9 @@ use crate::trace::Marker;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope gc --dry-run /dev/shm/tiny\n  \
-    chunkscope gc --strategy batched --batch-size 131072 --json gc.json /datastore/pbs\n  \
-    mount-scripts/chunkscope-run /dev/shm/tiny t.trace -- chunkscope gc '$CHUNKSCOPE_MNT'\n\n\
+    chunkscope gc --strategy batched --batch-size 131072 /datastore/pbs\n  \
+    # through a mount (mount-scripts/ on the PATH), its trace in t.trace:\n  \
+    chunkscope-run /dev/shm/tiny t.trace -- chunkscope gc '$CHUNKSCOPE_MNT'\n\n\
     Output is PBS's task log (on a terminal, progress bars instead of percentage lines), then\n\
     chunkscope's counters. On a chunkscope mount, phase markers go into the mount's trace.\n\
     The store's .lock is taken exclusively (fcntl), as an external GC must: the run is refused\n\

@@ -18,7 +18,7 @@ use crate::trace::{TraceMeta, TraceWriter};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope mount --store /dev/shm/tiny --mountpoint /mnt/cs --trace gc.trace\n  \
-    chunkscope mount --store /datastore/pbs --mountpoint /mnt/cs --trace t --attr-ttl 1\n\n\
+    chunkscope mount --store /datastore/pbs --mountpoint /mnt/cs --model zfs-hdd\n\n\
     Runs in the foreground until unmounted (umount MNT) or interrupted (Ctrl-C, SIGTERM),\n\
     then flushes the trace. Every operation reaches the backing store; stat and directory\n\
     listings show the backing inode numbers. Needs root (file handles) and /dev/fuse.")]

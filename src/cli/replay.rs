@@ -14,11 +14,11 @@ use crate::units::duration_ns;
 /// Run a recorded trace through a cost model and print the modelled totals.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
-    chunkscope replay gc.trace                     (the model it was recorded with)\n  \
-    chunkscope replay gc.trace --cache 4GiB        (that model with a 4 GiB cache)\n  \
+    chunkscope replay gc.trace                # the model it was recorded with\n  \
+    chunkscope replay gc.trace --cache 4GiB   # that model with a 4 GiB cache\n  \
     chunkscope replay gc.trace --model zfs-hdd --cache 4GiB\n  \
-    chunkscope replay gc.trace --model my-pool.json --json\n  \
-    chunkscope replay gc.trace --model zfs-hdd --print-model > my-pool.json\n\n\
+    chunkscope replay gc.trace --model zfs-hdd --print-model > my-pool.json\n  \
+    chunkscope replay gc.trace --model my-pool.json --json\n\n\
     Asks \"what if\" without re-running the GC: a bigger cache, SSDs, another layout. Replaying\n\
     with the model the trace was recorded with recomputes every request's recorded cost and\n\
     reports any difference (exit 1). Markers (chunkscope ctl MNT mark, gc --mount) split the\n\

@@ -17,7 +17,7 @@ use crate::units::{duration_ns, human_bytes, thousands};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope simulate --preset small\n  \
-    chunkscope simulate --preset small --strategy lru,inode-order --model zfs-hdd --cache 1GiB\n  \
+    chunkscope simulate --preset small --strategy lru,inode-order --cache 1GiB\n  \
     chunkscope simulate --preset thread000 --digests hashed --json\n\n\
     The store is what `chunkscope gen` would write for the same preset and seed, created in\n\
     the same order (inode numbers follow it, as on ZFS and tmpfs); every strategy starts from\n\

@@ -17,7 +17,7 @@ use crate::trace::{Name, TraceReader};
     chunkscope trace stats gc.trace\n  \
     chunkscope trace dump gc.trace | less\n  \
     chunkscope trace export --format csv gc.trace > gc.csv\n  \
-    chunkscope trace export --format chrome gc.trace > gc.json   (open in ui.perfetto.dev)\n\n\
+    chunkscope trace export --format chrome gc.trace > gc.json  # ui.perfetto.dev\n\n\
     A trace whose last record is incomplete (copied while being written) is read up to the\n\
     last whole record, with a warning on standard error.")]
 pub struct TraceArgs {
@@ -35,7 +35,7 @@ enum TraceCommand {
     #[command(
         after_help = "Examples:\n  chunkscope trace export --format csv gc.trace > gc.csv\n  \
         chunkscope trace export --format jsonl gc.trace > gc.jsonl\n  \
-        chunkscope trace export --format chrome gc.trace > gc.json   (open in ui.perfetto.dev)"
+        chunkscope trace export --format chrome gc.trace > gc.json  # ui.perfetto.dev"
     )]
     Export {
         file: PathBuf,

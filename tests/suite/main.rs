@@ -13,6 +13,7 @@ mod architecture;
 mod conformance;
 mod data_loss_hunt;
 mod demo;
+mod docs;
 mod format_props;
 mod gc;
 mod gc_props;
