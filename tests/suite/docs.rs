@@ -277,35 +277,9 @@ impl Scratch {
     }
 
     /// `text` with the docs' absolute paths moved in here and cargo given the manifest.
+    /// Placeholders first, real paths last: the repository may itself be under `/tmp/`.
     fn localize(&self, text: &str) -> String {
-        let s = self.path().display().to_string();
-        let manifest = format!("--manifest-path {REPO}/Cargo.toml");
-        let mut t = text
-            .replace(
-                "cargo run --release",
-                &format!("cargo run --release {manifest}"),
-            )
-            .replace(
-                "cargo build --release",
-                &format!("cargo build --release {manifest}"),
-            )
-            .replace("$PWD/target/", &format!("{REPO}/target/"))
-            .replace("$PWD/mount-scripts", &format!("{REPO}/mount-scripts"))
-            .replace("/dev/shm/", &format!("{s}/shm/"))
-            .replace("/tmp/", &format!("{s}/tmp/"))
-            .replace("/mnt/cs", &format!("{s}/mnt/cs"))
-            .replace("/datastore/pbs", &format!("{s}/shm/tiny"));
-        // `mount-scripts/x` where a command starts: the repository's.
-        for start in ["\n", " ", "\t"] {
-            t = t.replace(
-                &format!("{start}mount-scripts/"),
-                &format!("{start}{REPO}/mount-scripts/"),
-            );
-        }
-        if t.starts_with("mount-scripts/") {
-            t = format!("{REPO}/{t}");
-        }
-        t
+        localize(text, REPO, &self.path().display().to_string())
     }
 
     /// Runs `script` with bash (`-e -o pipefail`) in `cwd` with `bin` first on the PATH, at
@@ -371,6 +345,43 @@ impl Drop for Scratch {
             }
         }
     }
+}
+
+/// `text` with the docs' absolute paths moved into `scratch` and cargo given `repo`'s
+/// manifest. Placeholders first, real paths last: the repository may itself be under /tmp/.
+fn localize(text: &str, repo: &str, scratch: &str) -> String {
+    let mut t = text.to_string();
+    let steps: [(&str, &str); 9] = [
+        (
+            "cargo run --release",
+            "cargo run --release --manifest-path \u{1}/Cargo.toml",
+        ),
+        (
+            "cargo build --release",
+            "cargo build --release --manifest-path \u{1}/Cargo.toml",
+        ),
+        ("$PWD/target/", "\u{1}/target/"),
+        ("$PWD/mount-scripts", "\u{1}/mount-scripts"),
+        ("/dev/shm/", "\u{2}/shm/"),
+        ("/tmp/", "\u{2}/tmp/"),
+        ("/mnt/cs", "\u{2}/mnt/cs"),
+        ("/datastore/pbs", "\u{2}/shm/tiny"),
+        // `mount-scripts/x` where a command starts: the repository's.
+        ("\nmount-scripts/", "\n\u{1}/mount-scripts/"),
+    ];
+    for (from, to) in steps {
+        t = t.replace(from, to);
+    }
+    for start in [" ", "\t"] {
+        t = t.replace(
+            &format!("{start}mount-scripts/"),
+            &format!("{start}\u{1}/mount-scripts/"),
+        );
+    }
+    if t.starts_with("mount-scripts/") {
+        t = format!("\u{1}/{t}");
+    }
+    t.replace('\u{1}', repo).replace('\u{2}', scratch)
 }
 
 /// README's blocks and then the guide's, in order, each as a reader pastes it.
@@ -513,4 +524,25 @@ fn help_examples_work_when_pasted() {
     end_mount(&mut mount);
     assert!(ran >= 30, "only {ran} examples ran");
     assert!(s.mounts().is_empty(), "{:?}", s.mounts());
+}
+
+/// The docs' paths move into the scratch directory, the repository's stay where they are
+/// (CI clones it under /tmp/, which once sent cargo to a manifest inside the scratch).
+#[test]
+fn localize_moves_the_docs_paths_and_keeps_the_repository() {
+    let (repo, here) = ("/tmp/clone", "/dev/shm/chunkscope-docs-x");
+    let t = localize(
+        "cargo run --release -- demo\nmount-scripts/chunkscope-run /dev/shm/tiny /tmp/t.trace \
+         -- ls /mnt/cs\nexport PATH=$PWD/target/release:$PWD/mount-scripts:$PATH",
+        repo,
+        here,
+    );
+    assert_eq!(
+        t,
+        format!(
+            "cargo run --release --manifest-path {repo}/Cargo.toml -- demo\n\
+             {repo}/mount-scripts/chunkscope-run {here}/shm/tiny {here}/tmp/t.trace -- ls \
+             {here}/mnt/cs\nexport PATH={repo}/target/release:{repo}/mount-scripts:$PATH"
+        )
+    );
 }

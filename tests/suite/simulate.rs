@@ -465,13 +465,14 @@ fn a_store_that_would_not_fit_is_refused_with_a_scale_that_fits() {
     let base = [
         "simulate",
         "--preset",
-        "small",
+        "tiny",
         "--strategy",
         "lru",
         "--phase",
         "mark",
     ];
-    let limit = ["--max-memory", "70MiB"];
+    // tiny's estimate is the 64 MiB base and ~0.4 MiB of chunks.
+    let limit = ["--max-memory", "64.2MiB"];
     let o = run(&[&base[..], &limit[..]].concat());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
