@@ -214,9 +214,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         store.set_dir_ttl(super::seconds(ttl, "--dir-ttl")?);
     }
     spinner.finish_and_clear();
-    if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
-        params.dir_entries = store.dir_entries();
-    }
+    store.fill_dir_entries(&mut params);
     if !args.json {
         let slice = match setup.slice.of {
             1 => String::new(),

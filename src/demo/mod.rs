@@ -784,9 +784,7 @@ fn simulate_rows(
     progress: bool,
 ) -> Result<Vec<Row>> {
     let mut params = model.clone();
-    if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
-        params.dir_entries = store.dir_entries();
-    }
+    store.fill_dir_entries(&mut params);
     let mut rows = Vec::new();
     for &strategy in strategies {
         interrupted()?;

@@ -221,7 +221,7 @@ fn why_fast(s: Strategy) -> &'static str {
 /// saves, and that the simulator counts what the mount counted.
 pub fn findings(r: &DemoReport) -> Vec<String> {
     let mut out = Vec::new();
-    let per_dir = r.referenced_chunks as f64 / 65_536.0;
+    let per_dir = r.referenced_chunks as f64 / crate::datastore::paths::CHUNK_SUBDIRS as f64;
     if let Some(d) = &r.dense {
         let mut line = format!(
             "At the threads' density ({:.0} referenced chunks a directory: a {} slice of {}, \

@@ -498,6 +498,14 @@ impl SimStore {
         self.initial_atimes.len()
     }
 
+    /// `params` with the store's entries per directory filled in where its ZAP layout needs
+    /// them and they were not given ([`crate::model::ModelParams::dir_entries`]).
+    pub fn fill_dir_entries(&self, params: &mut crate::model::ModelParams) {
+        if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
+            params.dir_entries = self.dir_entries();
+        }
+    }
+
     /// Chunk files per chunk directory, on average (what a model's ZAP layout needs to know,
     /// [`crate::model::ModelParams::dir_entries`]).
     pub fn dir_entries(&self) -> u64 {
