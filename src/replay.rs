@@ -55,7 +55,8 @@ pub struct ReplayReport {
     pub first_mismatch_seq: Option<u64>,
     /// Request numbers that never appeared (a torn or cut trace).
     pub missing: u64,
-    /// The model's state at each marker, in order.
+    /// The model's state at each marker, in order; in a trace without markers, at each phase
+    /// edge inferred from its requests (`phase1 start (inferred)` ...).
     pub markers: Vec<MarkerPoint>,
 }
 
@@ -65,22 +66,25 @@ struct Replayer {
 }
 
 impl Replayer {
+    fn mark(&mut self, seq: u64, text: String) {
+        let t = self.model.totals();
+        self.report.markers.push(MarkerPoint {
+            seq,
+            text,
+            modeled_ns: self.model.clock_ns(),
+            misses: t.misses,
+            ops: t.ops,
+        });
+    }
+
     fn process(&mut self, rec: Record, dirents: &[u64]) {
         let Some(op) = rec.op() else { return };
         if op == Op::Marker {
-            let t = self.model.totals();
             let text = match &rec.name {
                 Name::Text(t) => t.to_string(),
                 _ => String::new(),
             };
-            self.report.markers.push(MarkerPoint {
-                seq: rec.seq,
-                text,
-                modeled_ns: self.model.clock_ns(),
-                misses: t.misses,
-                ops: t.ops,
-            });
-            return;
+            return self.mark(rec.seq, text);
         }
         self.report.requests += 1;
         self.report.recorded_ns += rec.modeled_ns;
@@ -156,8 +160,14 @@ pub fn replay(
             markers: Vec::new(),
         },
     };
-    let mut records = Ordered::new(reader);
+    // Without markers (a real PBS's GC), the state at the inferred phase edges.
+    let inferred = crate::trace::phases::infer_file(path)?.unwrap_or_default();
+    let mut edges = inferred.into_iter().peekable();
+    let mut records = Ordered::<Record>::new(reader);
     while let Some((rec, dirents)) = records.next_record()? {
+        while let Some(edge) = edges.next_if(|e| e.seq <= rec.seq) {
+            r.mark(edge.seq, edge.marker.encode());
+        }
         r.process(rec, &dirents);
     }
     r.report.missing = records.missing();

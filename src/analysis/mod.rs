@@ -308,6 +308,9 @@ pub struct Report {
     /// the lookups and stats the kernel answered itself are not counted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_cache: Option<crate::trace::KernelCache>,
+    /// The trace has no phase markers: its phases were inferred from its requests
+    /// ([`crate::trace::phases`]), in sections named `phase1 (inferred)` ...
+    pub inferred_phases: bool,
 }
 
 impl Report {
@@ -850,10 +853,14 @@ impl Analyzer {
 /// batches of records, so the pass costs the slower of the two rather than their sum.
 pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
     const BATCH: usize = 4096;
+    // Without markers (a real PBS's GC), the phases come from the requests: one more pass.
+    let inferred = crate::trace::phases::infer_file(path)?;
     let reader = TraceReader::open(path)?;
     let store = reader.meta().store.clone();
     let kernel_cache = reader.meta().kernel_cache();
     let mut a = Analyzer::new(o.clone());
+    let inferred_phases = inferred.as_ref().is_some_and(|b| !b.is_empty());
+    let mut edges = inferred.unwrap_or_default().into_iter().peekable();
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(8);
     // Emptied batches go back to the reader: no fresh pages per batch.
     let (back_tx, back_rx) = std::sync::mpsc::channel::<Batch>();
@@ -862,6 +869,9 @@ pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
             let mut records = Ordered::<Sampled>::new(reader);
             let mut batch = Batch::default();
             while let Some((rec, dirents)) = records.next_record()? {
+                while let Some(edge) = edges.next_if(|e| e.seq <= rec.seq) {
+                    batch.push(Sampled::marker(edge.seq, &edge.marker.encode()), &[]);
+                }
                 batch.push(rec, &dirents);
                 if batch.len() == BATCH {
                     let next = back_rx.try_recv().unwrap_or_default();
@@ -892,6 +902,7 @@ pub fn analyze(path: &std::path::Path, o: Options) -> anyhow::Result<Report> {
         missing_requests: missing,
         truncated_bytes: truncated,
         kernel_cache,
+        inferred_phases,
     })
 }
 

@@ -41,6 +41,8 @@ pub(crate) enum SampleName {
 /// What the reading thread keeps of a record, decoded straight from its slot: its sample,
 /// and a marker's text (the only string the analysis reads).
 pub(crate) struct Sampled {
+    /// The record's request number.
+    pub seq: u64,
     pub sample: Sample,
     pub marker: Option<Arc<str>>,
 }
@@ -55,6 +57,7 @@ impl FromView for Sampled {
         };
         let op = v.op();
         Sampled {
+            seq: v.seq(),
             sample: Sample {
                 start_ns: v.start_ns(),
                 duration_ns: v.duration_ns(),
@@ -141,6 +144,20 @@ impl Batch {
             } else {
                 a.push_sample(s, &self.dirents[at..at + n], "");
             }
+        }
+    }
+}
+
+impl Sampled {
+    /// A marker with `text` (an inferred phase's edge), numbered `seq`.
+    pub(crate) fn marker(seq: u64, text: &str) -> Sampled {
+        Sampled {
+            seq,
+            sample: Sample {
+                op: Op::Marker as u16,
+                ..Sample::default()
+            },
+            marker: Some(text.into()),
         }
     }
 }

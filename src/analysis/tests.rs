@@ -144,6 +144,7 @@ fn tables_leave_out_a_background_section_beside_marked_phases() {
             missing_requests: 0,
             truncated_bytes: None,
             kernel_cache: None,
+            inferred_phases: false,
         }
     };
     let quiet = report(false);

@@ -27,7 +27,8 @@ use crate::units::{duration_ns, human_bytes};
     chunkscope analyze --inodes-per-block 16 --block-size 4KiB gc.trace\n\n\
     Reads each trace once, in request order, without holding it in memory. Phases come from\n\
     markers (chunkscope gc on a mount writes 'phase1 start strategy=...' and '... end'); a trace\n\
-    with several runs gives one row per run in the summary table.")]
+    with several runs gives one row per run in the summary table. A trace without markers (a\n\
+    real PBS's GC) is read twice: the phases are inferred from its requests first.")]
 pub struct AnalyzeArgs {
     /// Traces written by `chunkscope mount --trace`; several are compared in one table.
     #[arg(required = true, value_name = "TRACE")]
@@ -361,6 +362,14 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
                 } else {
                     ""
                 }
+            );
+        }
+        if report.inferred_phases {
+            eprintln!(
+                "chunkscope: note: {}: no phase markers (a GC that is not chunkscope's): the \
+                 phases were inferred from the requests (atime check, touches, the sweep of \
+                 the chunk directories) and are named '... (inferred)'",
+                trace.display()
             );
         }
         if let Some(c) = report.kernel_cache.filter(|c| c.dir_ttl_s > 0.0) {

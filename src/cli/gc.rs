@@ -61,6 +61,10 @@ pub struct GcArgs {
     /// verifies that an explicit atime update shows up).
     #[arg(long)]
     no_atime_check: bool,
+    /// On a chunkscope mount, write no phase markers into its trace: the trace then looks
+    /// like a real PBS's GC, whose phases `analyze` infers from the requests.
+    #[arg(long)]
+    no_markers: bool,
     /// Write .gc-status into the store after a successful run, as PBS does.
     #[arg(long)]
     write_gc_status: bool,
@@ -170,18 +174,24 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         atime_check: !args.no_atime_check,
     };
     args.tuning.validate()?;
-    let mut client = crate::overlay::control::mount_of(&store_path).and_then(|mnt| {
-        match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                eprintln!(
-                    "chunkscope: warning: {} is a chunkscope mount, but markers are off: {e:#}",
-                    mnt.display()
-                );
-                None
-            }
-        }
-    });
+    let mount = if args.no_markers {
+        None
+    } else {
+        crate::overlay::control::mount_of(&store_path)
+    };
+    let mut client =
+        mount.and_then(
+            |mnt| match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!(
+                        "chunkscope: warning: {} is a chunkscope mount, but markers are off: {e:#}",
+                        mnt.display()
+                    );
+                    None
+                }
+            },
+        );
     let mut mark = |b: gc::Boundary| -> Result<()> {
         match &mut client {
             Some(c) => c

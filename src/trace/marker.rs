@@ -19,6 +19,14 @@ pub enum Marker {
         /// The strategy's name.
         strategy: String,
     },
+    /// A GC phase's start or end that [`super::phases`] inferred from the requests of a trace
+    /// without markers (a real PBS's GC through the mount): never written by chunkscope.
+    Inferred {
+        /// PBS's phase number (1 or 2).
+        number: u8,
+        /// True at its start, false at its end.
+        start: bool,
+    },
     /// Any other text.
     Text(String),
 }
@@ -38,6 +46,21 @@ impl Marker {
         format!("phase{number} strategy={strategy}")
     }
 
+    /// The name of the section an inferred phase `number` makes in an analysis.
+    pub fn inferred_section_name(number: u8) -> String {
+        format!("phase{number} (inferred)")
+    }
+
+    /// The phase this marks the start or end of, marked or inferred: (number, start).
+    pub fn phase_edge(&self) -> Option<(u8, bool)> {
+        match self {
+            Marker::Phase { number, start, .. } | Marker::Inferred { number, start } => {
+                Some((*number, *start))
+            }
+            Marker::Text(_) => None,
+        }
+    }
+
     /// The marker's text, as the trace stores it.
     pub fn encode(&self) -> String {
         match self {
@@ -48,6 +71,10 @@ impl Marker {
             } => {
                 let edge = if *start { "start" } else { "end" };
                 format!("phase{number} {edge} strategy={strategy}")
+            }
+            Marker::Inferred { number, start } => {
+                let edge = if *start { "start" } else { "end" };
+                format!("phase{number} {edge} (inferred)")
             }
             Marker::Text(t) => t.clone(),
         }
@@ -60,6 +87,21 @@ impl Marker {
             let number: u8 = head.parse().ok()?;
             if number.to_string() != head {
                 return None; // "phase01", "phase+1"
+            }
+            match rest {
+                "start (inferred)" => {
+                    return Some(Marker::Inferred {
+                        number,
+                        start: true,
+                    })
+                }
+                "end (inferred)" => {
+                    return Some(Marker::Inferred {
+                        number,
+                        start: false,
+                    })
+                }
+                _ => {}
             }
             let (start, strategy) = match rest.strip_prefix("start strategy=") {
                 Some(s) => (true, s),
@@ -79,7 +121,11 @@ impl Marker {
                 start: true,
                 strategy,
             } => Some(Marker::section_name(*number, strategy)),
-            Marker::Phase { start: false, .. } => None,
+            Marker::Phase { start: false, .. } | Marker::Inferred { start: false, .. } => None,
+            Marker::Inferred {
+                number,
+                start: true,
+            } => Some(Marker::inferred_section_name(*number)),
             Marker::Text(text) => {
                 if let Some(i) = text.find(" start") {
                     return Some(format!("{}{}", &text[..i], &text[i + 6..]));
@@ -94,7 +140,7 @@ impl Marker {
 
     /// Whether this marks the end of phase `number`.
     pub fn ends(&self, number: u8) -> bool {
-        matches!(self, Marker::Phase { number: n, start: false, .. } if *n == number)
+        self.phase_edge() == Some((number, false))
     }
 }
 
@@ -115,6 +161,26 @@ mod tests {
         let end = Marker::decode("phase2 end strategy=naive");
         assert!(end.ends(2) && !end.ends(1) && !begin.ends(1));
         assert_eq!(end.section(), None);
+    }
+
+    #[test]
+    fn inferred_markers_round_trip_and_open_sections_of_their_own() {
+        for start in [true, false] {
+            let m = Marker::Inferred { number: 2, start };
+            assert_eq!(Marker::decode(&m.encode()), m);
+            assert_eq!(m.phase_edge(), Some((2, start)));
+        }
+        let begin = Marker::Inferred {
+            number: 1,
+            start: true,
+        };
+        assert_eq!(begin.encode(), "phase1 start (inferred)");
+        assert_eq!(begin.section().as_deref(), Some("phase1 (inferred)"));
+        assert!(Marker::decode("phase1 end (inferred)").ends(1));
+        assert_eq!(
+            Marker::decode("phase1 start inferred"),
+            Marker::Text("phase1 start inferred".into())
+        );
     }
 
     #[test]

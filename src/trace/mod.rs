@@ -5,6 +5,7 @@
 //! * [`reader`]: a streaming reader that tolerates a torn last record.
 //! * [`ordered`]: records in request order, listings with their entries.
 //! * [`export`]: CSV and JSON Lines, the only place that knows those formats.
+//! * [`marker`]: the markers' text; [`phases`]: GC phases inferred where there are none.
 //!
 //! This layer knows nothing about who produced the records (overlay, GC client, simulator).
 
@@ -12,6 +13,7 @@ pub mod export;
 pub mod format;
 pub mod marker;
 pub mod ordered;
+pub mod phases;
 pub mod reader;
 pub mod writer;
 

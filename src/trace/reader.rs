@@ -359,6 +359,11 @@ impl<'a> RecordView<'a> {
     pub fn modeled_ns(&self) -> u64 {
         u64_at(self.slot, 56)
     }
+    /// As [`Record::pid`].
+    #[inline]
+    pub fn pid(&self) -> u32 {
+        u32::from_le_bytes(self.slot[64..68].try_into().expect("4"))
+    }
     /// As [`Record::op`] (the raw number).
     #[inline]
     pub fn op(&self) -> u16 {
@@ -397,7 +402,7 @@ impl<'a> RecordView<'a> {
             arg: u64_at(b, 40),
             injected_ns: u64_at(b, 48),
             modeled_ns: self.modeled_ns(),
-            pid: u32::from_le_bytes(b[64..68].try_into().expect("4")),
+            pid: self.pid(),
             op: self.op(),
             flags: self.flags(),
             errno: self.errno(),

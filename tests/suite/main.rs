@@ -24,5 +24,6 @@ mod model_faults;
 mod mount_scripts;
 mod overlay;
 mod passthrough;
+mod phases;
 mod simulate;
 mod trace_format;
