@@ -119,6 +119,8 @@ pub struct Instruments {
     /// Requests the backing store answered EMFILE or ENFILE (the daemon ran out of file
     /// descriptors); injected ones are not counted.
     fd_exhausted: AtomicU64,
+    /// A mount's live counters (a simulation has none).
+    live: Option<std::sync::Arc<crate::live::Live>>,
 }
 
 impl Instruments {
@@ -130,6 +132,7 @@ impl Instruments {
             time_scale,
             clock: Clock::Wall,
             fd_exhausted: AtomicU64::new(0),
+            live: Some(std::sync::Arc::new(crate::live::Live::new())),
         }
     }
 
@@ -137,6 +140,7 @@ impl Instruments {
     pub fn simulated(faults: Option<Faults>, model: Model) -> Instruments {
         Instruments {
             clock: Clock::Model,
+            live: None,
             ..Instruments::new(faults, Some(model), 0.0)
         }
     }
@@ -168,6 +172,22 @@ impl Instruments {
     /// Replaces the model (a simulation's next run starts cold).
     pub fn set_model(&mut self, model: Model) {
         self.model = Some(Mutex::new(model));
+    }
+
+    /// A mount's live counters.
+    pub fn live(&self) -> Option<&std::sync::Arc<crate::live::Live>> {
+        self.live.as_ref()
+    }
+
+    /// The time now on the clock of a request's arrival `t0`: the trace's, else the live
+    /// counters'.
+    #[inline]
+    pub fn now_ns(&self, trace: Option<&Trace>) -> u64 {
+        match (trace, &self.live) {
+            (Some(t), _) => t.sink.now_ns(),
+            (None, Some(l)) => l.now_ns(),
+            (None, None) => 0,
+        }
     }
 
     /// Requests the store answered EMFILE or ENFILE.
@@ -242,7 +262,12 @@ impl Instruments {
             }
             _ => take(None, self.clock, keep, op, t0, d),
         };
-        self.finish(keep, op, pid, d, dec, taken)
+        let charge = self.finish(keep, op, pid, d, dec, taken);
+        if let Some(live) = &self.live {
+            let real = self.now_ns(trace).saturating_sub(t0);
+            live.record(op, d.errno, dec.errno != 0, real, taken.modeled_ns);
+        }
+        charge
     }
 
     /// [`Instruments::record`] for a caller that holds these instruments alone (a simulated

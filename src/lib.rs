@@ -8,6 +8,7 @@
 //! * [`faults`]: fault rules (errors, delays, stalls) and their seeded decisions.
 //! * [`instrument`]: a request's fault decision, model charge and trace records, for the overlay
 //!   and the simulator alike.
+//! * [`live`]: a mount's live counters (requests, errors, latency histograms per operation).
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`replay`]: a recorded trace through any cost model, offline.
 //! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
@@ -31,6 +32,7 @@ pub mod fsutil;
 pub mod gc;
 pub mod gen;
 pub mod instrument;
+pub mod live;
 pub mod lru;
 pub mod model;
 #[cfg(feature = "fuse")]

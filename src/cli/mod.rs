@@ -14,6 +14,7 @@ mod model_args;
 mod mount;
 mod replay;
 mod simulate;
+mod top;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +43,7 @@ enum Command {
     Trace(trace::TraceArgs),
     Mount(mount::MountArgs),
     Ctl(ctl::CtlArgs),
+    Top(top::TopArgs),
     Gc(gc::GcArgs),
     Replay(replay::ReplayArgs),
     Analyze(analyze::AnalyzeArgs),
@@ -73,6 +75,7 @@ pub fn run() -> i32 {
         Command::Trace(args) => trace::run(args),
         Command::Mount(args) => mount::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Top(args) => top::run(args),
         Command::Gc(args) => gc::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Analyze(args) => analyze::run(args),

@@ -67,6 +67,10 @@ pub struct MountArgs {
     /// which `chunkscope ctl MNT` finds by itself].
     #[arg(long, value_name = "SOCKET")]
     control: Option<PathBuf>,
+    /// Serve the counters over HTTP at http://ADDR:PORT/metrics in Prometheus's text format
+    /// (e.g. 127.0.0.1:9799; 0.0.0.0:9799 for a Prometheus on another host)
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
     /// Trace a production store safely: atime/mtime changes and unlinks are kept in memory
     /// and shown through the mount; every other change fails (EROFS). The backing store is
     /// left byte for byte and timestamp for timestamp as it was.
@@ -206,6 +210,18 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     };
 
     let signals = crate::fsutil::TerminationSignals::block();
+    let inst = std::sync::Arc::new(Instruments::new(
+        Some(faults),
+        params.clone().map(|p| match order.clone() {
+            Some(o) => Model::with_order(p, o),
+            None => Model::new(p),
+        }),
+        args.time_scale,
+    ));
+    let live = inst.live().expect("a mount's instruments count").clone();
+    if store.join(crate::datastore::paths::CHUNK_DIR).is_dir() {
+        live.count_index_files(store.clone());
+    }
     let (writer, sink) = match &args.trace {
         Some(path) => {
             let mut meta = TraceMeta {
@@ -235,26 +251,19 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             if let Some(p) = &params {
                 meta.set_model(serde_json::to_value(p)?, order.is_some());
             }
-            let (w, s) = TraceWriter::start(path, meta)
+            let (w, s) = TraceWriter::start_observed(path, meta, Some(live.observer()))
                 .with_context(|| format!("--trace {}", path.display()))?;
             (Some(w), Some(s))
         }
         None => (None, None),
     };
-    let inst = std::sync::Arc::new(Instruments::new(
-        Some(faults),
-        params.map(|p| match order {
-            Some(o) => Model::with_order(p, o),
-            None => Model::new(p),
-        }),
-        args.time_scale,
-    ));
     let overlay = Overlay::new(opts, sink, inst.clone())?;
     let cfg = MountConfig {
         mountpoint: mnt.clone(),
         threads: args.threads as usize,
         allow_other: args.allow_other,
         control: args.control.clone(),
+        metrics: args.metrics,
     };
     session::serve(overlay, &cfg, signals, |socket| {
         eprintln!(

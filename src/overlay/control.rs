@@ -99,6 +99,9 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
     match cmd {
         "mark" => {
+            if let Some(l) = shared.inst.live() {
+                l.marker(rest);
+            }
             let trace = shared.trace.lock().unwrap_or_else(|p| p.into_inner());
             let marked = match trace.as_ref() {
                 Some(t) => Marked::Recorded {
@@ -259,6 +262,18 @@ pub struct Stats {
     pub nofile_limit: u64,
     /// Each fault rule with its counters (with `--fault` only).
     pub faults: Option<Vec<crate::faults::RuleStats>>,
+    /// Nanoseconds since the mount started (the clock of `gc.phase_start_ns`).
+    #[serde(default)]
+    pub uptime_ns: u64,
+    /// Requests, errors and latency histograms per operation.
+    #[serde(default)]
+    pub ops: Vec<crate::live::OpSnapshot>,
+    /// What the GC on the mount is doing: marked phases, or inferred ones (traced mounts).
+    #[serde(default)]
+    pub gc: crate::trace::phases::GcView,
+    /// Index files in the store when it was mounted (once counted; a datastore only).
+    #[serde(default)]
+    pub index_files: Option<u64>,
 }
 
 /// The cost model's part of [`Stats`].
@@ -272,10 +287,14 @@ pub struct ModelStats {
     pub totals: crate::model::Totals,
     /// Blocks dirtied in the open transaction group.
     pub dirty_blocks: u64,
+    /// The dirty limit, blocks (the throttle starts at a share of it).
+    #[serde(default)]
+    pub dirty_limit_blocks: u64,
 }
 
 impl Stats {
-    fn of(shared: &Shared) -> Stats {
+    /// The counters of the mount `shared` belongs to, now.
+    pub fn of(shared: &Shared) -> Stats {
         let (records, stalls, lost) = shared
             .trace
             .lock()
@@ -294,11 +313,16 @@ impl Stats {
                 clock_ns: m.clock_ns(),
                 totals: m.totals().clone(),
                 dirty_blocks: m.dirty_blocks(),
+                dirty_limit_blocks: m.params().dirty_limit_blocks,
             }),
             held_replies: shared.timer.as_ref().map(|t| t.counts().0),
             fd_exhausted: inst.fd_exhausted(),
             nofile_limit: crate::fsutil::nofile_limit(),
             faults: inst.faults.as_ref().map(|f| f.stats()),
+            uptime_ns: inst.live().map_or(0, |l| l.now_ns()),
+            ops: inst.live().map(|l| l.snapshot()).unwrap_or_default(),
+            gc: inst.live().map(|l| l.gc()).unwrap_or_default(),
+            index_files: inst.live().and_then(|l| l.index_files()),
         }
     }
 }

@@ -28,6 +28,8 @@ pub mod creds;
 mod files;
 mod fs;
 pub mod inode;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod record;
 pub mod session;
 pub mod shadow;
@@ -228,7 +230,7 @@ impl Overlay {
 
     #[inline]
     fn t0(&self) -> u64 {
-        self.trace.as_ref().map_or(0, |t| t.sink.now_ns())
+        self.inst.now_ns(self.trace.as_ref())
     }
 
     /// Whether listings must collect their entries (for Dirent records or the model).

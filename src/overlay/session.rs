@@ -21,6 +21,8 @@ pub struct MountConfig {
     pub allow_other: bool,
     /// The control socket (default: [`control::socket_for`] the mountpoint).
     pub control: Option<PathBuf>,
+    /// Where to serve the counters over HTTP for Prometheus (`/metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Mounts `overlay` as `cfg` says and serves it until it is unmounted, or until SIGINT or
@@ -41,6 +43,15 @@ pub fn serve(
         .clone()
         .unwrap_or_else(|| control::socket_for(mnt));
     let socket_ino = control::serve(&socket, shared.clone())?;
+    if let Some(addr) = cfg.metrics {
+        #[cfg(feature = "metrics")]
+        if let Err(e) = super::metrics::serve(addr, shared.clone()) {
+            control::remove_if_ours(&socket, socket_ino);
+            return Err(e);
+        }
+        #[cfg(not(feature = "metrics"))]
+        anyhow::bail!("--metrics {addr}: this build has no metrics (feature `metrics`)");
+    }
     let mut config = Config::default();
     config.mount_options = mount_options(&overlay.opts.store, cfg.allow_other)?;
     config.acl = if cfg.allow_other {

@@ -20,4 +20,4 @@ pub mod writer;
 pub use format::{KernelCache, Name, Op, RawRecord, Record, TraceMeta};
 pub use marker::Marker;
 pub use reader::{RecordView, TraceReader};
-pub use writer::{Extra, ListingEntries, TraceSink, TraceWriter, WriterStats};
+pub use writer::{Extra, ListingEntries, Observer, TraceSink, TraceWriter, WriterStats};

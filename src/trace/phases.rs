@@ -81,6 +81,21 @@ impl NameClass {
         }
     }
 
+    /// The class of a name as a request gave it (a digest as its 64 lowercase hex digits).
+    pub fn of_raw(name: &[u8]) -> NameClass {
+        if name.is_empty() {
+            NameClass::None
+        } else if name.len() == 64 && name.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+            if name == ZERO_CHUNK_HEX.as_bytes() {
+                NameClass::ZeroChunk
+            } else {
+                NameClass::Chunk
+            }
+        } else {
+            std::str::from_utf8(name).map_or(NameClass::Other, NameClass::of_text)
+        }
+    }
+
     /// The class of any other name.
     pub fn of_text(t: &str) -> NameClass {
         let b = t.as_bytes();
@@ -163,7 +178,7 @@ pub struct Boundary {
 }
 
 /// How far the inferred GC has come.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Progress {
     /// GCs begun (atime checks passed, or phase 1 starts).
     pub gcs: u64,
@@ -508,6 +523,150 @@ impl Default for Inference {
 
 fn touch(r: &Request, op: Op) -> bool {
     op == Op::Setattr && r.flags & flags::SET_ATIME != 0
+}
+
+/// What a running mount's GC is doing, as [`Watch`] sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GcView {
+    /// The phase the last phase marker opened (a chunkscope GC), `None` after its end.
+    pub marked_phase: Option<u8>,
+    /// Its strategy.
+    pub marked_strategy: Option<String>,
+    /// Phase markers seen.
+    pub phase_markers: u64,
+    /// Whether phases are inferred (only a traced mount infers them: the inference reads
+    /// the records on the trace writer's thread).
+    pub inferring: bool,
+    /// The phase inferred from the requests, `None` between GCs.
+    pub inferred_phase: Option<u8>,
+    /// Whether the inferred phase 2 is still tentative (see [`Inference`]).
+    pub tentative: bool,
+    /// When the current phase (marked, else inferred) began, ns on the trace's clock.
+    pub phase_start_ns: u64,
+    /// Index files looked up, chunks touched, directories swept, unlinks of the inferred GC.
+    pub progress: Progress,
+}
+
+impl GcView {
+    /// The phase running now: a marked one, else an inferred one; and whether inferred.
+    pub fn phase(&self) -> Option<(u8, bool)> {
+        match (self.marked_phase, self.inferred_phase) {
+            (Some(n), _) => Some((n, false)),
+            (None, Some(n)) if self.phase_markers == 0 => Some((n, true)),
+            _ => None,
+        }
+    }
+
+    /// Takes in a marker's text (a phase's start or end).
+    pub fn marker(&mut self, text: &str, now_ns: u64) {
+        if let Marker::Phase {
+            number,
+            start,
+            strategy,
+        } = Marker::decode(text)
+        {
+            self.phase_markers += 1;
+            self.phase_start_ns = now_ns;
+            if start {
+                self.marked_phase = Some(number);
+                self.marked_strategy = Some(strategy);
+            } else {
+                self.marked_phase = None;
+            }
+        }
+    }
+}
+
+/// The inference over a live stream of records (the trace writer's), which arrive a little
+/// out of request order: a small reorder buffer puts them back in order, with each listing's
+/// entries, and an [`Inference`] takes them in.
+#[derive(Default)]
+pub struct Watch {
+    inference: Inference,
+    pending: std::collections::BTreeMap<u64, (Option<Request>, Vec<u64>)>,
+    next: u64,
+    phase: Option<(u8, bool)>,
+    phase_start_ns: u64,
+    last_ns: u64,
+}
+
+/// Records held for reordering before a missing request number is given up on (a request
+/// that never came: its record was lost).
+const REORDER_LIMIT: usize = 4096;
+
+impl Watch {
+    /// Takes in one record as the writer got it.
+    pub fn push(&mut self, r: &super::RawRecord) {
+        let op = r.op;
+        if r.seq < self.next {
+            return;
+        }
+        match op {
+            Op::NewName | Op::OldName => return,
+            Op::Dirent => {
+                self.pending.entry(r.seq).or_default().1.push(r.ino);
+                return;
+            }
+            _ => {}
+        }
+        let req = Request {
+            seq: r.seq,
+            start_ns: r.start_ns,
+            op: op as u16,
+            pid: r.pid,
+            ino: r.ino,
+            parent: r.parent,
+            flags: r.flags,
+            errno: r.errno,
+            name: if op == Op::Marker {
+                NameClass::None
+            } else {
+                NameClass::of_raw(r.name())
+            },
+        };
+        self.pending.entry(r.seq).or_default().0 = Some(req);
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        loop {
+            match self.pending.first_key_value() {
+                Some((&seq, (Some(_), _))) if seq == self.next => {}
+                Some((&seq, _)) if self.pending.len() > REORDER_LIMIT => {
+                    // Skip the gap (a lost record); a seq whose request is missing too.
+                    if seq == self.next {
+                        self.pending.pop_first();
+                        self.next += 1;
+                        continue;
+                    }
+                    self.next = seq;
+                    continue;
+                }
+                _ => return,
+            }
+            let (_, (req, dirents)) = self.pending.pop_first().expect("present");
+            let req = req.expect("checked");
+            self.next = req.seq + 1;
+            self.inference.push(&req, &dirents);
+            self.last_ns = req.start_ns;
+            let phase = self.inference.phase();
+            if phase.map(|p| p.0) != self.phase.map(|p| p.0) {
+                self.phase_start_ns = req.start_ns;
+            }
+            self.phase = phase;
+        }
+    }
+
+    /// What it found so far, into `view` (its marked fields are left as they are).
+    pub fn update(&self, view: &mut GcView) {
+        view.inferring = true;
+        view.inferred_phase = self.phase.map(|p| p.0);
+        view.tentative = self.phase.is_some_and(|p| p.1);
+        view.progress = self.inference.progress();
+        if view.phase_markers == 0 {
+            view.phase_start_ns = self.phase_start_ns;
+        }
+    }
 }
 
 /// A trace's phases as its markers give them and as its requests give them.

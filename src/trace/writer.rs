@@ -174,6 +174,15 @@ impl TraceSink {
     }
 }
 
+/// Sees every record the writer writes, on the writer's thread (off the request path): a
+/// running mount's phase inference.
+pub trait Observer: Send {
+    /// One record, as written.
+    fn record(&mut self, r: &RawRecord);
+    /// The channel is empty for now: a moment to publish what was seen.
+    fn drained(&mut self) {}
+}
+
 /// The writer thread; [`TraceWriter::finish`] waits for it after every sink is dropped.
 pub struct TraceWriter {
     handle: JoinHandle<io::Result<(u64, u64, u64)>>,
@@ -182,7 +191,16 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     /// Creates `path` (truncating it), writes the header, starts the writer thread.
-    pub fn start(path: &Path, mut meta: TraceMeta) -> io::Result<(TraceWriter, TraceSink)> {
+    pub fn start(path: &Path, meta: TraceMeta) -> io::Result<(TraceWriter, TraceSink)> {
+        TraceWriter::start_observed(path, meta, None)
+    }
+
+    /// [`TraceWriter::start`], with an observer of every record on the writer's thread.
+    pub fn start_observed(
+        path: &Path,
+        mut meta: TraceMeta,
+        observer: Option<Box<dyn Observer>>,
+    ) -> io::Result<(TraceWriter, TraceSink)> {
         let file = File::create(path)?;
         let start = Instant::now();
         meta.start_epoch_ns = SystemTime::now()
@@ -196,7 +214,7 @@ impl TraceWriter {
         let counters = Arc::new(Counters::default());
         let handle = std::thread::Builder::new()
             .name("trace-writer".into())
-            .spawn(move || write_loop(file, &header, rx))?;
+            .spawn(move || write_loop(file, &header, rx, observer))?;
         Ok((
             TraceWriter {
                 handle,
@@ -278,7 +296,12 @@ impl Encoder {
     }
 }
 
-fn write_loop(file: File, header: &[u8], rx: Receiver<RawRecord>) -> io::Result<(u64, u64, u64)> {
+fn write_loop(
+    file: File,
+    header: &[u8],
+    rx: Receiver<RawRecord>,
+    mut observer: Option<Box<dyn Observer>>,
+) -> io::Result<(u64, u64, u64)> {
     let mut enc = Encoder {
         out: BufWriter::with_capacity(1 << 20, file),
         strings: HashMap::new(),
@@ -295,10 +318,18 @@ fn write_loop(file: File, header: &[u8], rx: Receiver<RawRecord>) -> io::Result<
     'run: loop {
         loop {
             match rx.try_recv() {
-                Ok(r) => enc.write(&r)?,
+                Ok(r) => {
+                    enc.write(&r)?;
+                    if let Some(o) = &mut observer {
+                        o.record(&r);
+                    }
+                }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => break 'run,
             }
+        }
+        if let Some(o) = &mut observer {
+            o.drained();
         }
         if last_flush.elapsed() >= FLUSH_INTERVAL {
             enc.out.flush()?;

@@ -425,14 +425,20 @@ fn readme_and_guide_blocks_work_when_pasted() {
 }
 
 /// Help examples that are not run, and why.
-const HELP_SKIPPED: [(&str, &str); 1] = [(
-    "chunkscope demo",
-    "the README's first block runs the same demo",
-)];
+const HELP_SKIPPED: [(&str, &str); 2] = [
+    (
+        "chunkscope demo",
+        "the README's first block runs the same demo",
+    ),
+    (
+        "chunkscope top /mnt/cs",
+        "runs until q is pressed (the others stop by themselves)",
+    ),
+];
 
 /// Every help example, in the order of `chunkscope --help`, after making the files they
-/// name; `chunkscope mount` examples run in the background until the `ctl` examples after
-/// them are done.
+/// name; `chunkscope mount` examples run in the background until the `ctl` and `top`
+/// examples after them are done.
 #[test]
 #[ignore = "long suite (CI runs it with --ignored): every help example, three demos and a simulation of thread 000's store among them (about 4 minutes)"]
 fn help_examples_work_when_pasted() {
@@ -484,7 +490,9 @@ fn help_examples_work_when_pasted() {
             }
             let what = format!("`chunkscope {}` --help: {line}", words.join(" "));
             let script = s.localize(line);
-            if words[0] != "ctl" {
+            // `ctl` and `top` examples talk to the mount example before them.
+            let to_mount = matches!(words[0].as_str(), "ctl" | "top");
+            if !to_mount {
                 end_mount(&mut mount);
             }
             if line.starts_with("chunkscope mount ") {
@@ -511,7 +519,7 @@ fn help_examples_work_when_pasted() {
                     std::thread::sleep(Duration::from_millis(20));
                 }
             } else {
-                let cwd = if words[0] == "ctl" {
+                let cwd = if to_mount {
                     mounts_cwd.as_path()
                 } else {
                     s.path()

@@ -20,6 +20,7 @@ mod gc_props;
 mod gc_safety;
 mod gen_check;
 mod hostile;
+mod live;
 mod model_faults;
 mod mount_scripts;
 mod overlay;
