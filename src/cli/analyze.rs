@@ -344,14 +344,14 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
     for trace in &args.traces {
         let report = analyze(trace, o.clone())?;
         if let Some(bytes) = report.truncated_bytes {
-            eprintln!(
-                "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored)",
+            tracing::warn!(
+                "{}: the last record is incomplete ({bytes} bytes ignored)",
                 trace.display()
             );
         }
         if let Some(c) = report.kernel_cache.filter(|c| c.hides_requests()) {
-            eprintln!(
-                "chunkscope: warning: {}: the mount let the kernel cache names for {} s and \
+            tracing::warn!(
+                "{}: the mount let the kernel cache names for {} s and \
                  attributes for {} s{}: the lookups and stats it answered itself are not in \
                  the trace (mount with --entry-ttl 0 --attr-ttl 0 to see them all)",
                 trace.display(),
@@ -365,16 +365,16 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
             );
         }
         if report.inferred_phases {
-            eprintln!(
-                "chunkscope: note: {}: no phase markers (a GC that is not chunkscope's): the \
+            tracing::info!(
+                "note: {}: no phase markers (a GC that is not chunkscope's): the \
                  phases were inferred from the requests (atime check, touches, the sweep of \
                  the chunk directories) and are named '... (inferred)'",
                 trace.display()
             );
         }
         if let Some(c) = report.kernel_cache.filter(|c| c.dir_ttl_s > 0.0) {
-            eprintln!(
-                "chunkscope: note: {}: the kernel kept directories for {} s (--dir-ttl): \
+            tracing::info!(
+                "note: {}: the kernel kept directories for {} s (--dir-ttl): \
                  a directory's lookups and stats within that were answered by the kernel, \
                  untraced; every chunk request was traced",
                 trace.display(),
@@ -386,15 +386,11 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
     let rows = labelled(&reports);
     if let Some(dir) = &args.csv {
         let files = crate::analysis::csv::write_csv(dir, &rows, block_bytes)?;
-        eprintln!(
-            "chunkscope: {} CSV tables in {}",
-            files.len(),
-            dir.display()
-        );
+        tracing::info!("{} CSV tables in {}", files.len(), dir.display());
     }
     if let Some(dir) = &args.svg {
         let files = crate::analysis::plot::write_all(dir, &rows)?;
-        eprintln!("chunkscope: {} SVG plots in {}", files.len(), dir.display());
+        tracing::info!("{} SVG plots in {}", files.len(), dir.display());
     }
     if args.json {
         if reports.len() == 1 {

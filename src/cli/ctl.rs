@@ -52,9 +52,7 @@ pub fn run(args: CtlArgs) -> Result<Outcome> {
         CtlCommand::Mark { text } => {
             let marked = client.mark(&text.join(" "))?;
             if marked == Marked::Untraced {
-                eprintln!(
-                    "chunkscope: warning: the mount has no trace; the marker was not recorded"
-                );
+                tracing::warn!("the mount has no trace; the marker was not recorded");
             }
             println!("{}", marked.reply());
         }

@@ -84,7 +84,7 @@ pub fn run(args: DemoArgs) -> Result<Outcome> {
             anyhow::anyhow!("{}", e.to_string().replace("--slice", "--dense-slice"))
         })?;
     }
-    let r = demo::run(&o, &mut |line| eprintln!("chunkscope: {line}"))?;
+    let r = demo::run(&o, &mut |line| tracing::info!("{line}"))?;
     let page = report::write(&o.out, &r)?;
     println!();
     println!("{}.", report::headline(&r));

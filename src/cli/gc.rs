@@ -184,8 +184,8 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
             |mnt| match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
                 Ok(c) => Some(c),
                 Err(e) => {
-                    eprintln!(
-                        "chunkscope: warning: {} is a chunkscope mount, but markers are off: {e:#}",
+                    tracing::warn!(
+                        "{} is a chunkscope mount, but markers are off: {e:#}",
                         mnt.display()
                     );
                     None

@@ -53,9 +53,6 @@ pub struct GenArgs {
     /// Where to write the ground truth JSON [default: DIR.truth.json beside the store].
     #[arg(long, value_name = "FILE")]
     truth: Option<PathBuf>,
-    /// No progress bars and no summary.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 /// The shape of a generated (or simulated) store, over its preset.
@@ -131,7 +128,7 @@ fn backup_owner() -> Result<(u32, u32)> {
     bail!("--pbs-owner: there is no user 'backup' in /etc/passwd")
 }
 
-pub fn run(args: GenArgs) -> Result<Outcome> {
+pub fn run(args: GenArgs, quiet: bool) -> Result<Outcome> {
     let mut cfg = GenConfig::preset(&args.preset)?;
     cfg.seed = args.seed;
     args.shape.apply(&mut cfg);
@@ -165,7 +162,7 @@ pub fn run(args: GenArgs) -> Result<Outcome> {
         out.with_file_name(n)
     });
 
-    let progress = !args.quiet && super::stderr_is_terminal();
+    let progress = !quiet && super::stderr_is_terminal();
     let spinner = if progress {
         indicatif::ProgressBar::new_spinner()
     } else {
@@ -186,7 +183,7 @@ pub fn run(args: GenArgs) -> Result<Outcome> {
     };
     let truth = write_store(&cfg, &history, &out, &opts)?;
     super::write_json(&truth_path, &truth)?;
-    if !args.quiet {
+    if !quiet {
         let t = &truth;
         println!("datastore        {}", out.display());
         println!("ground truth     {}", truth_path.display());

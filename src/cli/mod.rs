@@ -10,6 +10,7 @@ mod demo;
 mod gc;
 mod gen;
 mod inspect;
+mod log;
 mod model_args;
 mod mount;
 mod replay;
@@ -30,6 +31,12 @@ use clap::{Parser, Subcommand};
 )]
 /// The command line: one subcommand.
 pub struct Cli {
+    /// More diagnostics: -v debug, -vv trace (RUST_LOG, e.g. chunkscope=debug, overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Fewer: -q warnings and errors only (gen: no progress and no summary), -qq errors only.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    quiet: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -61,6 +68,15 @@ pub enum Outcome {
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
+    let log_file = match &cli.command {
+        Command::Mount(args) => args.log_file(),
+        _ => None,
+    };
+    if let Err(e) = log::init(log::level(cli.verbose, cli.quiet), log_file) {
+        log::final_error(&e);
+        return 2;
+    }
+    let quiet = cli.quiet > 0;
     // Commands that print a report and stop: a reader that went away (`| head`) ends them
     // quietly. Not the mount (a daemon must not exit on its log's pipe) nor the demo (its
     // mounts are unmounted as it unwinds).
@@ -69,7 +85,7 @@ pub fn run() -> i32 {
     }
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
-        Command::Gen(args) => gen::run(args),
+        Command::Gen(args) => gen::run(args, quiet),
         Command::Check(args) => check::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Trace(args) => trace::run(args),
@@ -95,7 +111,7 @@ pub fn run() -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("chunkscope: error: {e:#}");
+            log::final_error(&e);
             2
         }
     }

@@ -67,6 +67,10 @@ pub struct MountArgs {
     /// which `chunkscope ctl MNT` finds by itself].
     #[arg(long, value_name = "SOCKET")]
     control: Option<PathBuf>,
+    /// Append the log (what it did, warnings; -v for more) to FILE, each line with its time,
+    /// instead of standard error: for a mount in the background (mount-scripts use it)
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
     /// Serve the counters over HTTP at http://ADDR:PORT/metrics in Prometheus's text format
     /// (e.g. 127.0.0.1:9799; 0.0.0.0:9799 for a Prometheus on another host)
     #[arg(long, value_name = "ADDR:PORT")]
@@ -113,6 +117,13 @@ enum LayoutOrder {
     Creation,
 }
 
+impl MountArgs {
+    /// Where the log goes (`--log`), standard error if `None`.
+    pub fn log_file(&self) -> Option<&std::path::Path> {
+        self.log.as_deref()
+    }
+}
+
 pub fn run(args: MountArgs) -> Result<Outcome> {
     // Every file a client holds open through the mount holds one here too: 20,000 open
     // directories would otherwise make every lookup fail with EMFILE.
@@ -152,8 +163,8 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     }
     let datastore = store.join(crate::datastore::paths::CHUNK_DIR).is_dir();
     if !datastore {
-        eprintln!(
-            "chunkscope: warning: {} has no .chunks directory; mounting it anyway",
+        tracing::warn!(
+            "{} has no .chunks directory; mounting it anyway",
             store.display()
         );
     }
@@ -185,9 +196,10 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     {
         p.dir_entries = crate::model::order::sample_dir_entries(&store)
             .context("counting chunk directory entries for the model's ZAP layout")?;
-        eprintln!(
-            "chunkscope: model {}: ~{} entries per chunk directory (256 sampled)",
-            p.name, p.dir_entries
+        tracing::info!(
+            "model {}: ~{} entries per chunk directory (256 sampled)",
+            p.name,
+            p.dir_entries
         );
     }
     let faults = Faults::load(&args.faults, &args.fault_files, args.seed)?;
@@ -197,8 +209,8 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         LayoutOrder::Creation => {
             let inos = crate::model::order::scan_creation_order(&store)
                 .context("ranking the store's inodes by creation (--layout-order creation)")?;
-            eprintln!(
-                "chunkscope: ranked {} inodes by creation for the model's layout",
+            tracing::info!(
+                "ranked {} inodes by creation for the model's layout",
                 inos.len()
             );
             let order = crate::model::order::InodeOrder::from_creation(inos);
@@ -266,8 +278,8 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         metrics: args.metrics,
     };
     session::serve(overlay, &cfg, signals, |socket| {
-        eprintln!(
-            "chunkscope: mounted {} on {} (pid {}, control {})",
+        tracing::info!(
+            "mounted {} on {} (pid {}, control {})",
             store.display(),
             mnt.display(),
             std::process::id(),
@@ -277,8 +289,8 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     let mut stats = serde_json::Map::new();
     if let Some(mut m) = inst.model() {
         m.flush();
-        eprintln!(
-            "chunkscope: model {}: {}",
+        tracing::info!(
+            "model {}: {}",
             m.params().name,
             serde_json::to_string(&m.totals())?
         );
@@ -288,9 +300,11 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     if let Some(f) = &inst.faults {
         let rules = f.stats();
         for r in &rules {
-            eprintln!(
-                "chunkscope: fault rule '{}': {} matched, {} fired",
-                r.rule, r.matches, r.hits
+            tracing::info!(
+                "fault rule '{}': {} matched, {} fired",
+                r.rule,
+                r.matches,
+                r.hits
             );
         }
         stats.insert("faults".into(), serde_json::to_value(rules)?);
@@ -304,8 +318,8 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         super::write_json(path, &stats)?;
     }
     if let Some(s) = trace {
-        eprintln!(
-            "chunkscope: unmounted; trace {}: {} records ({} stalls, {} lost), {}",
+        tracing::info!(
+            "unmounted; trace {}: {} records ({} stalls, {} lost), {}",
             args.trace.as_ref().expect("trace path").display(),
             crate::units::thousands(s.written),
             crate::units::thousands(s.stalls),
@@ -313,7 +327,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             crate::units::human_bytes(s.bytes)
         );
     } else {
-        eprintln!("chunkscope: unmounted");
+        tracing::info!("unmounted");
     }
     Ok(Outcome::Ok)
 }

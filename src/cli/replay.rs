@@ -70,14 +70,14 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
     }
     let (rep, truncated) = crate::replay::replay(&args.trace, params, args.order.as_deref())?;
     if let Some(bytes) = truncated {
-        eprintln!(
-            "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored)",
+        tracing::warn!(
+            "{}: the last record is incomplete ({bytes} bytes ignored)",
             args.trace.display()
         );
     }
     if rep.missing > 0 {
-        eprintln!(
-            "chunkscope: warning: {}: {} request numbers are missing (a cut trace); totals cover the rest",
+        tracing::warn!(
+            "{}: {} request numbers are missing (a cut trace); totals cover the rest",
             args.trace.display(),
             rep.missing
         );

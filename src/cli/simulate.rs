@@ -158,7 +158,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         slice: sim::Slice::new(args.slice)?,
     };
     if let Some(w) = setup.slice.cache_warning(&params) {
-        eprintln!("chunkscope: warning: {w}");
+        tracing::warn!("{w}");
     }
     let progress = !args.json && super::stderr_is_terminal();
     let spinner = if progress {
@@ -226,8 +226,8 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
                 human_bytes(setup.slice.params(&params).cache_bytes)
             ),
         };
-        eprintln!(
-            "chunkscope: simulated store {} (seed {}{slice}): {} chunks, built in {:.1} s; model {}",
+        tracing::info!(
+            "simulated store {} (seed {}{slice}): {} chunks, built in {:.1} s; model {}",
             args.preset,
             args.seed,
             thousands(store.chunks_created() as u64),
@@ -241,7 +241,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             .filter(|p| p.1 > 0)
             .map(|(what, bytes)| format!("{what} {} ({} B a chunk)", human_bytes(bytes), bytes / n))
             .collect();
-        eprintln!("chunkscope: its memory: {}", parts.join(", "));
+        tracing::info!("its memory: {}", parts.join(", "));
     }
     let writer = match &args.trace {
         Some(path) => {
@@ -325,7 +325,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         run.variant = variant;
         // A run at the threads' scale takes minutes to hours: say each one as it ends,
         // so a long run shows its progress and a stopped one keeps what it finished.
-        eprintln!("chunkscope: {}", run_summary(&run));
+        tracing::info!("{}", run_summary(&run));
         Ok(run)
     };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -341,8 +341,8 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         let room = limit.saturating_sub(estimate.peak_bytes) / per_job.max(1);
         if (jobs as u64 - 1) > room {
             let fit = room as usize + 1;
-            eprintln!(
-                "chunkscope: {jobs} runs side by side would need about {} more than the store; \
+            tracing::info!(
+                "{jobs} runs side by side would need about {} more than the store; \
                  running {fit} at a time",
                 human_bytes((jobs as u64 - 1) * per_job)
             );
@@ -355,8 +355,8 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     if let Some(w) = writer {
         drop(store.set_trace(None)); // the sink: the writer finishes when it is gone
         let stats = w.finish()?;
-        eprintln!(
-            "chunkscope: trace {}: {} records ({} lost)",
+        tracing::info!(
+            "trace {}: {} records ({} lost)",
             args.trace.as_ref().expect("a trace path").display(),
             stats.written,
             stats.lost

@@ -49,8 +49,8 @@ enum TraceCommand {
 
 fn warn_truncated(r: &TraceReader) {
     if let Some(bytes) = r.truncated_bytes() {
-        eprintln!(
-            "chunkscope: warning: {}: the last record is incomplete ({bytes} bytes ignored); read up to the last whole record",
+        tracing::warn!(
+            "{}: the last record is incomplete ({bytes} bytes ignored); read up to the last whole record",
             r.path().display()
         );
     }

@@ -244,7 +244,7 @@ pub fn was_interrupted() -> bool {
 fn handle_signals() -> Result<()> {
     crate::fsutil::TerminationSignals::block().handle("demo-signals", || {
         INTERRUPTED.store(true, Ordering::SeqCst);
-        eprintln!("\nchunkscope: interrupted; unmounting and cleaning up");
+        tracing::warn!("interrupted; unmounting and cleaning up");
         if let Some(m) = MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             let _ = unmount(m);
         }

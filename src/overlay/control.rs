@@ -97,6 +97,7 @@ fn peer_pid(s: &UnixStream) -> u32 {
 
 fn answer(shared: &Shared, line: &str, pid: u32) -> String {
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+    tracing::debug!("control request '{cmd}' from pid {pid}");
     match cmd {
         "mark" => {
             if let Some(l) = shared.inst.live() {

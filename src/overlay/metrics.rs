@@ -329,6 +329,7 @@ pub fn serve(addr: std::net::SocketAddr, shared: Arc<Shared>) -> Result<()> {
         .spawn(move || {
             for req in server.incoming_requests() {
                 let path = req.url().split('?').next().unwrap_or("");
+                tracing::debug!("metrics: GET {path} from {:?}", req.remote_addr());
                 let response = if path == "/metrics" {
                     let header = tiny_http::Header::from_bytes(
                         &b"Content-Type"[..],

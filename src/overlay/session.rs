@@ -81,12 +81,15 @@ pub fn serve(
     };
     mounted(&socket);
     let target = mnt.clone();
-    signals.handle("signals", move || match unmount(&target) {
-        Ok(Unmounted::Now) => {}
-        Ok(Unmounted::Detached) => {
-            eprintln!("chunkscope: mountpoint busy; detached it (lazy unmount)")
+    signals.handle("signals", move || {
+        tracing::debug!("a termination signal: unmounting {}", target.display());
+        match unmount(&target) {
+            Ok(Unmounted::Now) => {}
+            Ok(Unmounted::Detached) => {
+                tracing::warn!("mountpoint busy; detached it (lazy unmount)")
+            }
+            Err(e) => tracing::error!("unmounting {}: {e}", target.display()),
         }
-        Err(e) => eprintln!("chunkscope: unmounting {}: {e}", target.display()),
     })?;
     let ran = session.run().context("FUSE session");
     // The control thread's handle on the trace must go before the writer can finish.

@@ -578,38 +578,66 @@ impl GcView {
 }
 
 /// The inference over a live stream of records (the trace writer's), which arrive a little
-/// out of request order: a small reorder buffer puts them back in order, with each listing's
-/// entries, and an [`Inference`] takes them in.
-#[derive(Default)]
+/// out of request order: a ring of slots by request number puts them back in order, with
+/// each listing's entries, and an [`Inference`] takes them in. The slots and their entry
+/// lists are reused: after the first laps, taking a record in allocates nothing.
 pub struct Watch {
     inference: Inference,
-    pending: std::collections::BTreeMap<u64, (Option<Request>, Vec<u64>)>,
+    ring: Vec<Slot>,
     next: u64,
+    /// Requests handed to the inference, and the listing entries with them.
+    released: (u64, u64),
     phase: Option<(u8, bool)>,
     phase_start_ns: u64,
-    last_ns: u64,
 }
 
-/// Records held for reordering before a missing request number is given up on (a request
-/// that never came: its record was lost).
-const REORDER_LIMIT: usize = 4096;
+#[derive(Default)]
+struct Slot {
+    /// The request numbered `seq`, once its record came.
+    req: Option<Request>,
+    seq: u64,
+    dirents: Vec<u64>,
+}
+
+/// Request numbers the ring holds: a record that comes this far ahead of a missing one
+/// gives it up (its record was lost).
+const REORDER_SLOTS: u64 = 4096;
+
+impl Default for Watch {
+    fn default() -> Self {
+        Watch {
+            inference: Inference::new(),
+            ring: (0..REORDER_SLOTS).map(|_| Slot::default()).collect(),
+            next: 0,
+            released: (0, 0),
+            phase: None,
+            phase_start_ns: 0,
+        }
+    }
+}
 
 impl Watch {
     /// Takes in one record as the writer got it.
     pub fn push(&mut self, r: &super::RawRecord) {
         let op = r.op;
-        if r.seq < self.next {
+        if r.seq < self.next || matches!(op, Op::NewName | Op::OldName) {
             return;
         }
-        match op {
-            Op::NewName | Op::OldName => return,
-            Op::Dirent => {
-                self.pending.entry(r.seq).or_default().1.push(r.ino);
-                return;
-            }
-            _ => {}
+        // Too far ahead: give up the missing ones before it.
+        while r.seq >= self.next + REORDER_SLOTS {
+            self.release_next(true);
         }
-        let req = Request {
+        let slot = &mut self.ring[(r.seq % REORDER_SLOTS) as usize];
+        if slot.seq != r.seq || (slot.req.is_none() && slot.dirents.is_empty()) {
+            slot.seq = r.seq;
+            slot.req = None;
+            slot.dirents.clear();
+        }
+        if op == Op::Dirent {
+            slot.dirents.push(r.ino);
+            return;
+        }
+        slot.req = Some(Request {
             seq: r.seq,
             start_ns: r.start_ns,
             op: op as u16,
@@ -623,38 +651,33 @@ impl Watch {
             } else {
                 NameClass::of_raw(r.name())
             },
-        };
-        self.pending.entry(r.seq).or_default().0 = Some(req);
-        self.drain();
+        });
+        while self.release_next(false) {}
     }
 
-    fn drain(&mut self) {
-        loop {
-            match self.pending.first_key_value() {
-                Some((&seq, (Some(_), _))) if seq == self.next => {}
-                Some((&seq, _)) if self.pending.len() > REORDER_LIMIT => {
-                    // Skip the gap (a lost record); a seq whose request is missing too.
-                    if seq == self.next {
-                        self.pending.pop_first();
-                        self.next += 1;
-                        continue;
-                    }
-                    self.next = seq;
-                    continue;
-                }
-                _ => return,
+    /// Hands the next request number's record to the inference, if it came (or, with
+    /// `skip`, gives it up when it did not); false when there is nothing to release.
+    fn release_next(&mut self, skip: bool) -> bool {
+        let slot = &mut self.ring[(self.next % REORDER_SLOTS) as usize];
+        let here = slot.seq == self.next && slot.req.is_some();
+        if !here {
+            if skip {
+                self.next += 1;
             }
-            let (_, (req, dirents)) = self.pending.pop_first().expect("present");
-            let req = req.expect("checked");
-            self.next = req.seq + 1;
-            self.inference.push(&req, &dirents);
-            self.last_ns = req.start_ns;
-            let phase = self.inference.phase();
-            if phase.map(|p| p.0) != self.phase.map(|p| p.0) {
-                self.phase_start_ns = req.start_ns;
-            }
-            self.phase = phase;
+            return skip;
         }
+        let req = slot.req.take().expect("checked");
+        self.inference.push(&req, &slot.dirents);
+        self.released.0 += 1;
+        self.released.1 += slot.dirents.len() as u64;
+        slot.dirents.clear();
+        self.next += 1;
+        let phase = self.inference.phase();
+        if phase.map(|p| p.0) != self.phase.map(|p| p.0) {
+            self.phase_start_ns = req.start_ns;
+        }
+        self.phase = phase;
+        true
     }
 
     /// What it found so far, into `view` (its marked fields are left as they are).
@@ -1001,6 +1024,35 @@ mod tests {
     }
 
     #[test]
+    fn the_watch_puts_records_back_in_order_and_gives_up_lost_ones() {
+        let rec = |seq: u64, op: Op| {
+            let mut r = super::super::RawRecord::new(op);
+            r.seq = seq;
+            r.pid = 7;
+            r
+        };
+        let mut w = Watch::default();
+        // 0, 2, 1 (with a listing's two entries before it), then 3; 4 never comes.
+        w.push(&rec(0, Op::Lookup));
+        w.push(&rec(2, Op::Getattr));
+        assert_eq!(w.released, (1, 0), "2 waits for 1");
+        w.push(&rec(1, Op::Dirent));
+        w.push(&rec(1, Op::Dirent));
+        w.push(&rec(1, Op::Readdir));
+        w.push(&rec(3, Op::Lookup));
+        assert_eq!(w.released, (4, 2));
+        w.push(&rec(5, Op::Lookup));
+        assert_eq!(w.released.0, 4, "5 waits for 4");
+        w.push(&rec(5 + REORDER_SLOTS, Op::Lookup));
+        assert_eq!(w.released.0, 5, "4 is given up, 5 goes through");
+        assert_eq!(w.next, 6);
+        for seq in 6..5 + REORDER_SLOTS {
+            w.push(&rec(seq, Op::Getattr));
+        }
+        assert_eq!(w.released.0, REORDER_SLOTS + 5, "the ring's lap goes on");
+    }
+
+    #[test]
     fn names_are_classed() {
         assert_eq!(NameClass::of_text(".chunks"), NameClass::ChunkStore);
         assert_eq!(NameClass::of_text("00ff"), NameClass::ChunkDir(0xff));
@@ -1012,5 +1064,13 @@ mod tests {
         );
         assert_eq!(NameClass::of_digest(&zero_digest()), NameClass::ZeroChunk);
         assert_eq!(NameClass::of_digest(&[1; 32]), NameClass::Chunk);
+        assert_eq!(
+            NameClass::of_raw(ZERO_CHUNK_HEX.as_bytes()),
+            NameClass::ZeroChunk
+        );
+        assert_eq!(NameClass::of_raw(&[b'a'; 64]), NameClass::Chunk);
+        assert_eq!(NameClass::of_raw(b"0000"), NameClass::ChunkDir(0));
+        assert_eq!(NameClass::of_raw(b""), NameClass::None);
+        assert_eq!(NameClass::of_raw(&[0xff, 0xfe]), NameClass::Other);
     }
 }

@@ -175,3 +175,104 @@ fn top_and_the_metrics_endpoint_follow_a_gc_as_it_runs() {
     assert_histograms_cumulative(&after, "chunkscope_modeled_cost_seconds", "setattr");
     m.stop();
 }
+
+/// Issue 23, point 3: diagnostics go through `tracing`: `-q` hides what a command did,
+/// `-v` shows the daemon's debug events, `RUST_LOG` replaces the flags, and `mount --log`
+/// appends timestamped lines to a file.
+#[test]
+fn diagnostics_follow_the_verbosity_flags_and_the_mount_logs_to_its_file() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "store", &["--preset", "tiny"]);
+    let trace = dir.path().join("t.trace");
+    let log = dir.path().join("daemon.log");
+    let mut m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &[
+            "-v",
+            "--log",
+            log.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    let o = run(&["ctl", m.mnt.to_str().unwrap(), "stats"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["ctl", m.mnt.to_str().unwrap(), "mark", "hello"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stderr_of_mount = m.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.iter().any(|l| l.contains("chunkscope: mounted ")),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("chunkscope: debug: control request 'stats'")),
+        "-v shows the daemon's debug events: {text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("chunkscope: unmounted; trace")),
+        "{text}"
+    );
+    for l in &lines {
+        // 2026-12-02T05:30:00.123Z chunkscope: ...
+        let (stamp, rest) = l.split_once(' ').unwrap();
+        assert!(
+            stamp.len() == 24 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
+            "{l}"
+        );
+        assert!(rest.starts_with("chunkscope: "), "{l}");
+    }
+    assert!(
+        !stderr_of_mount.contains("mounted"),
+        "the log went to the file: {stderr_of_mount}"
+    );
+
+    // An analysis: its notes are info, -q hides them, warnings stay; RUST_LOG rules.
+    let t = trace.to_str().unwrap();
+    let loud = run(&["analyze", "--summary", "--no-mrc", t]);
+    assert!(
+        stderr(&loud).contains("chunkscope: note: "),
+        "{}",
+        stderr(&loud)
+    );
+    let quiet = run(&["analyze", "-q", "--summary", "--no-mrc", t]);
+    assert!(quiet.status.success());
+    assert_eq!(stderr(&quiet), "", "-q keeps warnings only");
+    assert_eq!(
+        stdout(&quiet),
+        stdout(&loud),
+        "the report itself is output, not a diagnostic"
+    );
+    let o = bin()
+        .args(["analyze", "--summary", "--no-mrc", t])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert_eq!(stderr(&o), "");
+    let o = bin()
+        .args(["analyze", t])
+        .env("RUST_LOG", "chunkscope=[")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("RUST_LOG=chunkscope=["),
+        "{}",
+        stderr(&o)
+    );
+    // Errors show whatever the flags.
+    let o = run(&["analyze", "-qq", "/nonexistent.trace"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("chunkscope: error: "),
+        "{}",
+        stderr(&o)
+    );
+}

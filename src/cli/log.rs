@@ -1,0 +1,122 @@
+//! Diagnostics: the commands' `tracing` events on standard error (the mount's to its
+//! `--log` file), as `chunkscope: warning: ...` lines, filtered by `-v`/`-q` or `RUST_LOG`.
+//!
+//! Reports, tables and the GC's task log are output, not diagnostics: they go to standard
+//! output and are never filtered. Levels: `error` and `warning` always show unless `-qq`;
+//! `info` (what a command did: "mounted ...", "3 CSV tables in DIR") unless `-q`; `debug`
+//! with `-v` (the daemon's control requests, scrapes, unmounting); `trace` with `-vv`.
+//! `RUST_LOG` (e.g. `RUST_LOG=chunkscope=debug`) replaces the flags' level when set.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The level `-v` and `-q` ask for: info by default.
+pub fn level(verbose: u8, quiet: u8) -> LevelFilter {
+    match (verbose as i16) - (quiet as i16) {
+        i16::MIN..=-2 => LevelFilter::ERROR,
+        -1 => LevelFilter::WARN,
+        0 => LevelFilter::INFO,
+        1 => LevelFilter::DEBUG,
+        _ => LevelFilter::TRACE,
+    }
+}
+
+/// The lines: `chunkscope: warning: text`, with the time in front in a log file.
+struct Lines {
+    timestamps: bool,
+}
+
+impl<S, N> FormatEvent<S, N> for Lines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        if self.timestamps {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let secs = crate::time::rfc3339_utc(now.as_secs() as i64);
+            // 2026-12-02T05:30:00.123Z
+            write!(
+                w,
+                "{}.{:03}Z ",
+                secs.trim_end_matches('Z'),
+                now.subsec_millis()
+            )?;
+        }
+        let level = match *event.metadata().level() {
+            Level::ERROR => "error: ",
+            Level::WARN => "warning: ",
+            Level::INFO => "",
+            Level::DEBUG => "debug: ",
+            Level::TRACE => "trace: ",
+        };
+        write!(w, "chunkscope: {level}")?;
+        ctx.field_format().format_fields(w.by_ref(), event)?;
+        writeln!(w)
+    }
+}
+
+/// Installs the subscriber: events at `level` (or as `RUST_LOG` says) to standard error,
+/// or appended to `file`, each line with its time.
+pub fn init(level: LevelFilter, file: Option<&Path>) -> Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v)
+            .with_context(|| format!("RUST_LOG={v}: not a filter (e.g. chunkscope=debug)"))?,
+        _ => EnvFilter::default().add_directive(level.into()),
+    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let result = match file {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("--log {}", path.display()))?;
+            builder
+                .event_format(Lines { timestamps: true })
+                .with_writer(Mutex::new(f))
+                .try_init()
+        }
+        None => builder
+            .event_format(Lines { timestamps: false })
+            .with_writer(std::io::stderr)
+            .try_init(),
+    };
+    result.map_err(|e| anyhow::anyhow!("starting the log: {e}"))
+}
+
+/// Writes the final error of a command: always shown (`-q` does not hide it).
+pub fn final_error(e: &anyhow::Error) {
+    let _ = writeln!(std::io::stderr(), "chunkscope: error: {e:#}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_pick_the_level() {
+        assert_eq!(level(0, 0), LevelFilter::INFO);
+        assert_eq!(level(0, 1), LevelFilter::WARN);
+        assert_eq!(level(0, 2), LevelFilter::ERROR);
+        assert_eq!(level(0, 9), LevelFilter::ERROR);
+        assert_eq!(level(1, 0), LevelFilter::DEBUG);
+        assert_eq!(level(2, 0), LevelFilter::TRACE);
+        assert_eq!(level(1, 1), LevelFilter::INFO);
+    }
+}
