@@ -39,7 +39,7 @@ for S in naive lru prefetch batched inode-order; do
     for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
     START=$(date +%s.%N)
     "$BIN" gc --strategy "$S" --phase mark --no-lock --no-atime-check \
-        --json "$WORK/gc-$S.json" "$MNT" >/dev/null
+        --json="$WORK/gc-$S.json" "$MNT" >/dev/null
     END=$(date +%s.%N)
     umount "$MNT"
     wait "$MOUNT_PID"

@@ -33,9 +33,10 @@ pub struct AnalyzeArgs {
     /// Traces written by `chunkscope mount --trace`; several are compared in one table.
     #[arg(required = true, value_name = "TRACE")]
     traces: Vec<PathBuf>,
-    /// Print the whole report as JSON (an array when several traces are given).
-    #[arg(long)]
-    json: bool,
+    /// The whole report as JSON (an array when several traces are given): `--json` on
+    /// standard output (instead of the tables), `--json=FILE` into FILE (beside them).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
+    json: Option<PathBuf>,
     /// Write CSV tables (phases, ops, mrc, gaps, txg, what_if) into this directory.
     #[arg(long, value_name = "DIR")]
     csv: Option<PathBuf>,
@@ -392,13 +393,15 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
         let files = crate::analysis::plot::write_all(dir, &rows)?;
         tracing::info!("{} SVG plots in {}", files.len(), dir.display());
     }
-    if args.json {
+    if let Some(dest) = &args.json {
         if reports.len() == 1 {
-            println!("{}", serde_json::to_string_pretty(&reports[0])?);
+            super::write_json(dest, &reports[0])?;
         } else {
-            println!("{}", serde_json::to_string_pretty(&reports)?);
+            super::write_json(dest, &reports)?;
         }
-        return Ok(Outcome::Ok);
+        if super::to_stdout(&args.json) {
+            return Ok(Outcome::Ok);
+        }
     }
     if !args.summary {
         for report in &reports {

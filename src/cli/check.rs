@@ -13,7 +13,7 @@ use crate::units::thousands;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope check /dev/shm/tiny\n  \
-    chunkscope check --deep --json report.json /dev/shm/tiny\n\n\
+    chunkscope check --deep --json=report.json /dev/shm/tiny\n\n\
     Exit status: 0 all referenced data present and valid, 1 problems found, 2 error.\n\
     Chunk files are read with O_NOATIME: checking never changes what a GC will do.")]
 pub struct CheckArgs {
@@ -22,8 +22,9 @@ pub struct CheckArgs {
     /// Also read every chunk file and verify its CRC and digest.
     #[arg(long)]
     deep: bool,
-    /// Write the full report as JSON to FILE (`-` for standard output).
-    #[arg(long, value_name = "FILE")]
+    /// The full report as JSON: `--json` on standard output (instead of the text),
+    /// `--json=FILE` into FILE (beside the text).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     json: Option<PathBuf>,
     /// GC cutoff in minutes for classifying unreferenced chunks (PBS gc-atime-cutoff).
     #[arg(long, default_value_t = 1445, value_parser = clap::value_parser!(u64).range(1..=2880))]

@@ -4,6 +4,8 @@ use std::fs::OpenOptions;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use std::io::Write;
+
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
@@ -51,8 +53,9 @@ pub struct GcArgs {
     /// removes nothing. The access-time check, which writes the zero chunk, is skipped.
     #[arg(long)]
     dry_run: bool,
-    /// Write the report (options, PBS status, chunkscope counters) as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
+    /// The report (options, PBS status, chunkscope counters) as JSON: `--json` on standard
+    /// output (the task log then goes to standard error), `--json=FILE` into FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     json: Option<PathBuf>,
     /// Do not take the exclusive lock on .lock (only when nothing else can write the store).
     #[arg(long)]
@@ -200,7 +203,17 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
             None => Ok(()),
         }
     };
-    let mut log = TaskLog::new(Box::new(std::io::stdout()), super::stderr_is_terminal());
+    // With the report as JSON on standard output, the task log and the counters go to
+    // standard error.
+    let json_out = super::to_stdout(&args.json);
+    let text_out = || -> Box<dyn std::io::Write> {
+        if json_out {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        }
+    };
+    let mut log = TaskLog::new(text_out(), super::stderr_is_terminal());
     let hooks = Hooks {
         boundary: Some(&mut mark),
         after_index: None,
@@ -235,16 +248,23 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     } else {
         log.info("TASK OK");
     }
-    println!();
-    println!("chunkscope counters (strategy {})", opts.strategy.name());
+    let mut out = text_out();
+    writeln!(out)?;
+    writeln!(
+        out,
+        "chunkscope counters (strategy {})",
+        opts.strategy.name()
+    )?;
     let n = crate::units::thousands;
-    println!(
+    writeln!(
+        out,
         "  phase 1   {}, {} index files, {} references",
         crate::units::duration_ns((c.phase1_seconds * 1e9) as u64),
         n(c.index_file_count),
         n(c.references)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "            utimensat {} ({} touched, {} missing), cache hits {} misses {} ({} reserved)",
         n(c.utimensat_calls),
         n(c.touched),
@@ -252,35 +272,39 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         n(c.cache_hits),
         n(c.cache_misses),
         crate::units::human_bytes(c.cache_reserved_bytes)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "            listings {} ({} in the prefetch pass), entries listed {}, batch flushes {}",
         n(c.listings),
         n(c.prefetch_listings),
         n(c.entries_listed),
         n(c.batch_flushes)
-    );
+    )?;
     if opts.phases != Phases::Mark {
-        println!(
+        writeln!(
+            out,
             "  phase 2   {}, listings {}, entries {}, stat {}, unlink {}",
             crate::units::duration_ns((c.phase2_seconds * 1e9) as u64),
             n(c.sweep_listings),
             n(c.sweep_entries),
             n(c.stat_calls),
             n(c.unlinks)
-        );
+        )?;
         if c.verify_index_files > 0 {
-            println!(
+            writeln!(
+                out,
                 "            no phase 1: {} index files read to learn the referenced chunks",
                 n(c.verify_index_files)
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "  safety    {} referenced chunks kept that PBS would have removed ({}), {} not regular files",
             n(c.kept_referenced),
             crate::units::human_bytes(c.kept_referenced_bytes),
             n(c.irregular_chunks)
-        );
+        )?;
     }
     if let Some(dest) = &args.json {
         super::write_json(dest, &report)?;

@@ -67,6 +67,10 @@ pub enum Outcome {
 
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run() -> i32 {
+    if let Some(e) = json_file_without_equals(std::env::args()) {
+        log::final_error(&e);
+        return 2;
+    }
     let cli = Cli::parse();
     let log_file = match &cli.command {
         Command::Mount(args) => args.log_file(),
@@ -146,6 +150,26 @@ fn write_json(dest: &std::path::Path, value: &impl serde::Serialize) -> anyhow::
     } else {
         std::fs::write(dest, text).with_context(|| format!("writing {}", dest.display()))
     }
+}
+
+/// `--json FILE.json` (a file name after a space): the file would be taken for the command's
+/// input. `--json` alone writes to standard output, `--json=FILE` to a file.
+fn json_file_without_equals(args: impl Iterator<Item = String>) -> Option<anyhow::Error> {
+    let args: Vec<String> = args.collect();
+    args.windows(2)
+        .find(|w| w[0] == "--json" && w[1].ends_with(".json") && !w[1].starts_with('-'))
+        .map(|w| {
+            anyhow::anyhow!(
+                "--json {0}: a file goes after '=' (--json={0}); --json alone writes the JSON \
+                 to standard output",
+                w[1]
+            )
+        })
+}
+
+/// Whether a `--json[=FILE]` goes to standard output (`--json`, `--json=-`).
+fn to_stdout(json: &Option<std::path::PathBuf>) -> bool {
+    json.as_deref() == Some(std::path::Path::new("-"))
 }
 
 fn stderr_is_terminal() -> bool {

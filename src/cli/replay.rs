@@ -28,9 +28,10 @@ pub struct ReplayArgs {
     trace: PathBuf,
     #[command(flatten)]
     model: ModelArgs,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    /// The report as JSON: `--json` on standard output (instead of the text),
+    /// `--json=FILE` into FILE (beside the text).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
+    json: Option<PathBuf>,
     /// Print the model's parameters as JSON (a model file to edit) and exit.
     #[arg(long)]
     print_model: bool,
@@ -82,9 +83,10 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
             rep.missing
         );
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
+    if let Some(dest) = &args.json {
+        super::write_json(dest, &rep)?;
+    }
+    if !super::to_stdout(&args.json) {
         let t = &rep.totals;
         let s = duration_ns;
         println!("model            {}", rep.model.name);

@@ -111,9 +111,10 @@ pub struct SimulateArgs {
     /// fault rules take one at a time [default: the CPUs, at most the runs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     jobs: Option<u16>,
-    /// Print the runs as JSON.
-    #[arg(long)]
-    json: bool,
+    /// The runs as JSON: `--json` on standard output (instead of the table),
+    /// `--json=FILE` into FILE (beside the table).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
+    json: Option<std::path::PathBuf>,
     /// Write the simulated requests of every run to FILE in the trace format (markers
     /// separate the strategies' phases), for `chunkscope analyze`.
     #[arg(long, value_name = "FILE")]
@@ -160,7 +161,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     if let Some(w) = setup.slice.cache_warning(&params) {
         tracing::warn!("{w}");
     }
-    let progress = !args.json && super::stderr_is_terminal();
+    let progress = !super::to_stdout(&args.json) && super::stderr_is_terminal();
     let spinner = if progress {
         let s = indicatif::ProgressBar::new_spinner();
         s.set_message(format!(
@@ -215,7 +216,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     }
     spinner.finish_and_clear();
     store.fill_dir_entries(&mut params);
-    if !args.json {
+    if !super::to_stdout(&args.json) {
         let slice = match setup.slice.of {
             1 => String::new(),
             _ => format!(
@@ -362,9 +363,11 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             stats.lost
         );
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&runs)?);
-        return Ok(Outcome::Ok);
+    if let Some(dest) = &args.json {
+        super::write_json(dest, &runs)?;
+        if super::to_stdout(&args.json) {
+            return Ok(Outcome::Ok);
+        }
     }
     print!("{}", table(&runs, params.block_bytes).text());
     Ok(Outcome::Ok)

@@ -43,9 +43,9 @@ pub fn gen(dir: &Path, name: &str, extra: &[&str]) -> (PathBuf, serde_json::Valu
     (store, truth)
 }
 
-/// Runs `check --json -` and returns (exit code, report).
+/// Runs `check --json` and returns (exit code, report).
 pub fn check(store: &Path, deep: bool) -> (i32, serde_json::Value) {
-    let mut args = vec!["check", "--json", "-", store.to_str().unwrap()];
+    let mut args = vec!["check", "--json", store.to_str().unwrap()];
     if deep {
         args.insert(1, "--deep");
     }
@@ -297,7 +297,8 @@ impl Drop for Mount {
 pub fn gc(store: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("gc.json");
-    let mut a = vec!["gc", "--json", json.to_str().unwrap()];
+    let json_arg = format!("--json={}", json.display());
+    let mut a = vec!["gc", json_arg.as_str()];
     if !args.contains(&"--with-atime-check") {
         a.push("--no-atime-check");
     }

@@ -102,7 +102,7 @@ fn top_and_the_metrics_endpoint_follow_a_gc_as_it_runs() {
 
     let json = dir.path().join("gc.json");
     let mut gc = bin()
-        .args(["gc", "--no-markers", "--json", json.to_str().unwrap()])
+        .args(["gc", "--no-markers", &format!("--json={}", json.display())])
         .arg(&m.mnt)
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -21,6 +21,7 @@ mod gc_safety;
 mod gen_check;
 mod hostile;
 mod live;
+mod machine_output;
 mod model_faults;
 mod mount_scripts;
 mod overlay;

@@ -151,3 +151,186 @@ fn scripts_refuse_bad_arguments() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("is not mounted"), "{}", stderr(&o));
 }
+
+/// The pid a chunkscope-mount in `state` recorded for its mount.
+fn mount_pid(state: &Path) -> u32 {
+    let pid = std::fs::read_dir(state)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().ends_with(".pid"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .expect("a pid file");
+    pid.trim().parse().unwrap()
+}
+
+fn wait_gone(pid: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // SAFETY: signal 0 only asks whether the process exists.
+    while unsafe { libc::kill(pid as i32, 0) } == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "mount process {pid} still running"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A trace that was written to its end: whole records, some of them.
+fn assert_complete(trace: &Path) {
+    let mut r = TraceReader::open(trace).unwrap();
+    let mut n = 0;
+    while r.next_record().unwrap().is_some() {
+        n += 1;
+    }
+    assert!(n > 0, "{} is empty", trace.display());
+    assert_eq!(
+        r.truncated_bytes(),
+        None,
+        "{} has a torn tail",
+        trace.display()
+    );
+}
+
+/// Issue 23, point 7: the helper mount(8) runs for an /etc/fstab line of type
+/// fuse.chunkscope, called as mount(8) calls it.
+#[test]
+fn the_fstab_helper_mounts_with_the_line_s_options_and_umount_ends_it() {
+    let dir = store_dir();
+    let store = gen(dir.path(), "store", &["--preset", "tiny"]).0;
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let trace = dir.path().join("fstab.trace");
+    let opts = format!(
+        "rw,nofail,_netdev,x-systemd.automount,trace={},model=zfs-hdd,time-scale=0,readdirplus",
+        trace.display()
+    );
+    let (s, m) = (store.to_str().unwrap(), mnt.to_str().unwrap());
+    // mount -f: everything but the mount.
+    let o = script("mount.fuse.chunkscope", &state, &[s, m, "-f", "-o", &opts]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!mounted_under(dir.path()));
+    let o = script(
+        "mount.fuse.chunkscope",
+        &state,
+        &[s, m, "-n", "-o", &opts, "-t", "fuse.chunkscope"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(mounted_under(dir.path()));
+    let pid = mount_pid(&state);
+    let _guard = Mount::adopt(&mnt);
+    let st: serde_json::Value = serde_json::from_slice(&run(&["ctl", m, "stats"]).stdout).unwrap();
+    assert_eq!(
+        st["model"]["name"], "zfs-hdd",
+        "model=zfs-hdd became --model zfs-hdd"
+    );
+    std::fs::read_dir(mnt.join(".chunks")).unwrap().count();
+    let u = Command::new("umount").arg(&mnt).output().unwrap();
+    assert!(u.status.success(), "{u:?}");
+    wait_gone(pid);
+    assert_complete(&trace);
+    let header = TraceReader::open(&trace)
+        .unwrap()
+        .meta()
+        .kernel_cache()
+        .unwrap();
+    assert!(header.readdirplus, "a flag option became --readdirplus");
+    // A bad option fails the mount, with the daemon's message.
+    let o = script(
+        "mount.fuse.chunkscope",
+        &state,
+        &[s, m, "-o", "model=nonesuch"],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("nonesuch"), "{}", stderr(&o));
+    assert!(!mounted_under(dir.path()));
+}
+
+/// Issue 23, point 7: the systemd unit's command, run as systemd runs it (its `$$` a `$`,
+/// the environment file's variables set), mounts; SIGTERM, what `systemctl stop` sends,
+/// unmounts and flushes the trace. The example environment file sets what the unit reads.
+#[test]
+fn the_systemd_unit_s_command_mounts_and_its_stop_flushes_the_trace() {
+    let scripts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mount-scripts");
+    let unit = std::fs::read_to_string(scripts.join("chunkscope-mount@.service")).unwrap();
+    let line = |key: &str| -> String {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in the unit"))
+            .to_string()
+    };
+    assert_eq!(line("EnvironmentFile"), "/etc/chunkscope/%i.env");
+    assert_eq!(line("KillSignal"), "SIGTERM");
+    let shell = |cmd: String| -> String {
+        let script = cmd
+            .strip_prefix("/bin/sh -c '")
+            .and_then(|c| c.strip_suffix('\''))
+            .unwrap_or_else(|| panic!("not a /bin/sh -c '...' command: {cmd}"));
+        script.replace("$$", "$")
+    };
+    let (start, post) = (shell(line("ExecStart")), shell(line("ExecStartPost")));
+    // systemd's own check of the unit, where this machine has it (Debian's systemd does).
+    if let Ok(o) = Command::new("systemd-analyze").arg("--version").output() {
+        assert!(o.status.success());
+        let d = tempfile::tempdir().unwrap();
+        let copy = d.path().join("chunkscope-mount@test.service");
+        std::fs::write(&copy, &unit).unwrap();
+        let o = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&copy)
+            .output()
+            .unwrap();
+        assert!(o.status.success() && o.stderr.is_empty(), "{o:?}");
+    }
+    let example = std::fs::read_to_string(scripts.join("chunkscope.env.example")).unwrap();
+    let keys: Vec<&str> = example
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split('=').next().unwrap())
+        .collect();
+    assert_eq!(keys, ["STORE", "MOUNTPOINT", "TRACE", "OPTIONS"]);
+    for k in &keys {
+        assert!(
+            start.contains(&format!("${k}")) || start.contains(&format!("{{{k}")),
+            "{k}"
+        );
+    }
+
+    let dir = store_dir();
+    let store = gen(dir.path(), "store", &["--preset", "tiny"]).0;
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let trace = dir.path().join("service.trace");
+    let log = dir.path().join("service.log");
+    let env = |c: &mut Command| {
+        c.env("CHUNKSCOPE", env!("CARGO_BIN_EXE_chunkscope"))
+            .env("STORE", &store)
+            .env("MOUNTPOINT", &mnt)
+            .env("TRACE", &trace)
+            .env(
+                "OPTIONS",
+                format!("--model zfs-hdd --time-scale 0 --log {}", log.display()),
+            );
+    };
+    let mut c = Command::new("/bin/sh");
+    c.args(["-c", &start]);
+    env(&mut c);
+    let mut child = c.spawn().unwrap();
+    let mut p = Command::new("/bin/sh");
+    p.args(["-c", &post]);
+    env(&mut p);
+    let o = p.output().unwrap();
+    assert!(o.status.success(), "ExecStartPost: {}", stderr(&o));
+    let _guard = Mount::adopt(&mnt);
+    std::fs::read_dir(mnt.join(".chunks")).unwrap().count();
+    // systemctl stop: SIGTERM to the service's process (sh exec'd the mount: the same pid).
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the mount exited {status}");
+    assert!(!mounted_under(dir.path()));
+    assert_complete(&trace);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("chunkscope: unmounted; trace"), "{text}");
+}

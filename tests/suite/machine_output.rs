@@ -1,0 +1,92 @@
+//! Issue 23, point 6: every command with `--json` writes it the same way: `--json` (or
+//! `--json=-`) on standard output instead of the text, `--json=FILE` into FILE beside the
+//! text; `--json FILE.json` (a space) is refused with a message that says how.
+
+use crate::common;
+
+use common::*;
+use serde_json::Value;
+
+#[test]
+fn every_json_option_takes_nothing_a_dash_or_a_file_alike() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "store", &["--preset", "tiny"]);
+    let s = store.to_str().unwrap();
+    // A trace to analyse and replay: a dry-run GC through a traced mount.
+    let mut m = Mount::start(
+        &store,
+        dir.path(),
+        true,
+        &["--model", "zfs-hdd", "--time-scale", "0"],
+    );
+    let o = run(&[
+        "gc",
+        "--json",
+        "--dry-run",
+        "--phase",
+        "mark",
+        m.mnt.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("only JSON on stdout");
+    assert_eq!(v["options"]["dry_run"], true);
+    assert!(
+        stderr(&o).contains("TASK OK"),
+        "the task log went to stderr"
+    );
+    m.stop();
+    let trace = m.trace.clone().unwrap();
+    let t = trace.to_str().unwrap();
+    let commands: [Vec<&str>; 5] = [
+        vec!["check", s],
+        vec!["gc", "--dry-run", "--phase", "mark", s],
+        vec!["analyze", "--no-mrc", t],
+        vec!["replay", t],
+        vec![
+            "simulate",
+            "--preset",
+            "tiny",
+            "--strategy",
+            "lru",
+            "--phase",
+            "mark",
+        ],
+    ];
+    for args in &commands {
+        let with = |json: &str| -> std::process::Output {
+            let mut a = vec![args[0], json];
+            a.extend_from_slice(&args[1..]);
+            run(&a)
+        };
+        let alone = with("--json");
+        assert!(alone.status.success(), "{args:?}: {}", stderr(&alone));
+        let v: Value = serde_json::from_slice(&alone.stdout)
+            .unwrap_or_else(|e| panic!("{args:?} --json: {e}: {}", stdout(&alone)));
+        let dash = with("--json=-");
+        assert!(
+            serde_json::from_slice::<Value>(&dash.stdout).is_ok(),
+            "{args:?} --json=-"
+        );
+        let file = dir.path().join(format!("{}.json", args[0]));
+        let to_file = with(&format!("--json={}", file.display()));
+        assert!(to_file.status.success(), "{args:?}: {}", stderr(&to_file));
+        let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(
+            written.as_object().map(|o| o.keys().collect::<Vec<_>>()),
+            v.as_object().map(|o| o.keys().collect::<Vec<_>>()),
+            "{args:?}: the same report"
+        );
+        assert!(written.is_array() == v.is_array());
+        let text = stdout(&to_file);
+        assert!(
+            !text.trim_start().starts_with(['{', '[']),
+            "{args:?}: the text beside: {text}"
+        );
+        assert!(!text.is_empty(), "{args:?}");
+        let mut a = vec![args[0], "--json", "report.json"];
+        a.extend_from_slice(&args[1..]);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?} {}", stderr(&o));
+        assert!(stderr(&o).contains("--json=report.json"), "{}", stderr(&o));
+    }
+}
