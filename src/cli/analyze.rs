@@ -346,7 +346,7 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
         let report = analyze(trace, o.clone())?;
         if let Some(bytes) = report.truncated_bytes {
             tracing::warn!(
-                "{}: the last record is incomplete ({bytes} bytes ignored)",
+                "{}: its end is torn ({bytes} bytes ignored: a last record or block cut short)",
                 trace.display()
             );
         }

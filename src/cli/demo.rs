@@ -18,10 +18,10 @@ use crate::model::ModelParams;
     chunkscope demo --preset tiny --out /tmp/demo\n  \
     chunkscope demo --preset tiny --strategies lru,batched --dense-slice 0\n\n\
     The store is generated on a tmpfs of its own (the same inode numbers every run) and\n\
-    removed afterwards; --keep keeps it, in /dev/shm.\n\
+    removed afterwards; --keep keeps it, in /dev/shm, and the mounts' traces in --out.\n\
     Each strategy gets a fresh shadow mount (the store is never changed) and a cold cache;\n\
     the model accounts the cost of every request without waiting for it. Writes report.md,\n\
-    report.json, report.html, SVG plots, the traces and logs into --out. Needs root and\n\
+    report.json, report.html, SVG plots and logs into --out. Needs root and\n\
     /dev/fuse; without them the same experiment runs on the simulated store, saying why.\n\
     Ctrl-C unmounts and cleans up.")]
 pub struct DemoArgs {
@@ -44,7 +44,7 @@ pub struct DemoArgs {
     /// Report directory.
     #[arg(long, default_value = "chunkscope-demo", value_name = "DIR")]
     out: PathBuf,
-    /// Keep the generated store (its path is printed).
+    /// Keep the generated store (its path is printed) and the mounts' traces (in --out).
     #[arg(long)]
     keep: bool,
     /// Run on the simulated store even where FUSE works.
@@ -103,6 +103,14 @@ pub fn run(args: DemoArgs) -> Result<Outcome> {
     println!();
     if let Some(s) = &r.store {
         println!("store kept:  {s}");
+    }
+    if let Some(t) = &r.traces {
+        let size = crate::units::human_bytes(t.bytes);
+        if t.kept {
+            println!("traces kept: {} ({size})", t.dir);
+        } else {
+            println!("traces:      {size}, removed once analysed (--keep keeps them)");
+        }
     }
     println!("report:      {}", page.display());
     println!("took {:.0} s", r.wall_seconds);

@@ -67,6 +67,11 @@ pub struct MountArgs {
     /// which `chunkscope ctl MNT` finds by itself].
     #[arg(long, value_name = "SOCKET")]
     control: Option<PathBuf>,
+    /// Write the trace as version 1 (plain 112-byte slots) instead of version 2 (the slots
+    /// in zstd-compressed blocks, about a tenth of the size): for a tool that reads slots
+    /// from the file directly
+    #[arg(long, requires = "trace")]
+    plain_trace: bool,
     /// Append the log (what it did, warnings; -v for more) to FILE, each line with its time,
     /// instead of standard error: for a mount in the background (mount-scripts use it)
     #[arg(long, value_name = "FILE")]
@@ -263,8 +268,9 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             if let Some(p) = &params {
                 meta.set_model(serde_json::to_value(p)?, order.is_some());
             }
-            let (w, s) = TraceWriter::start_observed(path, meta, Some(live.observer()))
-                .with_context(|| format!("--trace {}", path.display()))?;
+            let (w, s) =
+                TraceWriter::start_with(path, meta, Some(live.observer()), !args.plain_trace)
+                    .with_context(|| format!("--trace {}", path.display()))?;
             (Some(w), Some(s))
         }
         None => (None, None),

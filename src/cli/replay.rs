@@ -72,7 +72,7 @@ pub fn run(args: ReplayArgs) -> Result<Outcome> {
     let (rep, truncated) = crate::replay::replay(&args.trace, params, args.order.as_deref())?;
     if let Some(bytes) = truncated {
         tracing::warn!(
-            "{}: the last record is incomplete ({bytes} bytes ignored)",
+            "{}: its end is torn ({bytes} bytes ignored: a last record or block cut short)",
             args.trace.display()
         );
     }

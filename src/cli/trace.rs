@@ -18,7 +18,7 @@ use crate::trace::{Name, TraceReader};
     chunkscope trace dump gc.trace | less\n  \
     chunkscope trace export --format csv gc.trace > gc.csv\n  \
     chunkscope trace export --format chrome gc.trace > gc.json  # ui.perfetto.dev\n\n\
-    A trace whose last record is incomplete (copied while being written) is read up to the\n\
+    A trace whose end is torn (copied while being written, or a crash) is read up to the\n\
     last whole record, with a warning on standard error.")]
 pub struct TraceArgs {
     #[command(subcommand)]
@@ -50,7 +50,7 @@ enum TraceCommand {
 fn warn_truncated(r: &TraceReader) {
     if let Some(bytes) = r.truncated_bytes() {
         tracing::warn!(
-            "{}: the last record is incomplete ({bytes} bytes ignored); read up to the last whole record",
+            "{}: its end is torn ({bytes} bytes ignored: a last record or block cut short); read up to it",
             r.path().display()
         );
     }

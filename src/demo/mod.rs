@@ -212,6 +212,9 @@ pub struct DemoReport {
     pub findings: Vec<String>,
     /// The store, when kept.
     pub store: Option<String>,
+    /// The mounts' traces: their directory and bytes, and whether they were kept (`--keep`;
+    /// otherwise they are removed once analysed). `None` for a simulated demo.
+    pub traces: Option<TracesKept>,
     /// Real time of the whole demo.
     pub wall_seconds: f64,
     /// The mounted runs beside the simulator's (mounted demos only).
@@ -221,6 +224,17 @@ pub struct DemoReport {
     /// Each strategy's analysed phase 1 (mounted runs), for the plots.
     #[serde(skip)]
     pub phases: Vec<(String, Phase)>,
+}
+
+/// Where the demo's traces are, how big, and whether they are still there.
+#[derive(Clone, Debug, Serialize)]
+pub struct TracesKept {
+    /// Their directory.
+    pub dir: String,
+    /// Their bytes (compressed trace files).
+    pub bytes: u64,
+    /// True with `--keep`; else they were removed after the analysis.
+    pub kept: bool,
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -523,6 +537,20 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
     }
     let store_kept = o.keep.then(|| store.display().to_string());
     drop(cleanup);
+    let bytes = std::fs::read_dir(&traces)
+        .with_context(|| format!("listing {}", traces.display()))?
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    if !o.keep {
+        std::fs::remove_dir_all(&traces)
+            .with_context(|| format!("removing {}", traces.display()))?;
+    }
+    let traces_kept = Some(TracesKept {
+        dir: traces.display().to_string(),
+        bytes,
+        kept: o.keep,
+    });
 
     say(&format!(
         "simulating the same store (inode numbers from its root, {root_ino}) with every \
@@ -561,6 +589,7 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         rows,
         findings: Vec::new(),
         store: store_kept,
+        traces: traces_kept,
         wall_seconds: 0.0,
         sim_check,
         dense: None,
@@ -769,6 +798,7 @@ fn run_simulated(
         rows,
         findings: Vec::new(),
         store: None,
+        traces: None,
         wall_seconds: 0.0,
         sim_check: Vec::new(),
         dense: None,

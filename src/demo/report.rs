@@ -514,7 +514,18 @@ pub fn write(dir: &Path, r: &DemoReport) -> Result<PathBuf> {
             html_escape(&caption(p))
         ));
     }
-    html.push_str("<p>Files: <a href=\"report.md\">report.md</a>, <a href=\"report.json\">report.json</a>, traces in <code>traces/</code> (<code>chunkscope analyze</code> reads them), logs in <code>logs/</code>.</p>\n</body>\n</html>\n");
+    let traces = match &r.traces {
+        Some(t) if t.kept => format!(
+            ", traces in <code>traces/</code> ({}; <code>chunkscope analyze</code> reads them)",
+            crate::units::human_bytes(t.bytes)
+        ),
+        Some(t) => format!(
+            ", the traces ({}) removed once analysed (<code>--keep</code> keeps them)",
+            crate::units::human_bytes(t.bytes)
+        ),
+        None => String::new(),
+    };
+    html.push_str(&format!("<p>Files: <a href=\"report.md\">report.md</a>, <a href=\"report.json\">report.json</a>{traces}, logs in <code>logs/</code>.</p>\n</body>\n</html>\n"));
     let page = dir.join("report.html");
     write_file(&page, &html)?;
     Ok(page)

@@ -1,16 +1,19 @@
-//! The chunkscope trace format, version 1.
+//! The chunkscope trace format, versions 1 and 2.
 //!
-//! A trace is a header followed by fixed-size 112-byte slots. All integers little endian.
+//! A trace is a header followed by fixed-size 112-byte slots: in version 1 one after the
+//! other, in version 2 (the default) in zstd-compressed blocks. All integers little endian.
 //!
 //! ```text
 //! header
 //! offset  size  field
 //! 0       8     magic "CSTRACE\x01"
-//! 8       4     version (1)
+//! 8       4     version (1: slots follow; 2: compressed blocks of slots follow)
 //! 12      4     slot size (112)
 //! 16      4     n = length of the JSON metadata
 //! 20      n     JSON metadata: start time, store, mount options, kernel cache settings
 //! 20+n    ..    zero padding up to `header_len` (a multiple of 8); header_len = 20+n rounded
+//!
+//! version 1: after the header, the slots
 //!
 //! record slot (op != STRING_DEF)
 //! 0       8     seq          request number, in the order requests arrived
@@ -35,6 +38,15 @@
 //! 8       8     length in bytes (at most 4096)
 //! 16      96    zero
 //! then ceil(length / 112) slots holding the bytes, zero padded
+//!
+//! version 2: after the header, blocks (each the slots of up to ~1 MiB, written when full
+//! and at least every second, so a live trace can be read as it grows)
+//! 0       4     magic "CSZB"
+//! 4       4     c = compressed length
+//! 8       4     u = slot bytes it holds (a multiple of 112)
+//! 12      4     CRC-32 (IEEE) of the c compressed bytes
+//! 16      c     one zstd frame of the u bytes: slots exactly as version 1 lays them out
+//!               (a string definition's slots may continue in the next block)
 //! ```
 //!
 //! A string is defined before the first record that uses it. Markers are records of op
@@ -52,7 +64,9 @@
 //! `parent` that name's directory (one of its names, for an inode with several; none when the
 //! overlay could not find one in the store).
 //! `modeled_ns` of a request is what the cost model charged for it, including the prefetch of
-//! a listing's entries; `injected_ns` the delay a fault rule added. A reader stops at a torn last slot with a warning.
+//! a listing's entries; `injected_ns` the delay a fault rule added. A reader stops at a torn last slot (version 1) or a torn or damaged last block
+//! (version 2: short, or its CRC wrong) with a warning; a damaged block that more blocks
+//! follow is an error.
 
 use serde::{Deserialize, Serialize};
 
@@ -60,8 +74,18 @@ use crate::datastore::Digest;
 
 /// `CSTRACE` and the format generation byte.
 pub const TRACE_MAGIC: [u8; 8] = *b"CSTRACE\x01";
-/// The format's version in the header (readers refuse others).
-pub const TRACE_VERSION: u32 = 1;
+/// The format's version the writer writes by default: 2, slots in compressed blocks.
+pub const TRACE_VERSION: u32 = 2;
+/// Version 1: the slots one after the other, uncompressed (still read, and written on
+/// request).
+pub const TRACE_VERSION_PLAIN: u32 = 1;
+/// The magic of a version-2 block.
+pub const BLOCK_MAGIC: [u8; 4] = *b"CSZB";
+/// Bytes of a block's header.
+pub const BLOCK_HEADER: usize = 16;
+/// The most slot bytes a block holds (a block is written when this much is buffered, or
+/// at each flush, whichever comes first).
+pub const BLOCK_BYTES: usize = SLOT_SIZE * 9362; // just under 1 MiB
 /// Bytes per record slot.
 pub const SLOT_SIZE: usize = 112;
 /// The op number of a slot that defines a string of the string table.
@@ -307,11 +331,11 @@ impl KernelCache {
 }
 
 /// Encodes the header for `meta`.
-pub fn encode_header(meta: &TraceMeta) -> Vec<u8> {
+pub fn encode_header(meta: &TraceMeta, version: u32) -> Vec<u8> {
     let json = serde_json::to_vec(meta).expect("metadata serialises");
     let mut out = Vec::with_capacity(20 + json.len() + 8);
     out.extend_from_slice(&TRACE_MAGIC);
-    out.extend_from_slice(&TRACE_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(SLOT_SIZE as u32).to_le_bytes());
     out.extend_from_slice(&(json.len() as u32).to_le_bytes());
     out.extend_from_slice(&json);

@@ -1,14 +1,17 @@
 //! Streaming trace reader: one slot at a time, never the whole file in memory.
 //!
-//! A regular file is mapped (`mmap`) and its slots decoded from the mapping, with the pages
+//! A version-2 trace (the default) is read block by block: each block's CRC is checked and
+//! its slots decompressed into a buffer reused for the next. A version-1 trace (plain
+//! slots): a regular file is mapped (`mmap`) and its slots decoded from the mapping, with the pages
 //! already read given back every few MiB, so reading costs no copy through the kernel and
 //! the resident set stays small; anything else (a pipe, `/dev/stdin`) is read through a
 //! buffer. A mapped trace reads the length it had when opened: a mount still writing it adds
 //! records the reader does not see. Truncating a trace while it is being read is not
 //! supported (the mapping would fault).
 //!
-//! A torn last slot (a trace copied or read while its writer was mid-write, or cut short) ends
-//! the stream cleanly; [`TraceReader::truncated_bytes`] then says how many bytes were ignored,
+//! A torn last slot or block (a trace copied or read while its writer was mid-write, or cut
+//! short; a version-2 block cut or damaged at the end loses its records, at most a second's
+//! worth, or its ~9,400 records) ends the stream cleanly; [`TraceReader::truncated_bytes`] then says how many bytes were ignored,
 //! and callers print a warning. A file that is not a trace is refused with its magic shown.
 
 use std::fs::File;
@@ -20,7 +23,8 @@ use anyhow::{bail, Context, Result};
 use hashbrown::HashMap;
 
 use super::format::{
-    Name, Record, TraceMeta, MAX_STRING, SLOT_SIZE, STRING_DEF, TRACE_MAGIC, TRACE_VERSION,
+    Name, Record, TraceMeta, BLOCK_HEADER, BLOCK_MAGIC, MAX_STRING, SLOT_SIZE, STRING_DEF,
+    TRACE_MAGIC, TRACE_VERSION, TRACE_VERSION_PLAIN,
 };
 use crate::datastore::Digest;
 
@@ -33,6 +37,99 @@ enum Source {
         released: usize,
     },
     Stream(BufReader<File>),
+    /// Version 2: compressed blocks, each decompressed in turn into a reused buffer.
+    Blocks(Box<Blocks>),
+}
+
+/// A version-2 trace's blocks.
+struct Blocks {
+    input: BufReader<File>,
+    /// The current block's slots, and how far they are read.
+    slots: Vec<u8>,
+    pos: usize,
+    packed: Vec<u8>,
+    zstd: zstd::bulk::Decompressor<'static>,
+    /// Where the next block starts in the file.
+    file_offset: u64,
+}
+
+/// What reading the next block found.
+enum Block {
+    Read,
+    End,
+    /// A torn last block: its bytes in the file.
+    Torn(u64),
+}
+
+impl Blocks {
+    /// Reads and decompresses the next block into `slots`.
+    fn next(&mut self, path: &Path) -> Result<Block> {
+        let at = self.file_offset;
+        let mut head = [0u8; BLOCK_HEADER];
+        let n = read_full(&mut self.input, &mut head)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            return Ok(Block::End);
+        }
+        if n < BLOCK_HEADER {
+            return Ok(Block::Torn(n as u64));
+        }
+        if head[..4] != BLOCK_MAGIC {
+            bail!(
+                "{}: no block at offset {at} (it starts with {} instead of {})",
+                path.display(),
+                hex::encode(&head[..4]),
+                hex::encode(BLOCK_MAGIC)
+            );
+        }
+        let c = u32::from_le_bytes(head[4..8].try_into().expect("4")) as usize;
+        let u = u32::from_le_bytes(head[8..12].try_into().expect("4")) as usize;
+        let crc = u32::from_le_bytes(head[12..16].try_into().expect("4"));
+        if u % SLOT_SIZE != 0 || u > 64 << 20 || c > 64 << 20 {
+            bail!(
+                "{}: corrupt block header at offset {at}: {c} bytes holding {u}",
+                path.display()
+            );
+        }
+        self.packed.resize(c, 0);
+        let got = read_full(&mut self.input, &mut self.packed)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if got < c {
+            return Ok(Block::Torn((BLOCK_HEADER + got) as u64));
+        }
+        if crc32fast::hash(&self.packed) != crc {
+            // The last block, damaged as it was written (a crash mid-write), is a torn tail;
+            // a damaged block that more follow is corruption.
+            let mut one = [0u8; 1];
+            if read_full(&mut self.input, &mut one)? == 0 {
+                return Ok(Block::Torn((BLOCK_HEADER + c) as u64));
+            }
+            bail!(
+                "{}: block at offset {at} is damaged (CRC mismatch)",
+                path.display()
+            );
+        }
+        self.slots.clear();
+        self.slots.reserve(u);
+        let d = self
+            .zstd
+            .decompress_to_buffer(&self.packed, &mut self.slots)
+            .with_context(|| {
+                format!(
+                    "{}: block at offset {at} does not decompress",
+                    path.display()
+                )
+            })?;
+        if d != u {
+            bail!(
+                "{}: block at offset {at} holds {d} bytes, its header says {u}",
+                path.display()
+            );
+        }
+        self.pos = 0;
+        self.file_offset += (BLOCK_HEADER + c) as u64;
+        Ok(Block::Read)
+    }
 }
 
 /// Pages behind the read position are given back in steps of this many bytes.
@@ -120,10 +217,10 @@ impl TraceReader {
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4"));
         let slot = u32::from_le_bytes(fixed[12..16].try_into().expect("4"));
-        if version != TRACE_VERSION || slot as usize != SLOT_SIZE {
+        if ![TRACE_VERSION_PLAIN, TRACE_VERSION].contains(&version) || slot as usize != SLOT_SIZE {
             bail!(
-                "{}: trace version {version} with {slot}-byte slots; this chunkscope reads version \
-                 {TRACE_VERSION} with {SLOT_SIZE}-byte slots",
+                "{}: trace version {version} with {slot}-byte slots; this chunkscope reads versions \
+                 {TRACE_VERSION_PLAIN} and {TRACE_VERSION} with {SLOT_SIZE}-byte slots",
                 path.display()
             );
         }
@@ -143,13 +240,25 @@ impl TraceReader {
             )
         })?;
         let header_len = 20 + padded;
-        let source = match Self::map(input.get_ref(), header_len) {
-            Some(map) => Source::Mapped {
-                map,
-                pos: header_len,
-                released: 0,
-            },
-            None => Source::Stream(input),
+        let source = if version == TRACE_VERSION {
+            Source::Blocks(Box::new(Blocks {
+                input,
+                slots: Vec::new(),
+                pos: 0,
+                packed: Vec::new(),
+                zstd: zstd::bulk::Decompressor::new()
+                    .with_context(|| format!("{}: starting zstd", path.display()))?,
+                file_offset: header_len as u64,
+            }))
+        } else {
+            match Self::map(input.get_ref(), header_len) {
+                Some(map) => Source::Mapped {
+                    map,
+                    pos: header_len,
+                    released: 0,
+                },
+                None => Source::Stream(input),
+            }
         };
         Ok(TraceReader {
             path: path.to_path_buf(),
@@ -203,6 +312,22 @@ impl TraceReader {
             Source::Stream(input) => {
                 read_full(input, buf).with_context(|| format!("reading {}", self.path.display()))?
             }
+            Source::Blocks(b) => {
+                if b.pos == b.slots.len() {
+                    match b.next(&self.path)? {
+                        Block::Read => {}
+                        Block::End => return Ok(None),
+                        Block::Torn(n) => {
+                            self.truncated = Some(self.truncated.unwrap_or(0) + n);
+                            return Ok(None);
+                        }
+                    }
+                }
+                let n = (b.slots.len() - b.pos).min(SLOT_SIZE);
+                buf[..n].copy_from_slice(&b.slots[b.pos..b.pos + n]);
+                b.pos += n;
+                n
+            }
         };
         self.offset += n as u64;
         match n {
@@ -219,6 +344,15 @@ impl TraceReader {
     /// the trace is read as a stream or fewer than a slot's bytes are left (then
     /// [`Self::slot`] copies).
     fn mapped_slot(&mut self) -> Option<usize> {
+        if let Source::Blocks(b) = &mut self.source {
+            if b.slots.len() - b.pos < SLOT_SIZE {
+                return None; // the next block is read by `slot`, which copies
+            }
+            let at = b.pos;
+            b.pos += SLOT_SIZE;
+            self.offset += SLOT_SIZE as u64;
+            return Some(at);
+        }
         let Source::Mapped { map, pos, released } = &mut self.source else {
             return None;
         };
@@ -248,6 +382,9 @@ impl TraceReader {
             (Some(at), Source::Mapped { map, .. }) => {
                 map[at..at + SLOT_SIZE].try_into().expect("a whole slot")
             }
+            (Some(at), Source::Blocks(b)) => b.slots[at..at + SLOT_SIZE]
+                .try_into()
+                .expect("a whole slot"),
             _ => &self.copy,
         }
     }

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hashbrown::HashMap;
 
 use super::format::{
-    encode_header, encode_record, Op, RawRecord, TraceMeta, SLOT_SIZE, STRING_DEF,
+    encode_header, encode_record, Op, RawRecord, TraceMeta, BLOCK_BYTES, BLOCK_HEADER, BLOCK_MAGIC,
+    SLOT_SIZE, STRING_DEF, TRACE_VERSION, TRACE_VERSION_PLAIN,
 };
 use crate::datastore::Digest;
 
@@ -198,8 +199,19 @@ impl TraceWriter {
     /// [`TraceWriter::start`], with an observer of every record on the writer's thread.
     pub fn start_observed(
         path: &Path,
+        meta: TraceMeta,
+        observer: Option<Box<dyn Observer>>,
+    ) -> io::Result<(TraceWriter, TraceSink)> {
+        TraceWriter::start_with(path, meta, observer, true)
+    }
+
+    /// [`TraceWriter::start_observed`], writing version 2 (compressed blocks) or, with
+    /// `compress` false, version 1 (plain slots).
+    pub fn start_with(
+        path: &Path,
         mut meta: TraceMeta,
         observer: Option<Box<dyn Observer>>,
+        compress: bool,
     ) -> io::Result<(TraceWriter, TraceSink)> {
         let file = File::create(path)?;
         let start = Instant::now();
@@ -209,12 +221,17 @@ impl TraceWriter {
         if meta.chunkscope.is_empty() {
             meta.chunkscope = env!("CARGO_PKG_VERSION").to_string();
         }
-        let header = encode_header(&meta);
+        let version = if compress {
+            TRACE_VERSION
+        } else {
+            TRACE_VERSION_PLAIN
+        };
+        let header = encode_header(&meta, version);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
         let counters = Arc::new(Counters::default());
         let handle = std::thread::Builder::new()
             .name("trace-writer".into())
-            .spawn(move || write_loop(file, &header, rx, observer))?;
+            .spawn(move || write_loop(file, &header, rx, observer, compress))?;
         Ok((
             TraceWriter {
                 handle,
@@ -246,8 +263,94 @@ impl TraceWriter {
     }
 }
 
+/// Where encoded slots go: straight to the file (version 1), or into a block that is
+/// compressed and written when full or flushed (version 2).
+enum Sink {
+    Plain(BufWriter<File>),
+    Blocks(Blocks),
+}
+
+/// Version 2's block being filled, and what compresses it (both reused: no allocation
+/// per block).
+struct Blocks {
+    file: File,
+    slots: Vec<u8>,
+    packed: Vec<u8>,
+    zstd: zstd::bulk::Compressor<'static>,
+}
+
+/// zstd's level for trace blocks: its fastest regular level (BENCHMARKS.md "Compressed
+/// traces").
+const ZSTD_LEVEL: i32 = 1;
+
+impl Blocks {
+    /// Compresses and writes the slots buffered so far as one block; returns its bytes.
+    fn write_block(&mut self) -> io::Result<u64> {
+        if self.slots.is_empty() {
+            return Ok(0);
+        }
+        self.packed.clear();
+        self.packed.resize(
+            BLOCK_HEADER + zstd::zstd_safe::compress_bound(self.slots.len()),
+            0,
+        );
+        let c = self
+            .zstd
+            .compress_to_buffer(&self.slots, &mut self.packed[BLOCK_HEADER..])?;
+        let body = &self.packed[BLOCK_HEADER..BLOCK_HEADER + c];
+        let crc = crc32fast::hash(body);
+        let mut head = [0u8; BLOCK_HEADER];
+        head[0..4].copy_from_slice(&BLOCK_MAGIC);
+        head[4..8].copy_from_slice(&(c as u32).to_le_bytes());
+        head[8..12].copy_from_slice(&(self.slots.len() as u32).to_le_bytes());
+        head[12..16].copy_from_slice(&crc.to_le_bytes());
+        self.packed[..BLOCK_HEADER].copy_from_slice(&head);
+        self.file.write_all(&self.packed[..BLOCK_HEADER + c])?;
+        self.slots.clear();
+        Ok((BLOCK_HEADER + c) as u64)
+    }
+}
+
+impl Sink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) -> io::Result<u64> {
+        match self {
+            Sink::Plain(out) => out.write_all(bytes).map(|()| bytes.len() as u64),
+            Sink::Blocks(b) => {
+                b.slots.extend_from_slice(bytes);
+                Ok(0)
+            }
+        }
+    }
+
+    /// After a whole record (or string definition): writes the block if it is full, so
+    /// blocks hold whole slots.
+    #[inline]
+    fn end_record(&mut self) -> io::Result<u64> {
+        match self {
+            Sink::Blocks(b) if b.slots.len() >= BLOCK_BYTES => b.write_block(),
+            _ => Ok(0),
+        }
+    }
+
+    /// Writes what is buffered; returns the file bytes written.
+    fn flush(&mut self) -> io::Result<u64> {
+        match self {
+            Sink::Plain(out) => out.flush().map(|()| 0),
+            Sink::Blocks(b) => b.write_block(),
+        }
+    }
+
+    fn file(&self) -> &File {
+        match self {
+            Sink::Plain(out) => out.get_ref(),
+            Sink::Blocks(b) => &b.file,
+        }
+    }
+}
+
 struct Encoder {
-    out: BufWriter<File>,
+    out: Sink,
     strings: HashMap<Box<[u8]>, u32>,
     slot: [u8; SLOT_SIZE],
     written: u64,
@@ -273,9 +376,10 @@ impl Encoder {
             2
         };
         encode_record(r, kind, &name, &mut self.slot);
-        self.out.write_all(&self.slot)?;
+        let slot = self.slot;
+        self.bytes += self.out.put(&slot)?;
+        self.bytes += self.out.end_record()?;
         self.written += 1;
-        self.bytes += SLOT_SIZE as u64;
         Ok(())
     }
 
@@ -286,11 +390,11 @@ impl Encoder {
         head[8..16].copy_from_slice(&(s.len() as u64).to_le_bytes());
         // op lives at 68..70 in every slot, so a reader can tell definitions apart.
         head[68..70].copy_from_slice(&STRING_DEF.to_le_bytes());
-        self.out.write_all(&head)?;
+        self.bytes += self.out.put(&head)?;
         let padded = s.len().div_ceil(SLOT_SIZE) * SLOT_SIZE;
-        self.out.write_all(s)?;
-        self.out.write_all(&[0u8; SLOT_SIZE][..padded - s.len()])?;
-        self.bytes += (SLOT_SIZE + padded) as u64;
+        self.bytes += self.out.put(s)?;
+        self.bytes += self.out.put(&[0u8; SLOT_SIZE][..padded - s.len()])?;
+        self.bytes += self.out.end_record()?;
         self.strings.insert(s.into(), id);
         Ok(id)
     }
@@ -301,16 +405,27 @@ fn write_loop(
     header: &[u8],
     rx: Receiver<RawRecord>,
     mut observer: Option<Box<dyn Observer>>,
+    compress: bool,
 ) -> io::Result<(u64, u64, u64)> {
+    let mut file = file;
+    file.write_all(header)?;
+    let out = if compress {
+        Sink::Blocks(Blocks {
+            file,
+            slots: Vec::with_capacity(BLOCK_BYTES + 8 * SLOT_SIZE + 4096),
+            packed: Vec::new(),
+            zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
+        })
+    } else {
+        Sink::Plain(BufWriter::with_capacity(1 << 20, file))
+    };
     let mut enc = Encoder {
-        out: BufWriter::with_capacity(1 << 20, file),
+        out,
         strings: HashMap::new(),
         slot: [0; SLOT_SIZE],
         written: 0,
         bytes: header.len() as u64,
     };
-    enc.out.write_all(header)?;
-    enc.out.flush()?;
     let mut last_flush = Instant::now();
     // The writer never blocks in recv: a sender that finds a receiver waiting has to wake it
     // (a futex call and a context switch per record on a busy mount). It drains what is
@@ -332,12 +447,12 @@ fn write_loop(
             o.drained();
         }
         if last_flush.elapsed() >= FLUSH_INTERVAL {
-            enc.out.flush()?;
+            enc.bytes += enc.out.flush()?;
             last_flush = Instant::now();
         }
         std::thread::sleep(NAP);
     }
-    enc.out.flush()?;
-    enc.out.get_ref().sync_data()?;
+    enc.bytes += enc.out.flush()?;
+    enc.out.file().sync_data()?;
     Ok((enc.written, enc.strings.len() as u64, enc.bytes))
 }

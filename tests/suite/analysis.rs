@@ -277,7 +277,7 @@ fn a_truncated_trace_is_analysed_up_to_its_last_whole_record() {
     f.set_len(len - 50).unwrap();
     let o = run(&["analyze", t.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("incomplete"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("its end is torn"), "{}", stderr(&o));
     let o = run(&["analyze", store.join(".lock").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -69,14 +69,14 @@ fn assert_svg(path: &Path) {
 /// suite's, [`demo_with_every_strategy_on_tiny`]).
 #[test]
 fn demo_on_tiny_prints_the_table_and_writes_the_report() {
-    demo_on_tiny(&["naive", "lru", "prefetch"]);
+    demo_on_tiny(&["naive", "lru", "prefetch"], false);
 }
 
 /// The demo as a new user runs it: every strategy; its report opened in a real browser.
 #[test]
 #[ignore = "long suite (CI runs it with --ignored): the whole demo, five mounted GCs"]
 fn demo_with_every_strategy_on_tiny() {
-    let dir = demo_on_tiny(&[]);
+    let dir = demo_on_tiny(&[], true);
     assert_renders_in_chromium(&dir.path().join("report"));
 }
 
@@ -270,7 +270,9 @@ fn assert_renders_in_chromium(report: &Path) {
 /// Runs the demo on `tiny` with `strategies` (none: its default, every strategy) and checks
 /// its table, findings, report and that it leaves nothing behind; returns the directory
 /// holding the report (in `report/`).
-fn demo_on_tiny(strategies: &[&str]) -> tempfile::TempDir {
+/// The demo on `tiny` with `strategies` (all when empty); with `keep`, `--keep` (the store
+/// it keeps is removed here).
+fn demo_on_tiny(strategies: &[&str], keep: bool) -> tempfile::TempDir {
     let _one = serial();
     let out = tempfile::tempdir().unwrap();
     let report = out.path().join("report");
@@ -289,9 +291,37 @@ fn demo_on_tiny(strategies: &[&str]) -> tempfile::TempDir {
     if !strategies.is_empty() {
         args.extend(["--strategies", &list]);
     }
+    if keep {
+        args.push("--keep");
+    }
     let o = run(&args);
     let (so, se) = (stdout(&o), stderr(&o));
     assert!(o.status.success(), "{so}\n{se}");
+    if let Some(kept) = so.lines().find_map(|l| l.strip_prefix("store kept:")) {
+        let kept = kept.trim();
+        assert!(keep && kept.starts_with("/dev/shm/"), "{so}");
+        // The demo's work directory, the store in it.
+        let work = Path::new(kept).parent().unwrap();
+        assert!(
+            work.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .contains("chunkscope"),
+            "{kept}"
+        );
+        std::fs::remove_dir_all(work).unwrap();
+    }
+    // The traces: kept with --keep, else removed once analysed; either way their size said.
+    let traces_line = so
+        .lines()
+        .find(|l| l.starts_with("traces"))
+        .unwrap_or_else(|| panic!("no traces line: {so}"));
+    assert!(
+        traces_line.contains(" MiB") || traces_line.contains(" KiB"),
+        "{traces_line}"
+    );
+    assert_eq!(report.join("traces").exists(), keep, "{traces_line}");
+    assert_eq!(traces_line.contains("removed"), !keep, "{traces_line}");
     let expected: Vec<&str> = if strategies.is_empty() {
         chunkscope::gc::Strategy::ALL.map(|s| s.name()).to_vec()
     } else {
@@ -431,7 +461,7 @@ fn demo_on_tiny(strategies: &[&str]) -> tempfile::TempDir {
         assert_svg(&report.join(img));
     }
     for s in [expected[0], expected[expected.len() - 1]] {
-        assert!(report.join(format!("traces/{s}.trace")).is_file());
+        assert_eq!(report.join(format!("traces/{s}.trace")).is_file(), keep);
         assert!(report.join(format!("logs/gc-{s}.log")).is_file());
     }
 

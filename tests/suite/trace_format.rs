@@ -178,9 +178,10 @@ fn live_trace_is_flushed_within_a_second() {
 
 #[test]
 fn torn_tail_reads_to_the_last_whole_record_with_a_warning() {
+    // Version 1 (plain slots): a torn slot.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("torn.trace");
-    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    let (writer, sink) = TraceWriter::start_with(&path, meta(), None, false).unwrap();
     for i in 0..50 {
         sink.record(rec(
             Op::Setattr,
@@ -204,7 +205,7 @@ fn torn_tail_reads_to_the_last_whole_record_with_a_warning() {
         stdout(&o)
     );
     assert!(
-        stderr(&o).contains("last record is incomplete (72 bytes ignored)"),
+        stderr(&o).contains("its end is torn (72 bytes ignored"),
         "{}",
         stderr(&o)
     );
@@ -214,9 +215,10 @@ fn torn_tail_reads_to_the_last_whole_record_with_a_warning() {
 /// string names, and the same torn tail, over more than one release step of the mapping.
 #[test]
 fn mapped_and_streamed_reads_agree() {
+    // Version 1 (plain slots, mapped when a file).
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("both.trace");
-    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    let (writer, sink) = TraceWriter::start_with(&path, meta(), None, false).unwrap();
     let n = 100_000u64; // 11 MiB: the mapped reader gives pages back every 4 MiB
     for i in 0..n {
         let name = match i % 3 {
@@ -408,4 +410,116 @@ fn analyze_warns_when_the_kernel_cache_hid_requests() {
     m.set_kernel_cache(&KernelCache::default());
     m.options.remove("dir_ttl_s");
     assert_eq!(m.kernel_cache(), Some(KernelCache::default()));
+}
+
+/// Version 2: blocks of compressed slots. A trace cut anywhere in its last block reads
+/// every earlier block's records and reports the cut; a pipe reads what a file does; a
+/// damaged block that more blocks follow is an error naming its offset; and the blocks
+/// take a fraction of the plain slots' bytes.
+#[test]
+fn compressed_blocks_read_back_tolerate_a_torn_tail_and_refuse_damage() {
+    use chunkscope::trace::format::{BLOCK_BYTES, BLOCK_HEADER, SLOT_SIZE};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blocks.trace");
+    let plain = dir.path().join("plain.trace");
+    let per_block = (BLOCK_BYTES / SLOT_SIZE) as u64;
+    let n = 2 * per_block + 500; // two full blocks and a partial one
+    for (p, compress) in [(&path, true), (&plain, false)] {
+        let (writer, sink) = TraceWriter::start_with(p, meta(), None, compress).unwrap();
+        for i in 0..n {
+            let name = match i % 3 {
+                0 => Digest::of(&i.to_le_bytes()).to_hex().into_bytes(),
+                1 => format!("{:04x}", i % 50).into_bytes(),
+                _ => Vec::new(),
+            };
+            sink.record(rec(Op::Lookup, i, &name));
+        }
+        drop(sink);
+        writer.finish().unwrap();
+    }
+    let (whole, torn) = read_all(&path);
+    assert_eq!(torn, None);
+    assert_eq!(
+        whole,
+        read_all(&plain).0,
+        "version 2 reads as version 1 does"
+    );
+    let (len, plain_len) = (
+        std::fs::metadata(&path).unwrap().len(),
+        std::fs::metadata(&plain).unwrap().len(),
+    );
+    assert!(
+        len * 5 <= plain_len,
+        "{len} bytes against {plain_len} plain"
+    );
+
+    // The blocks' offsets, from their headers.
+    let bytes = std::fs::read(&path).unwrap();
+    let mut starts = Vec::new();
+    let mut at = bytes.windows(4).position(|w| w == b"CSZB").unwrap();
+    while at < bytes.len() {
+        starts.push(at);
+        let c = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        at += BLOCK_HEADER + c;
+    }
+    assert_eq!(starts.len(), 3, "two full blocks and the rest");
+    let last = *starts.last().unwrap() as u64;
+    // Cut where the last block starts: a clean end after the first two blocks' records.
+    let cut_bytes = |cut: u64| {
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(cut).unwrap();
+    };
+    cut_bytes(last);
+    let (first_two, torn) = read_all(&path);
+    assert_eq!(torn, None);
+    let before_last = first_two.len();
+    assert!(before_last as u64 > per_block && (before_last as u64) < 2 * per_block + 1);
+    std::fs::write(&path, &bytes).unwrap();
+    for cut in [len - 1, len - 40, last + 20, last + 3] {
+        cut_bytes(cut);
+        let (recs, torn) = read_all(&path);
+        assert_eq!(recs.len(), before_last, "cut at {cut}");
+        assert_eq!(torn, Some(cut - last), "cut at {cut}");
+        assert_eq!(recs[..], whole[..before_last]);
+    }
+    // A pipe reads the same (a cut file).
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let cut_file = std::fs::read(&path).unwrap();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        use std::os::fd::FromRawFd;
+        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+        w.write_all(&cut_file).unwrap();
+    });
+    let pipe = std::path::PathBuf::from(format!("/proc/self/fd/{}", fds[0]));
+    let (streamed, streamed_torn) = read_all(&pipe);
+    feeder.join().unwrap();
+    unsafe { libc::close(fds[0]) };
+    assert_eq!(streamed.len(), before_last);
+    assert_eq!(streamed_torn, Some(3));
+    // A damaged first block, with more after it: an error that names the offset.
+    let mut damaged = bytes.clone();
+    damaged[starts[0] + BLOCK_HEADER + 10] ^= 0xff;
+    std::fs::write(&path, &damaged).unwrap();
+    let mut r = TraceReader::open(&path).unwrap();
+    let err = loop {
+        match r.next_record() {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("a damaged block read as the end"),
+            Err(e) => break format!("{e:#}"),
+        }
+    };
+    assert!(
+        err.contains(&format!("block at offset {} is damaged", starts[0])),
+        "{err}"
+    );
+    // Damage in the last block is a torn tail.
+    let mut damaged = bytes.clone();
+    let k = bytes.len() - 5;
+    damaged[k] ^= 0xff;
+    std::fs::write(&path, &damaged).unwrap();
+    let (recs, torn) = read_all(&path);
+    assert_eq!(recs.len(), before_last);
+    assert_eq!(torn, Some(bytes.len() as u64 - last));
 }
