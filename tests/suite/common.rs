@@ -390,3 +390,14 @@ pub fn assert_sim_matches(
         "{strategy}: {sm} misses simulated vs {rm}"
     );
 }
+
+/// Requests of operation `op` in a phase of `analyze --json`.
+pub fn op_count(phase: &serde_json::Value, op: &str) -> u64 {
+    phase["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["op"] == op)
+        .map(|o| o["count"].as_u64().unwrap())
+        .sum()
+}

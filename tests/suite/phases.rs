@@ -131,15 +131,7 @@ fn analyze_and_replay_show_the_inferred_phases_of_a_gc_without_markers() {
             .unwrap_or_else(|| panic!("no section {name}: {a}"))
             .clone()
     };
-    let count = |p: &Value, op: &str| -> u64 {
-        p["ops"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| o["op"] == op)
-            .map(|o| o["count"].as_u64().unwrap())
-            .sum()
-    };
+    let count = op_count;
     let c = &report["counters"];
     let (mark, sweep) = (phase("phase1 (inferred)"), phase("phase2 (inferred)"));
     assert_eq!(

@@ -182,15 +182,7 @@ fn simulated_trace_analyses_like_the_mount_trace() {
             .unwrap_or_else(|| panic!("no phase 1 in {}", trace.display()))
             .clone()
     };
-    let ops = |p: &serde_json::Value, op: &str| -> u64 {
-        p["ops"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| o["op"] == op)
-            .map(|o| o["count"].as_u64().unwrap())
-            .sum()
-    };
+    let ops = op_count;
     let (r, s) = (phase1(&real), phase1(&sim));
     for key in ["count", "distinct_inodes", "distinct_blocks", "gap_p50"] {
         assert_eq!(r["touches"][key], s["touches"][key], "touches.{key}");

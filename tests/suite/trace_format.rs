@@ -46,6 +46,26 @@ fn read_all(path: &Path) -> (Vec<chunkscope::trace::Record>, Option<u64>) {
     (out, r.truncated_bytes())
 }
 
+/// `bytes` read as a trace through a pipe (a stream, not a mapped file).
+fn read_through_pipe(bytes: Vec<u8>) -> (Vec<chunkscope::trace::Record>, Option<u64>) {
+    let mut fds = [0; 2];
+    // SAFETY: an array of two descriptors for pipe(2) to fill.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        use std::os::fd::FromRawFd;
+        // SAFETY: the pipe's write end, owned by this thread from here on.
+        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+        w.write_all(&bytes).unwrap();
+    });
+    let pipe = std::path::PathBuf::from(format!("/proc/self/fd/{}", fds[0]));
+    let read = read_all(&pipe);
+    feeder.join().unwrap();
+    // SAFETY: the read end, not used after this.
+    unsafe { libc::close(fds[0]) };
+    read
+}
+
 #[test]
 fn records_round_trip_with_names() {
     let dir = tempfile::tempdir().unwrap();
@@ -235,19 +255,7 @@ fn mapped_and_streamed_reads_agree() {
     f.set_len(len - 100).unwrap();
     let (mapped, mapped_torn) = read_all(&path);
 
-    let mut fds = [0; 2];
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    let bytes = std::fs::read(&path).unwrap();
-    let feeder = std::thread::spawn(move || {
-        use std::io::Write;
-        use std::os::fd::FromRawFd;
-        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
-        w.write_all(&bytes).unwrap();
-    });
-    let pipe = std::path::PathBuf::from(format!("/proc/self/fd/{}", fds[0]));
-    let (streamed, streamed_torn) = read_all(&pipe);
-    feeder.join().unwrap();
-    unsafe { libc::close(fds[0]) };
+    let (streamed, streamed_torn) = read_through_pipe(std::fs::read(&path).unwrap());
 
     assert_eq!(mapped.len() as u64, n - 1);
     assert_eq!(mapped_torn, Some(12));
@@ -483,19 +491,7 @@ fn compressed_blocks_read_back_tolerate_a_torn_tail_and_refuse_damage() {
         assert_eq!(recs[..], whole[..before_last]);
     }
     // A pipe reads the same (a cut file).
-    let mut fds = [0; 2];
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    let cut_file = std::fs::read(&path).unwrap();
-    let feeder = std::thread::spawn(move || {
-        use std::io::Write;
-        use std::os::fd::FromRawFd;
-        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
-        w.write_all(&cut_file).unwrap();
-    });
-    let pipe = std::path::PathBuf::from(format!("/proc/self/fd/{}", fds[0]));
-    let (streamed, streamed_torn) = read_all(&pipe);
-    feeder.join().unwrap();
-    unsafe { libc::close(fds[0]) };
+    let (streamed, streamed_torn) = read_through_pipe(std::fs::read(&path).unwrap());
     assert_eq!(streamed.len(), before_last);
     assert_eq!(streamed_torn, Some(3));
     // A damaged first block, with more after it: an error that names the offset.
