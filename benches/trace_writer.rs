@@ -4,6 +4,7 @@
 //! Run (TRACE: any trace, e.g. a demo's with `--keep`, or a GC's through a mount):
 //!
 //!     cargo bench --bench trace_writer -- TRACE
+//!     taskset -c 0 target/release/deps/trace_writer-* --bench TRACE   # as BENCHMARKS.md
 //!
 //! The records are read into memory first, then sent through a [`TraceWriter`] of each
 //! version into a file beside TRACE, three rounds each, alternating; the time is from the
@@ -16,11 +17,20 @@ use chunkscope::trace::format::RawRecord;
 use chunkscope::trace::{Name, Op, TraceReader, TraceWriter};
 
 fn main() {
-    let path = std::env::args()
+    let args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--bench") {
+        println!("trace_writer: run with `cargo bench --bench trace_writer -- TRACE` to measure");
+        return;
+    }
+    let Some(path) = args
+        .iter()
         .skip(1)
         .find(|a| !a.starts_with("--"))
         .map(PathBuf::from)
-        .expect("usage: cargo bench --bench trace_writer -- TRACE");
+    else {
+        eprintln!("usage: cargo bench --bench trace_writer -- TRACE (a trace file to rewrite)");
+        std::process::exit(2);
+    };
     let mut reader = TraceReader::open(&path).expect("a trace");
     let meta = reader.meta().clone();
     let mut records = Vec::new();
