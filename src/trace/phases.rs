@@ -229,7 +229,6 @@ pub struct Inference {
     boundaries: Vec<Boundary>,
     mark_progress: Progress,
     progress: Progress,
-    markers: u64,
 }
 
 impl Inference {
@@ -261,18 +260,12 @@ impl Inference {
             boundaries: Vec::new(),
             mark_progress: Progress::default(),
             progress: Progress::default(),
-            markers: 0,
         }
     }
 
     /// The boundaries inferred so far, in order (a tentative sweep's included).
     pub fn boundaries(&self) -> &[Boundary] {
         &self.boundaries
-    }
-
-    /// Markers seen (a trace with markers needs no inference).
-    pub fn markers(&self) -> u64 {
-        self.markers
     }
 
     /// The phase running now (1 or 2) and whether it is still tentative (a sweep not yet
@@ -296,7 +289,6 @@ impl Inference {
             return;
         };
         if op == Op::Marker {
-            self.markers += 1;
             return;
         }
         self.learn(r, op);
@@ -317,10 +309,10 @@ impl Inference {
         }
         match r.name {
             NameClass::ChunkStore if op == Op::Lookup => self.chunks_ino = r.ino,
-            NameClass::ChunkDir(n)
-                if op == Op::Lookup && self.chunks_ino != 0 && r.parent == self.chunks_ino =>
-            {
-                self.dirs.insert(r.ino, n);
+            NameClass::ChunkDir(_) => {
+                if let Some(n) = self.chunk_dir_lookup(r, op) {
+                    self.dirs.insert(r.ino, n);
+                }
             }
             NameClass::ZeroChunk if matches!(op, Op::Lookup | Op::Create | Op::Mknod) => {
                 self.zero_ino = r.ino
@@ -331,6 +323,18 @@ impl Inference {
 
     fn is_zero(&self, r: &Request) -> bool {
         r.name == NameClass::ZeroChunk || (self.zero_ino != 0 && r.ino == self.zero_ino)
+    }
+
+    /// The chunk directory `r` looks up by name in `.chunks`, if it does.
+    fn chunk_dir_lookup(&self, r: &Request, op: Op) -> Option<u16> {
+        match r.name {
+            NameClass::ChunkDir(n)
+                if op == Op::Lookup && self.chunks_ino != 0 && r.parent == self.chunks_ino =>
+            {
+                Some(n)
+            }
+            _ => None,
+        }
     }
 
     fn chunk_dir_listing(&self, r: &Request, op: Op) -> Option<u16> {
@@ -359,11 +363,8 @@ impl Inference {
 
     fn check(&mut self, r: &Request, op: Op, pid: u32, since: u64, passed: bool) {
         if r.pid != pid {
-            let chunk_dir_lookup = op == Op::Lookup
-                && matches!(r.name, NameClass::ChunkDir(_))
-                && self.chunks_ino != 0
-                && r.parent == self.chunks_ino;
-            if passed && (chunk_dir_lookup || self.chunk_dir_listing(r, op).is_some()) {
+            let chunk_dir = self.chunk_dir_lookup(r, op).is_some();
+            if passed && (chunk_dir || self.chunk_dir_listing(r, op).is_some()) {
                 self.start_mark(r, op); // the prefetch pass's helpers
             }
             return;
@@ -418,10 +419,7 @@ impl Inference {
         if !self.walkers.contains(&r.pid) {
             return;
         }
-        let first_dir = (op == Op::Lookup
-            && r.name == NameClass::ChunkDir(0)
-            && self.chunks_ino != 0
-            && r.parent == self.chunks_ino)
+        let first_dir = self.chunk_dir_lookup(r, op) == Some(0)
             || (op == Op::Opendir && self.dirs.get(&r.ino) == Some(&0));
         if first_dir {
             self.start_sweep(r, op);
@@ -466,9 +464,7 @@ impl Inference {
                 return self.revert(r, op);
             }
         }
-        let last_dir_name = op == Op::Lookup
-            && r.name == NameClass::ChunkDir(LAST_CHUNK_DIR)
-            && r.parent == self.chunks_ino;
+        let last_dir_name = self.chunk_dir_lookup(r, op) == Some(LAST_CHUNK_DIR);
         if let Some(d) = self.last_dir {
             let within = (d != 0 && (r.ino == d || r.parent == d))
                 || self.last_entries.contains(&r.ino)
