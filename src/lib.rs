@@ -24,6 +24,7 @@ pub mod analysis;
 pub mod check;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod columnar;
 pub mod datastore;
 #[cfg(feature = "cli")]
 pub mod demo;

@@ -19,12 +19,12 @@
 //!
 //! Memory grows with distinct inodes and digests, not with the trace's length.
 
-pub mod csv;
 mod hdr;
 mod intmap;
 mod locality;
 pub mod mrc;
 mod sample;
+pub mod tables;
 
 pub(crate) use sample::{Batch, Sample, SampleName, Sampled};
 #[cfg(feature = "plot")]
@@ -346,7 +346,7 @@ impl Decimated {
     fn push(&mut self, p: impl FnOnce(u64) -> AccessPoint) {
         let at = self.seen;
         self.seen += 1;
-        if self.max == 0 || at % self.stride != 0 {
+        if self.max == 0 || !at.is_multiple_of(self.stride) {
             return;
         }
         self.kept.push(p(at));

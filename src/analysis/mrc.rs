@@ -5,7 +5,7 @@
 //! references whose distance is below `c` (Mattson et al. 1970). Distances come from the set
 //! of positions holding each key's most recent reference: the distance is the number of them
 //! after the key's previous position, counted with a bitmap and a Fenwick tree over its cache
-//! lines ([`LiveSet`]). O(log n) per reference in a tree that fits the cache, one bit per
+//! lines (`LiveSet`). O(log n) per reference in a tree that fits the cache, one bit per
 //! position, one map entry per distinct key.
 //!
 //! The curve is kept at chosen capacities (the report's points), so it is exact there and the

@@ -1,6 +1,6 @@
 //! `chunkscope analyze`
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
@@ -20,7 +20,8 @@ use crate::units::{duration_ns, human_bytes};
 #[command(after_help = "Examples:\n  \
     chunkscope analyze gc.trace\n  \
     chunkscope analyze naive.trace lru.trace inode.trace   # side by side\n  \
-    chunkscope analyze --svg plots/ --csv tables/ gc.trace\n  \
+    chunkscope analyze --svg plots/ --csv=tables/ gc.trace\n  \
+    chunkscope analyze --parquet=tables/ gc.trace   # for DuckDB\n  \
     chunkscope analyze --json gc.trace > gc-analysis.json\n  \
     chunkscope analyze --shards 1% huge.trace   # sampled miss-ratio curves\n  \
     # ext4's inode tables: 16 inodes of 256 bytes in a 4 KiB block\n  \
@@ -37,9 +38,16 @@ pub struct AnalyzeArgs {
     /// standard output (instead of the tables), `--json=FILE` into FILE (beside them).
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     json: Option<PathBuf>,
-    /// Write CSV tables (phases, ops, mrc, gaps, txg, what_if) into this directory.
-    #[arg(long, value_name = "DIR")]
+    /// The tables as CSV: `--csv=DIR` writes phases, ops, mrc, gaps, txg and what_if.csv into
+    /// DIR (beside the text); `--csv` or `--csv=-` writes the phases table (one row per phase)
+    /// on standard output instead of the text.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     csv: Option<PathBuf>,
+    /// The same tables as Parquet files (typed columns, zstd) in DIR, for DuckDB, pandas and
+    /// Spark.
+    #[cfg(feature = "parquet")]
+    #[arg(long, value_name = "DIR", require_equals = true)]
+    parquet: Option<PathBuf>,
     /// Write SVG plots (access pattern, miss-ratio curves, gaps, latency, write-back) here.
     #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
@@ -327,6 +335,12 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
     if txg_ns == 0 {
         anyhow::bail!("--txg must be longer than 0");
     }
+    if super::to_stdout(&args.json) && super::to_stdout(&args.csv) {
+        anyhow::bail!(
+            "--json and --csv both on standard output: give one of them a destination \
+             (--json=FILE or --csv=DIR)"
+        );
+    }
     let o = Options {
         inodes_per_block: args.inodes_per_block,
         block_bytes,
@@ -385,13 +399,39 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
         reports.push(report);
     }
     let rows = labelled(&reports);
-    if let Some(dir) = &args.csv {
-        let files = crate::analysis::csv::write_csv(dir, &rows, block_bytes)?;
-        tracing::info!("{} CSV tables in {}", files.len(), dir.display());
+    let tables = crate::analysis::tables::tables(&rows, block_bytes);
+    match args.csv.as_deref() {
+        Some(dir) if dir != Path::new("-") => {
+            let files = crate::columnar::write_csv_files(dir, &tables)?;
+            tracing::info!("{} CSV tables in {}", files.len(), dir.display());
+        }
+        _ => {}
+    }
+    #[cfg(feature = "parquet")]
+    if let Some(dir) = &args.parquet {
+        let source = reports.iter().map(|r| r.trace.as_str()).collect::<Vec<_>>();
+        let meta = [
+            (
+                "chunkscope.version".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
+            (
+                "chunkscope.traces".to_string(),
+                serde_json::to_string(&source)?,
+            ),
+        ];
+        let files = crate::columnar::write_parquet_files(dir, &tables, &meta)?;
+        tracing::info!("{} Parquet tables in {}", files.len(), dir.display());
     }
     if let Some(dir) = &args.svg {
         let files = crate::analysis::plot::write_all(dir, &rows)?;
         tracing::info!("{} SVG plots in {}", files.len(), dir.display());
+    }
+    if super::to_stdout(&args.csv) {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        tables[0].write_csv(&mut out)?;
+        std::io::Write::flush(&mut out)?;
     }
     if let Some(dest) = &args.json {
         if reports.len() == 1 {
@@ -399,9 +439,9 @@ pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
         } else {
             super::write_json(dest, &reports)?;
         }
-        if super::to_stdout(&args.json) {
-            return Ok(Outcome::Ok);
-        }
+    }
+    if super::to_stdout(&args.json) || super::to_stdout(&args.csv) {
+        return Ok(Outcome::Ok);
     }
     if !args.summary {
         for report in &reports {

@@ -67,7 +67,7 @@ pub enum Outcome {
 
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run() -> i32 {
-    if let Some(e) = json_file_without_equals(std::env::args()) {
+    if let Some(e) = destination_without_equals(std::env::args()) {
         log::final_error(&e);
         return 2;
     }
@@ -152,19 +152,30 @@ fn write_json(dest: &std::path::Path, value: &impl serde::Serialize) -> anyhow::
     }
 }
 
-/// `--json FILE.json` (a file name after a space): the file would be taken for the command's
-/// input. `--json` alone writes to standard output, `--json=FILE` to a file.
-fn json_file_without_equals(args: impl Iterator<Item = String>) -> Option<anyhow::Error> {
+/// `--json FILE.json` or `--csv DIR` (a destination after a space): it would be taken for the
+/// command's input. `--json` alone writes to standard output, `--json=FILE` to a file; the
+/// same for `--csv` and `--csv=DIR`.
+fn destination_without_equals(args: impl Iterator<Item = String>) -> Option<anyhow::Error> {
     let args: Vec<String> = args.collect();
-    args.windows(2)
-        .find(|w| w[0] == "--json" && w[1].ends_with(".json") && !w[1].starts_with('-'))
-        .map(|w| {
-            anyhow::anyhow!(
-                "--json {0}: a file goes after '=' (--json={0}); --json alone writes the JSON \
-                 to standard output",
-                w[1]
-            )
-        })
+    args.windows(2).find_map(|w| {
+        let (flag, value) = (w[0].as_str(), w[1].as_str());
+        if value.starts_with('-') {
+            return None;
+        }
+        let (what, alone) = match flag {
+            "--json" if value.ends_with(".json") => ("a file", "writes the JSON"),
+            // A trace after --csv is the command's input; a directory, or a name that is
+            // nothing yet, was meant for the tables.
+            "--csv" if !std::path::Path::new(value).is_file() => {
+                ("a directory", "writes the phases table")
+            }
+            _ => return None,
+        };
+        Some(anyhow::anyhow!(
+            "{flag} {value}: {what} goes after '=' ({flag}={value}); {flag} alone {alone} to \
+             standard output"
+        ))
+    })
 }
 
 /// Whether a `--json[=FILE]` goes to standard output (`--json`, `--json=-`).

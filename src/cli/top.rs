@@ -520,7 +520,7 @@ fn lines(poll: &mut Poll, every: Duration, count: Option<u64>) -> Result<Outcome
     while count.is_none_or(|c| n < c) {
         std::thread::sleep(every);
         let iv = poll.next()?;
-        if n % 20 == 0 {
+        if n.is_multiple_of(20) {
             writeln!(out, "{LINE_HEADER}")?;
         }
         writeln!(out, "{}", iv.line(&clock_now()))?;

@@ -1,22 +1,26 @@
 //! `chunkscope trace dump|export|stats`
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use super::Outcome;
+#[cfg(feature = "parquet")]
+use crate::trace::export::ParquetExporter;
 use crate::trace::export::{Exporter, Format};
 use crate::trace::{Name, TraceReader};
 
-/// Read a trace: one line per record, CSV/JSON Lines/Chrome JSON export, or counts per operation.
+/// Read a trace: one line per record, a CSV/JSON Lines/Parquet/Chrome JSON export, or counts
+/// per operation.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope trace stats gc.trace\n  \
     chunkscope trace dump gc.trace | less\n  \
     chunkscope trace export --format csv gc.trace > gc.csv\n  \
+    chunkscope trace export --format parquet -o gc.parquet gc.trace\n  \
     chunkscope trace export --format chrome gc.trace > gc.json  # ui.perfetto.dev\n\n\
     A trace whose end is torn (copied while being written, or a crash) is read up to the\n\
     last whole record, with a warning on standard error.")]
@@ -30,21 +34,97 @@ enum TraceCommand {
     /// One readable line per record.
     #[command(after_help = "Example:\n  chunkscope trace dump gc.trace | less")]
     Dump { file: PathBuf },
-    /// Export every record as CSV or JSON Lines (columns documented in trace::export), or as
-    /// Chrome trace-event JSON for a timeline in ui.perfetto.dev (alias: perfetto).
+    /// Export every record as CSV, JSON Lines or Parquet (columns documented in
+    /// trace::export), or as Chrome trace-event JSON for a timeline in ui.perfetto.dev (alias:
+    /// perfetto).
     #[command(
         after_help = "Examples:\n  chunkscope trace export --format csv gc.trace > gc.csv\n  \
         chunkscope trace export --format jsonl gc.trace > gc.jsonl\n  \
+        chunkscope trace export --format parquet -o gc.parquet gc.trace  # DuckDB\n  \
         chunkscope trace export --format chrome gc.trace > gc.json  # ui.perfetto.dev"
     )]
     Export {
         file: PathBuf,
         #[arg(long, value_enum, default_value = "csv")]
         format: Format,
+        /// Where to write it: a file (written beside and renamed into place when complete),
+        /// or `-` for standard output.
+        #[arg(long, short, value_name = "FILE", default_value = "-")]
+        output: PathBuf,
     },
     /// Records, errors and time per operation.
     #[command(after_help = "Example:\n  chunkscope trace stats gc.trace")]
     Stats { file: PathBuf },
+}
+
+/// Exports `file` in `format` to `output` (`-`: standard output). A file is written under a
+/// temporary name beside it and renamed when complete, so a failed export leaves no
+/// half-written file that looks whole.
+fn export(file: &Path, format: Format, output: &Path) -> Result<()> {
+    let mut r = TraceReader::open(file)?;
+    let to_stdout = output == Path::new("-");
+    #[cfg(feature = "parquet")]
+    if format == Format::Parquet && to_stdout && std::io::stdout().is_terminal() {
+        anyhow::bail!("Parquet is binary: give a file (-o gc.parquet) or redirect standard output");
+    }
+    let mut temp = None;
+    let sink: Box<dyn Write + Send> = if to_stdout {
+        Box::new(std::io::stdout())
+    } else {
+        let dir = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "cannot export to {}: {} is not a directory",
+                output.display(),
+                dir.display()
+            );
+        }
+        let t = tempfile::Builder::new()
+            .prefix(".chunkscope-export-")
+            // What a plain create would give (0666 less the umask), not a temp file's 0600.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot write into {}", dir.display()))?;
+        let f = t.as_file().try_clone()?;
+        temp = Some(t);
+        Box::new(f)
+    };
+    let out = std::io::BufWriter::with_capacity(1 << 20, sink);
+    let written = |e: anyhow::Error| {
+        let to = if to_stdout {
+            "standard output".into()
+        } else {
+            output.display().to_string()
+        };
+        e.context(format!("exporting {} to {to}", file.display()))
+    };
+    match format {
+        #[cfg(feature = "parquet")]
+        Format::Parquet => {
+            let mut e = ParquetExporter::new(out, r.meta()).map_err(written)?;
+            while let Some(rec) = r.next_record()? {
+                e.write(&rec).map_err(written)?;
+            }
+            e.finish().map_err(written)?;
+        }
+        _ => {
+            let mut e = Exporter::new(out, format).map_err(|e| written(e.into()))?;
+            while let Some(rec) = r.next_record()? {
+                e.write(&rec).map_err(|e| written(e.into()))?;
+            }
+            e.finish().map_err(|e| written(e.into()))?;
+        }
+    }
+    if let Some(t) = temp {
+        t.as_file().sync_all()?;
+        t.persist(output)
+            .with_context(|| format!("cannot rename the export to {}", output.display()))?;
+    }
+    warn_truncated(&r);
+    Ok(())
 }
 
 fn warn_truncated(r: &TraceReader) {
@@ -97,14 +177,13 @@ pub fn run(args: TraceArgs) -> Result<Outcome> {
             out.flush()?;
             warn_truncated(&r);
         }
-        TraceCommand::Export { file, format } => {
-            let mut r = TraceReader::open(&file)?;
-            let mut e = Exporter::new(out, format)?;
-            while let Some(rec) = r.next_record()? {
-                e.write(&rec)?;
-            }
-            e.finish()?;
-            warn_truncated(&r);
+        TraceCommand::Export {
+            file,
+            format,
+            output,
+        } => {
+            drop(out);
+            export(&file, format, &output)?;
         }
         TraceCommand::Stats { file } => {
             let mut r = TraceReader::open(&file)?;

@@ -153,7 +153,7 @@ fn validate_header(header: &[u8], len: u64) -> Result<IndexKind, FormatError> {
             }
         }
         IndexKind::Dynamic => {
-            if body % DYNAMIC_ENTRY_SIZE as u64 != 0 {
+            if !body.is_multiple_of(DYNAMIC_ENTRY_SIZE as u64) {
                 return Err(FormatErrorKind::BodyLength {
                     detail: format!(
                         "{body} bytes is not a multiple of the {DYNAMIC_ENTRY_SIZE}-byte entry"

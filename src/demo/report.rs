@@ -584,7 +584,7 @@ pub fn caption(file: &str) -> String {
     }
 }
 
-/// `text` as HTML: escaped, with Markdown's `code` spans as <code>.
+/// `text` as HTML: escaped, with Markdown's `code` spans as `<code>`.
 pub fn inline_html(text: &str) -> String {
     let mut out = String::new();
     for (i, part) in text.split('`').enumerate() {

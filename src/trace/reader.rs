@@ -85,7 +85,7 @@ impl Blocks {
         let c = u32::from_le_bytes(head[4..8].try_into().expect("4")) as usize;
         let u = u32::from_le_bytes(head[8..12].try_into().expect("4")) as usize;
         let crc = u32::from_le_bytes(head[12..16].try_into().expect("4"));
-        if u % SLOT_SIZE != 0 || u > 64 << 20 || c > 64 << 20 {
+        if !u.is_multiple_of(SLOT_SIZE) || u > 64 << 20 || c > 64 << 20 {
             bail!(
                 "{}: corrupt block header at offset {at}: {c} bytes holding {u}",
                 path.display()

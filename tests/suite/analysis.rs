@@ -126,13 +126,14 @@ fn other_strategies_on_small_simulated() {
 fn strategies_on_small_analysed_and_simulated() {
     let (dir, truth, traces) = phase1_on_small_simulated(&ANALYSED);
     let (svg, csv) = (dir.path().join("svg"), dir.path().join("csv"));
+    let parquet = dir.path().join("parquet");
     let mut args = vec![
         "analyze".to_string(),
         "--json".into(),
         "--svg".into(),
         svg.display().to_string(),
-        "--csv".into(),
-        csv.display().to_string(),
+        format!("--csv={}", csv.display()),
+        format!("--parquet={}", parquet.display()),
     ];
     args.extend(traces.iter().map(|t| t.display().to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -238,6 +239,41 @@ fn strategies_on_small_analysed_and_simulated() {
         let t = std::fs::read_to_string(csv.join(f)).unwrap();
         assert!(t.lines().count() > 3, "{f}: {t}");
     }
+    // Issue 23, point 5: the Parquet tables hold the CSV tables' cells, typed.
+    for t in ["phases", "ops", "mrc", "gaps", "txg", "what_if"] {
+        let (header, rows) = csv_table(&csv.join(format!("{t}.csv")));
+        let pq = parquet_table(std::fs::read(parquet.join(format!("{t}.parquet"))).unwrap());
+        assert_eq!(pq.header, header, "{t}");
+        assert_eq!(pq.rows, rows, "{t}");
+        assert!(
+            pq.metadata
+                .iter()
+                .any(|(k, v)| k == "chunkscope.traces" && v.contains("naive")),
+            "{t}: {:?}",
+            pq.metadata
+        );
+    }
+    // `--csv` alone: the phases table on standard output, in place of the text.
+    let o = run(&["analyze", "--csv", traces[0].to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let alone = dir.path().join("alone.csv");
+    std::fs::write(&alone, &o.stdout).unwrap();
+    let (alone_header, alone) = csv_table(&alone);
+    let (header, together) = csv_table(&csv.join("phases.csv"));
+    assert_eq!(alone_header, header);
+    let stem = format!("{}: ", traces[0].file_stem().unwrap().to_str().unwrap());
+    let naive_phases: Vec<Vec<String>> = together
+        .into_iter()
+        .filter_map(|mut r| {
+            r[0] = r[0].strip_prefix(&stem)?.to_string();
+            Some(r)
+        })
+        .collect();
+    assert!(!alone.is_empty());
+    assert_eq!(
+        alone, naive_phases,
+        "the naive trace's phases, alone and compared"
+    );
 
     // The table: one row per phase of each trace, side by side.
     let o = run(&[

@@ -401,3 +401,72 @@ pub fn op_count(phase: &serde_json::Value, op: &str) -> u64 {
         .map(|o| o["count"].as_u64().unwrap())
         .sum()
 }
+
+/// A CSV file's header and rows, its quoted fields unquoted.
+pub fn csv_table(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = r.headers().unwrap().iter().map(String::from).collect();
+    let rows = r
+        .records()
+        .map(|row| row.unwrap().iter().map(String::from).collect())
+        .collect();
+    (header, rows)
+}
+
+/// A Parquet file (its bytes): the field names, the key-value metadata, the number of row
+/// groups and the rows, each cell written as the CSV export writes it (null as empty), so
+/// that the two can be compared cell by cell.
+pub struct ParquetTable {
+    pub header: Vec<String>,
+    pub metadata: Vec<(String, String)>,
+    pub row_groups: usize,
+    pub rows: Vec<Vec<String>>,
+}
+
+pub fn parquet_table(bytes: Vec<u8>) -> ParquetTable {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    let r = SerializedFileReader::new(bytes::Bytes::from(bytes)).expect("a Parquet file");
+    let meta = r.metadata();
+    let header = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let metadata = meta
+        .file_metadata()
+        .key_value_metadata()
+        .map(|kv| {
+            kv.iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let row_groups = meta.num_row_groups();
+    let rows = r
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .map(|(name, f)| match f {
+                    Field::Null => String::new(),
+                    Field::ULong(v) => v.to_string(),
+                    Field::UInt(v) => v.to_string(),
+                    Field::Long(v) => v.to_string(),
+                    Field::Double(v) => v.to_string(),
+                    Field::Str(s) => s.clone(),
+                    other => panic!("{name}: a cell of an unexpected type: {other:?}"),
+                })
+                .collect()
+        })
+        .collect();
+    ParquetTable {
+        header,
+        metadata,
+        row_groups,
+        rows,
+    }
+}

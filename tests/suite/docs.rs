@@ -122,7 +122,7 @@ fn doc_blocks() -> Vec<Block> {
 }
 
 /// What a runnable block may start with.
-const COMMANDS: [&str; 10] = [
+const COMMANDS: [&str; 11] = [
     "chunkscope ",
     "cargo ",
     "mount-scripts/",
@@ -133,6 +133,7 @@ const COMMANDS: [&str; 10] = [
     "apt-get ",
     "for ",
     "chromium ",
+    "python3 ",
 ];
 
 fn is_command(line: &str) -> bool {

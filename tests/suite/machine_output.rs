@@ -1,6 +1,7 @@
 //! Issue 23, point 6: every command with `--json` writes it the same way: `--json` (or
 //! `--json=-`) on standard output instead of the text, `--json=FILE` into FILE beside the
-//! text; `--json FILE.json` (a space) is refused with a message that says how.
+//! text; `--json FILE.json` (a space) is refused with a message that says how. `analyze
+//! --csv[=DIR]` alike.
 
 use crate::common;
 
@@ -89,4 +90,42 @@ fn every_json_option_takes_nothing_a_dash_or_a_file_alike() {
         assert_eq!(o.status.code(), Some(2), "{args:?} {}", stderr(&o));
         assert!(stderr(&o).contains("--json=report.json"), "{}", stderr(&o));
     }
+    // CSV the same way: `--csv` or `--csv=-` is the phases table instead of the text,
+    // `--csv=DIR` the tables beside it; `--csv DIR` is refused, and so are two reports on
+    // standard output.
+    let alone = run(&["analyze", "--no-mrc", "--csv", t]);
+    assert!(alone.status.success(), "{}", stderr(&alone));
+    assert!(
+        stdout(&alone).starts_with("phase,records,"),
+        "{}",
+        stdout(&alone)
+    );
+    assert_eq!(
+        run(&["analyze", "--no-mrc", "--csv=-", t]).stdout,
+        alone.stdout
+    );
+    let tables = dir.path().join("tables");
+    let beside = run(&[
+        "analyze",
+        "--no-mrc",
+        "--json",
+        &format!("--csv={}", tables.display()),
+        t,
+    ]);
+    assert!(beside.status.success(), "{}", stderr(&beside));
+    serde_json::from_slice::<Value>(&beside.stdout).expect("the JSON on stdout");
+    assert_eq!(
+        std::fs::read(tables.join("phases.csv")).unwrap(),
+        alone.stdout
+    );
+    let o = run(&["analyze", "--csv", "tables", t]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--csv=tables"), "{}", stderr(&o));
+    let o = run(&["analyze", "--json", "--csv", t]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("both on standard output"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -32,7 +32,11 @@ fn rec(op: Op, seq: u64, name: &[u8]) -> RawRecord {
     r.modeled_ns = 6;
     r.pid = 4242;
     r.flags = 1;
-    r.errno = if seq % 7 == 0 { libc::ENOENT } else { 0 };
+    r.errno = if seq.is_multiple_of(7) {
+        libc::ENOENT
+    } else {
+        0
+    };
     r.set_name(name);
     r
 }
@@ -518,4 +522,159 @@ fn compressed_blocks_read_back_tolerate_a_torn_tail_and_refuse_damage() {
     let (recs, torn) = read_all(&path);
     assert_eq!(recs.len(), before_last);
     assert_eq!(torn, Some(bytes.len() as u64 - last));
+}
+
+/// Issue 23, point 5: `trace export --format parquet` holds what the CSV export holds, typed:
+/// every cell of every row equal (the errno by its name, null where there is none; no name
+/// null), `time` the trace's start plus `start_ns`, the trace's header as the file's
+/// metadata, rows in groups of `PARQUET_ROW_GROUP`; standard output (a pipe) gets the bytes
+/// the file does.
+#[test]
+fn parquet_export_holds_what_the_csv_export_holds_typed() {
+    use chunkscope::trace::export::PARQUET_ROW_GROUP;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    let n = PARQUET_ROW_GROUP as u64 + 1000;
+    for i in 0..n {
+        let name = match i % 4 {
+            0 => Digest::of(&i.to_le_bytes()).to_hex().into_bytes(),
+            1 => format!("{:04x}", i % 50).into_bytes(),
+            2 => b"a,\"quoted\" name".to_vec(),
+            _ => Vec::new(),
+        };
+        let op = [Op::Lookup, Op::Setattr, Op::Unlink, Op::Readdir][(i % 4) as usize];
+        let mut r = rec(op, i, &name);
+        r.errno = match i % 5 {
+            0 => libc::ENOENT,
+            1 => libc::EIO,
+            2 => 200, // no name: its number
+            _ => 0,
+        };
+        r.flags = (i % 32) as u8;
+        sink.record(r);
+    }
+    drop(sink);
+    writer.finish().unwrap();
+    let (csv_path, pq_path) = (dir.path().join("p.csv"), dir.path().join("p.parquet"));
+    for (format, out) in [("csv", &csv_path), ("parquet", &pq_path)] {
+        let o = run(&[
+            "trace",
+            "export",
+            "--format",
+            format,
+            "-o",
+            out.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{format}: the file has it");
+    }
+    let (csv_header, csv_rows) = csv_table(&csv_path);
+    let pq = parquet_table(std::fs::read(&pq_path).unwrap());
+    assert_eq!(csv_rows.len() as u64, n);
+    assert_eq!(pq.rows.len() as u64, n);
+    assert_eq!(pq.row_groups, 2);
+    let epoch = TraceReader::open(&path).unwrap().meta().start_epoch_ns;
+    assert!(epoch > 0);
+    let kv = |k: &str| {
+        pq.metadata
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {k} in {:?}", pq.metadata))
+    };
+    assert_eq!(kv("chunkscope.store"), "/srv/store");
+    assert_eq!(kv("chunkscope.start_epoch_ns"), epoch.to_string());
+    let options: serde_json::Value = serde_json::from_str(&kv("chunkscope.options")).unwrap();
+    assert_eq!(options["readdirplus"], false);
+    let mut header = csv_header.clone();
+    header.insert(2, "time".into());
+    assert_eq!(pq.header, header, "the CSV's columns and the time");
+    let errno = csv_header.iter().position(|c| c == "errno").unwrap();
+    for (k, (c, p)) in csv_rows.iter().zip(&pq.rows).enumerate() {
+        let mut want = c.clone();
+        want.insert(2, (epoch + c[1].parse::<u64>().unwrap()).to_string());
+        want[errno + 1] = match c[errno].parse().unwrap() {
+            0 => String::new(),
+            e => chunkscope::units::errno_name(e),
+        };
+        assert_eq!(p, &want, "row {k}: csv {c:?}");
+    }
+    assert_eq!(pq.rows[2][errno + 1], "200");
+    assert_eq!(pq.rows[1][errno + 1], "EIO");
+    let o = run(&[
+        "trace",
+        "export",
+        "--format",
+        "parquet",
+        path.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        o.stdout == std::fs::read(&pq_path).unwrap(),
+        "standard output and -o FILE differ"
+    );
+}
+
+/// An export that fails (a damaged block in the middle of the trace) says which trace and
+/// where it was going, exits non-zero and leaves neither a half file nor a temporary one;
+/// a destination that was there is as it was.
+#[test]
+fn a_failed_export_leaves_the_destination_as_it_was() {
+    use chunkscope::trace::format::{BLOCK_BYTES, BLOCK_HEADER, SLOT_SIZE};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    for i in 0..(2 * BLOCK_BYTES / SLOT_SIZE) as u64 + 10 {
+        sink.record(rec(
+            Op::Lookup,
+            i,
+            &Digest::of(&i.to_le_bytes()).to_hex().into_bytes(),
+        ));
+    }
+    drop(sink);
+    writer.finish().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let first = bytes.windows(4).position(|w| w == b"CSZB").unwrap();
+    bytes[first + BLOCK_HEADER + 10] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let old = out.join("old.parquet");
+    std::fs::write(&old, b"the last export").unwrap();
+    for (format, to) in [("parquet", "old.parquet"), ("csv", "new.csv")] {
+        let dest = out.join(to);
+        let o = run(&[
+            "trace",
+            "export",
+            "--format",
+            format,
+            "-o",
+            dest.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{format}: a damaged trace exported");
+        let err = stderr(&o);
+        assert!(
+            err.contains(path.to_str().unwrap()) && err.contains("damaged"),
+            "{format}: {err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["old.parquet"], "{format}: {err}");
+        assert_eq!(std::fs::read(&old).unwrap(), b"the last export");
+    }
+    // A destination in a directory that is not there: named.
+    let o = run(&[
+        "trace",
+        "export",
+        "-o",
+        "/nonexistent/x.csv",
+        path.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("/nonexistent"), "{}", stderr(&o));
 }
