@@ -76,9 +76,11 @@ pub struct GcArgs {
 /// The strategies' knobs, shared with `simulate`.
 #[derive(Args, Debug)]
 pub struct TuningArgs {
-    /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
-    #[arg(long, default_value_t = gc::DEFAULT_CACHE_CAPACITY, value_name = "N")]
-    pub cache_capacity: usize,
+    /// Digest cache entries, as the datastore's gc-cache-capacity tuning option (default
+    /// 1048576, PBS's when the option is not set; when it is, 0 included, the task log says
+    /// so as PBS's does); 0 turns the cache off.
+    #[arg(long, value_name = "N")]
+    pub cache_capacity: Option<usize>,
     /// Digests per batch (batched, inode-order).
     #[arg(long, default_value_t = gc::DEFAULT_BATCH_SIZE, value_name = "N")]
     pub batch_size: usize,
@@ -89,7 +91,12 @@ pub struct TuningArgs {
 
 impl TuningArgs {
     pub fn validate(&self) -> Result<()> {
-        validate_cache_capacity(self.cache_capacity)
+        validate_cache_capacity(self.capacity())
+    }
+
+    /// The digest cache's capacity: the option's, or PBS's default.
+    pub fn capacity(&self) -> usize {
+        self.cache_capacity.unwrap_or(gc::DEFAULT_CACHE_CAPACITY)
     }
 }
 
@@ -168,7 +175,8 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     };
     let opts = GcOptions {
         strategy: args.strategy,
-        cache_capacity: args.tuning.cache_capacity,
+        cache_capacity: args.tuning.capacity(),
+        cache_capacity_tuned: args.tuning.cache_capacity.is_some(),
         batch_size: args.tuning.batch_size,
         prefetch_jobs: args.tuning.prefetch_jobs as usize,
         cutoff_minutes: args.cutoff,

@@ -101,6 +101,9 @@ pub struct GcOptions {
     pub strategy: Strategy,
     /// Digest LRU capacity; 0 turns the cache off.
     pub cache_capacity: usize,
+    /// The datastore's `gc-cache-capacity` tuning option is set (to `cache_capacity`, 0
+    /// included): PBS then logs `Using chunk digest cache capacity of N.`, and only then.
+    pub cache_capacity_tuned: bool,
     /// Digests per batch (batched, inode-order).
     pub batch_size: usize,
     /// Threads listing chunk directories in the prefetch pass.
@@ -122,6 +125,7 @@ impl Default for GcOptions {
         GcOptions {
             strategy: Strategy::Lru,
             cache_capacity: DEFAULT_CACHE_CAPACITY,
+            cache_capacity_tuned: false,
             batch_size: DEFAULT_BATCH_SIZE,
             prefetch_jobs: 1,
             cutoff_minutes: DEFAULT_CUTOFF_MINUTES,
@@ -408,7 +412,9 @@ pub fn run<S: ChunkStore>(
         time_span(cutoff as f64),
         crate::time::rfc3339_utc(min_atime)
     ));
-    if opts.strategy != Strategy::Naive {
+    // PBS logs the capacity exactly when the tuning option is set; the GC before the digest
+    // cache (naive) had no such option.
+    if opts.cache_capacity_tuned && opts.strategy != Strategy::Naive {
         log.info(&format!(
             "Using chunk digest cache capacity of {}.",
             opts.cache_capacity

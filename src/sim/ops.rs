@@ -403,9 +403,9 @@ impl ChunkStore for SimStore {
     }
 
     fn insert_chunk(&self, digest: &Digest, _blob: &[u8]) -> io::Result<bool> {
-        // Only the atime check inserts (the zero chunk); simulated runs skip that check.
-        let known = self.find(digest).is_some();
-        if known {
+        // Only the atime check inserts (the zero chunk); simulated runs skip that check. As
+        // PBS does, a stat first, then the touch.
+        if self.stat_chunk(digest)?.is_some() {
             return self.touch(digest);
         }
         Err(io::Error::new(

@@ -85,6 +85,53 @@ impl DirStore {
         Ok(CStr::from_bytes_with_nul(&buf[..=at]).expect("one NUL at the end"))
     }
 
+    /// Writes `blob` as the chunk at `path` the way PBS's `replace_file` does: a temporary
+    /// `<path>.tmp_XXXXXX` (`mkostemp`, `O_CLOEXEC`), `fchmod` 0644, `fchown` to the owner of
+    /// `.chunks` when running as root, the data, then `rename` over `path`. The temporary
+    /// file is removed if any step fails.
+    fn write_chunk(&self, path: &CStr, blob: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let mut template = Vec::with_capacity(path.to_bytes().len() + 12);
+        template.extend_from_slice(path.to_bytes());
+        template.extend_from_slice(b".tmp_XXXXXX\0");
+        // SAFETY: a NUL-terminated, writable template ending in six X.
+        let fd = unsafe { libc::mkostemp(template.as_mut_ptr().cast(), libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(last_err());
+        }
+        // SAFETY: fd is new and ours.
+        let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let tmp = CStr::from_bytes_with_nul(&template).expect("one NUL at the end");
+        let written = (|| -> io::Result<()> {
+            // SAFETY: valid fd.
+            if unsafe { libc::fchmod(file.as_raw_fd(), 0o644) } != 0 {
+                return Err(last_err());
+            }
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                let mut owner: libc::stat = unsafe { std::mem::zeroed() };
+                // SAFETY: valid fds and out pointer.
+                if unsafe { libc::fstat(self.chunks.as_raw_fd(), &mut owner) } != 0
+                    || unsafe { libc::fchown(file.as_raw_fd(), owner.st_uid, owner.st_gid) } != 0
+                {
+                    return Err(last_err());
+                }
+            }
+            file.write_all(blob)?;
+            drop(file);
+            // SAFETY: two valid paths.
+            if unsafe { libc::rename(tmp.as_ptr(), path.as_ptr()) } != 0 {
+                return Err(last_err());
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            // SAFETY: valid path; whatever is left of the temporary file goes.
+            unsafe { libc::unlink(tmp.as_ptr()) };
+        }
+        written
+    }
+
     fn touch_path(path: &CStr) -> io::Result<bool> {
         let times = [
             libc::timespec {
@@ -222,8 +269,8 @@ impl ChunkStore for DirStore {
         let mut buf = [0u8; PATH_MAX];
         let path = self.chunk_path(&mut buf, digest, b"")?;
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid path and out pointer.
-        if unsafe { libc::lstat(path.as_ptr(), &mut st) } != 0 {
+        // SAFETY: valid path and out pointer. A `stat`, as PBS's check (`std::fs::metadata`).
+        if unsafe { libc::stat(path.as_ptr(), &mut st) } != 0 {
             let e = last_err();
             return if e.raw_os_error() == Some(libc::ENOENT) {
                 Ok(None)
@@ -237,15 +284,38 @@ impl ChunkStore for DirStore {
         }))
     }
 
+    /// PBS's `insert_chunk_nolock` (format document 1.3): a `stat` first, so that inserting
+    /// a chunk that is not there makes no request on it before it is written. An existing
+    /// regular file of the same size, or a smaller non-empty one (the blob here is never
+    /// encrypted), is kept and touched; an empty or a bigger one is replaced, as a missing
+    /// one is written: a `<hex>.tmp_XXXXXX` file from `mkostemp`, mode 0644, owned like
+    /// `.chunks` when running as root (PBS chowns to backup:backup, the owner of a PBS
+    /// store's `.chunks`, so that PBS can touch it later), renamed over the chunk.
     fn insert_chunk(&self, digest: &Digest, blob: &[u8]) -> io::Result<bool> {
-        if self.touch(digest)? {
-            return Ok(true);
+        let mut buf = [0u8; PATH_MAX];
+        let path = self.chunk_path(&mut buf, digest, b"")?;
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid path and out pointer. PBS ignores a failed stat (`if let Ok(..)`)
+        // and writes; so does this.
+        if unsafe { libc::stat(path.as_ptr(), &mut st) } == 0 {
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(io::Error::other(format!(
+                    "got unexpected file type on store '{}' for chunk {digest}",
+                    self.root.display()
+                )));
+            }
+            let (old, new) = (st.st_size as u64, blob.len() as u64);
+            if old == new || (old != 0 && old < new) {
+                if Self::touch_path(path)? {
+                    return Ok(true);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("update atime failed for chunk {digest}: it vanished after its stat"),
+                ));
+            }
         }
-        let rel = crate::datastore::paths::chunk_rel_path(digest);
-        let path = self.root.join(&rel);
-        let tmp = path.with_file_name(format!("{digest}.tmp_csgc{:02}", std::process::id() % 100));
-        std::fs::write(&tmp, blob)?;
-        std::fs::rename(&tmp, &path)?;
+        self.write_chunk(path, blob)?;
         Ok(false)
     }
 

@@ -395,6 +395,251 @@ fn the_atime_safety_check_inserts_the_zero_chunk_and_passes() {
     assert!(out2.contains("Access time update check disabled"), "{out2}");
 }
 
+/// The zero chunk's requests in a trace, in order: (op, errno, name, ino, start_ns), for
+/// every record that names it (its digest or its temporary file) or is about its inode.
+fn zero_chunk_requests(trace: &std::path::Path) -> Vec<(Op, i32, String, u64, u64)> {
+    let hex = chunkscope::trace::phases::ZERO_CHUNK_HEX;
+    let mut t = TraceReader::open(trace).unwrap();
+    let (mut out, mut inos) = (Vec::new(), std::collections::HashSet::new());
+    while let Some(r) = t.next_record().unwrap() {
+        let name = match &r.name {
+            chunkscope::trace::Name::Digest(d) => d.to_string(),
+            chunkscope::trace::Name::Text(t) => t.to_string(),
+            chunkscope::trace::Name::None => String::new(),
+        };
+        let named = name.starts_with(hex);
+        if named && r.ino != 0 {
+            inos.insert(r.ino);
+        }
+        if let (true, Some(op)) = (named || (r.ino != 0 && inos.contains(&r.ino)), r.op()) {
+            out.push((op, r.errno, name, r.ino, r.start_ns));
+        }
+    }
+    out
+}
+
+/// Issue 24, point 5: the atime check makes PBS's requests through the mount. On a store
+/// without the zero chunk: a stat (a lookup that fails), the chunk written as a
+/// `<hex>.tmp_XXXXXX` file renamed over it, and after the check's second a touch that
+/// succeeds; never a touch of a chunk that is not there. With the chunk there: a stat, a
+/// touch (the insert's), the check's touch, nothing created. Inode numbering is not relied
+/// on (ext4 or tmpfs alike).
+#[test]
+fn the_atime_check_stats_the_zero_chunk_before_it_inserts_it_as_pbs_does() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let hex = chunkscope::trace::phases::ZERO_CHUNK_HEX;
+    for (round, fresh) in [(1, true), (2, false)] {
+        let sub = dir.path().join(format!("round{round}"));
+        std::fs::create_dir(&sub).unwrap();
+        let mut m = Mount::start(&store, &sub, true, &[]);
+        let (code, _, out) = gc(&m.mnt, &["--with-atime-check", "--phase", "mark"]);
+        assert_eq!(code, 0, "{out}");
+        m.stop();
+        let reqs = zero_chunk_requests(m.trace.as_ref().unwrap());
+        let first = &reqs[0];
+        assert_eq!((first.0, first.2.as_str()), (Op::Lookup, hex), "{reqs:?}");
+        // Setattrs name no file: the zero chunk's are those on its inode after it is renamed
+        // into place (before: the temporary file's fchmod and fchown).
+        let placed = reqs.iter().position(|r| r.0 == Op::Rename).unwrap_or(0);
+        let touches: Vec<_> = reqs[placed..]
+            .iter()
+            .filter(|r| r.0 == Op::Setattr)
+            .collect();
+        assert!(
+            reqs.iter().all(|r| !(r.0 == Op::Setattr && r.1 != 0)),
+            "no failing touch: {reqs:?}"
+        );
+        let creates: Vec<_> = reqs.iter().filter(|r| r.0 == Op::Create).collect();
+        if fresh {
+            assert_eq!(first.1, libc::ENOENT, "the stat finds nothing: {reqs:?}");
+            assert_eq!(creates.len(), 1, "{reqs:?}");
+            let tmp = &creates[0].2;
+            let suffix = tmp.strip_prefix(&format!("{hex}.tmp_")).unwrap_or("");
+            assert!(
+                suffix.len() == 6 && suffix.bytes().all(|c| c.is_ascii_alphanumeric()),
+                "mkostemp's template: {tmp}"
+            );
+            let create = reqs.iter().position(|r| r.0 == Op::Create).unwrap();
+            let rename = reqs
+                .iter()
+                .position(|r| r.0 == Op::Rename)
+                .expect("renamed");
+            assert!(create < rename, "{reqs:?}");
+            assert!(
+                reqs[..create].iter().all(|r| r.0 == Op::Lookup),
+                "only stats before the write: {reqs:?}"
+            );
+            // The check's touch, a second after the write.
+            assert_eq!(touches.len(), 1, "{reqs:?}");
+            assert!(touches[0].4 >= reqs[rename].4 + 900_000_000, "{reqs:?}");
+        } else {
+            assert_eq!(first.1, 0, "the stat finds it: {reqs:?}");
+            assert!(
+                creates.is_empty() && !reqs.iter().any(|r| r.0 == Op::Rename),
+                "{reqs:?}"
+            );
+            assert_eq!(
+                touches.len(),
+                2,
+                "the insert's touch and the check's: {reqs:?}"
+            );
+            assert!(touches[1].4 >= touches[0].4 + 900_000_000, "{reqs:?}");
+        }
+    }
+    let zero = store.join(format!(".chunks/bb9f/{hex}"));
+    let meta = std::fs::metadata(&zero).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o644, "PBS's mode");
+    let leftovers: Vec<_> = std::fs::read_dir(store.join(".chunks/bb9f"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp_"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The same at the system calls, where a touch of a missing file and a stat that finds none
+/// would look alike through a mount (both a failed lookup): under `strace`, the check's calls
+/// on the zero chunk are PBS's (format document 1.3 and 3.2), a missing chunk first stat'ed,
+/// never touched.
+#[test]
+fn the_atime_check_makes_pbs_s_system_calls() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let hex = chunkscope::trace::phases::ZERO_CHUNK_HEX;
+    let zero = store.join(format!(".chunks/bb9f/{hex}"));
+    let _ = std::fs::remove_file(&zero);
+    let calls = |round: &str| -> Vec<String> {
+        let log = dir.path().join(format!("strace-{round}"));
+        let o = std::process::Command::new("strace")
+            .args(["-f", "-qq", "-e", "trace=%stat,%file,utimensat", "-o"])
+            .arg(&log)
+            .arg(env!("CARGO_BIN_EXE_chunkscope"))
+            .args(["gc", "--phase", "mark"])
+            .arg(&store)
+            .output()
+            .expect("strace (.ci/run installs it)");
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(hex))
+            .map(|l| {
+                let call = l.split_whitespace().nth(1).unwrap_or("");
+                let call = call.split('(').next().unwrap();
+                let call = match call {
+                    "stat" | "lstat" | "newfstatat" | "statx" | "fstatat64" => "stat",
+                    c => c,
+                };
+                let failed = if l.contains("= -1 ENOENT") {
+                    " ENOENT"
+                } else {
+                    ""
+                };
+                let tmp = if l.contains(&format!("{hex}.tmp_")) {
+                    " tmp"
+                } else {
+                    ""
+                };
+                format!("{call}{tmp}{failed}")
+            })
+            .collect()
+    };
+    assert_eq!(
+        calls("fresh"),
+        [
+            "stat ENOENT",
+            "openat tmp",
+            "rename tmp",
+            "stat",
+            "utimensat",
+            "stat"
+        ],
+        "stat, write as a temporary file and rename; sleep; stat, touch, stat"
+    );
+    assert_eq!(
+        calls("again"),
+        ["stat", "utimensat", "stat", "utimensat", "stat"],
+        "stat and touch (the insert); sleep; stat, touch, stat"
+    );
+}
+
+/// The insert keeps or replaces an existing zero chunk as PBS's `insert_chunk` does: an
+/// empty file (damage) or a bigger one is replaced, a smaller non-empty one is kept and
+/// touched, a directory in its place is an error that stops the GC before phase 1.
+#[test]
+fn the_atime_check_replaces_an_empty_or_bigger_zero_chunk_and_keeps_a_smaller_one() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let zero = store.join(format!(
+        ".chunks/bb9f/{}",
+        chunkscope::trace::phases::ZERO_CHUNK_HEX
+    ));
+    let (_, blob) = chunkscope::gc::zero_chunk();
+    for (content, replaced) in [
+        (Vec::new(), true),
+        (vec![7u8; blob.len() + 10], true),
+        (vec![7u8; 10], false),
+    ] {
+        std::fs::write(&zero, &content).unwrap();
+        let ino = std::fs::metadata(&zero).unwrap().ino();
+        let (code, _, out) = gc(&store, &["--with-atime-check", "--phase", "mark"]);
+        assert_eq!(code, 0, "{out}");
+        let after = std::fs::read(&zero).unwrap();
+        if replaced {
+            assert_eq!(after, blob, "{} bytes before", content.len());
+            assert_ne!(std::fs::metadata(&zero).unwrap().ino(), ino);
+        } else {
+            assert_eq!(after, content);
+        }
+    }
+    std::fs::remove_file(&zero).unwrap();
+    std::fs::create_dir(&zero).unwrap();
+    let (code, _, out) = gc(&store, &["--with-atime-check"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("unexpected file type") && out.contains("bb9f8df6"),
+        "{out}"
+    );
+    assert!(!out.contains("Start GC phase1"), "{out}");
+}
+
+/// PBS logs `Using chunk digest cache capacity of N.` exactly when the datastore's
+/// gc-cache-capacity tuning option is set, 0 included: here, when --cache-capacity is given.
+#[test]
+fn the_cache_capacity_is_logged_exactly_when_it_is_set() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let line = |n: &str| format!("Using chunk digest cache capacity of {n}.");
+    for (args, logged) in [
+        (&[][..], None),
+        (&["--cache-capacity", "0"][..], Some("0")),
+        (&["--cache-capacity", "1048576"][..], Some("1048576")),
+        (
+            &["--cache-capacity", "4096", "--strategy", "batched"][..],
+            Some("4096"),
+        ),
+    ] {
+        let mut a = vec!["--phase", "mark"];
+        a.extend_from_slice(args);
+        let (code, _, out) = gc(&store, &a);
+        assert_eq!(code, 0, "{out}");
+        let count = out.matches("Using chunk digest cache capacity").count();
+        match logged {
+            None => assert_eq!(count, 0, "{args:?}: {out}"),
+            Some(n) => {
+                assert_eq!(count, 1, "{args:?}: {out}");
+                // Where PBS prints it: after the cutoff, before phase 1.
+                let at = out
+                    .find(&line(n))
+                    .unwrap_or_else(|| panic!("{args:?}: {out}"));
+                assert!(out.find("Using access time cutoff").unwrap() < at, "{out}");
+                assert!(at < out.find("Start GC phase1").unwrap(), "{out}");
+            }
+        }
+    }
+}
+
 /// A store whose GC runs daily (`--prev-gc-hours 24`) holds the garbage of the day before
 /// (touched by the GC before the previous one, too young for the previous one's cutoff): the
 /// GC removes exactly those, as the ground truth counts them. On ext4 or tmpfs alike.
