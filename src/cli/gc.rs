@@ -14,6 +14,7 @@ use crate::gc::log::TaskLog;
 use crate::gc::{self, GcOptions, Hooks, Phases, Strategy};
 use crate::overlay::control::{default_socket, Client};
 use crate::store::dir::DirStore;
+use crate::store::IndexOrder;
 use crate::trace::Marker;
 
 /// Run a PBS-compatible garbage collection with one of the phase-1 strategies of the threads.
@@ -84,6 +85,11 @@ pub struct TuningArgs {
     /// Digests per batch (batched, inode-order).
     #[arg(long, default_value_t = gc::DEFAULT_BATCH_SIZE, value_name = "N")]
     pub batch_size: usize,
+    /// The order phase 1 visits the index files in: iterator (PBS 3.3.5 and later), walk
+    /// (3.3.4 and earlier, unpatched's default) or hash-set (between the two, in thread
+    /// 000's series); default: the strategy's.
+    #[arg(long, value_name = "ORDER")]
+    pub index_order: Option<IndexOrder>,
     /// Threads listing chunk directories in the prefetch pass.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
     pub prefetch_jobs: u16,
@@ -178,6 +184,7 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         cache_capacity: args.tuning.capacity(),
         cache_capacity_tuned: args.tuning.cache_capacity.is_some(),
         batch_size: args.tuning.batch_size,
+        index_order: args.tuning.index_order,
         prefetch_jobs: args.tuning.prefetch_jobs as usize,
         cutoff_minutes: args.cutoff,
         phases: args.phase,

@@ -9,6 +9,7 @@ use super::Outcome;
 use crate::gc::{GcOptions, Phases, Strategy};
 use crate::gen::{GenConfig, PRESETS};
 use crate::sim::{self, DigestMode, SimRun, SimSetup};
+use crate::store::IndexOrder;
 use crate::table::Table;
 use crate::units::{duration_ns, human_bytes, thousands};
 
@@ -46,6 +47,10 @@ pub struct SimulateArgs {
     /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
     #[arg(long, default_value_t = crate::gc::DEFAULT_CACHE_CAPACITY, value_name = "N")]
     cache_capacity: usize,
+    /// The order phase 1 visits the index files in (iterator, walk or hash-set; default: each
+    /// strategy's: walk for unpatched, iterator for the others).
+    #[arg(long, value_name = "ORDER")]
+    index_order: Option<IndexOrder>,
     /// Digests per batch (batched, inode-order); several (comma-separated) run each of those
     /// strategies once per size.
     #[arg(
@@ -317,6 +322,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             strategy,
             cache_capacity: args.cache_capacity,
             batch_size,
+            index_order: args.index_order,
             prefetch_jobs: jobs as usize,
             phases: args.phase,
             atime_check: false,

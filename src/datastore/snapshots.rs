@@ -244,6 +244,34 @@ pub fn list_snapshot_indexes(tree: &dyn Tree, snapshot: &Path) -> io::Result<Vec
         .collect())
 }
 
+/// A directory of a whole-tree walk, `depth` below `root`: `None` when the walk skips it (it
+/// vanished, as its parent confirms, or it is a `lost+found` PBS may not read); denied
+/// access elsewhere is an error (a GC that skipped it could remove what its indexes use).
+fn read_walked_dir(
+    tree: &dyn Tree,
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+) -> Result<Option<Vec<(String, EntryKind)>>> {
+    match tree.read_dir(dir) {
+        Ok(e) => Ok(Some(e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && depth > 0 => {
+            confirm_vanished(tree, root, dir)?;
+            Ok(None)
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            if depth <= 1 && dir.file_name().is_some_and(|n| n == "lost+found") {
+                return Ok(None);
+            }
+            bail!(
+                "cannot continue garbage-collection safely, permission denied on: {}",
+                dir.display()
+            );
+        }
+        Err(e) => Err(e).with_context(|| format!("walking {}", dir.display())),
+    }
+}
+
 /// Step A: every index file below `root`, hidden entries pruned, symlinks not followed.
 /// A directory that vanished meanwhile is skipped once its parent confirms it
 /// ([`confirm_vanished`]).
@@ -251,22 +279,8 @@ pub fn list_index_files(tree: &dyn Tree, root: &Path) -> Result<BTreeSet<PathBuf
     let mut found = BTreeSet::new();
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = stack.pop() {
-        let entries = match tree.read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && depth > 0 => {
-                confirm_vanished(tree, root, &dir)?;
-                continue;
-            }
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                if depth <= 1 && dir.file_name().is_some_and(|n| n == "lost+found") {
-                    continue;
-                }
-                bail!(
-                    "cannot continue garbage-collection safely, permission denied on: {}",
-                    dir.display()
-                );
-            }
-            Err(e) => return Err(e).with_context(|| format!("walking {}", dir.display())),
+        let Some(entries) = read_walked_dir(tree, root, &dir, depth)? else {
+            continue;
         };
         for (name, ty) in entries {
             if name.starts_with('.') {
@@ -280,6 +294,39 @@ pub fn list_index_files(tree: &dyn Tree, root: &Path) -> Result<BTreeSet<PathBuf
             }
         }
     }
+    Ok(found)
+}
+
+/// Every index file below `root` in the order PBS 3.3.4's `list_images` found them: a walk
+/// (walkdir) depth first, each directory's entries in readdir order, a subdirectory walked
+/// when it is reached, hidden entries pruned, symlinks not followed. Errors as
+/// [`list_index_files`].
+pub fn walk_index_files(tree: &dyn Tree, root: &Path) -> Result<Vec<PathBuf>> {
+    fn walk(
+        tree: &dyn Tree,
+        root: &Path,
+        dir: &Path,
+        depth: usize,
+        found: &mut Vec<PathBuf>,
+    ) -> Result<()> {
+        let Some(entries) = read_walked_dir(tree, root, dir, depth)? else {
+            return Ok(());
+        };
+        for (name, ty) in entries {
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = dir.join(&name);
+            if ty.is_dir() {
+                walk(tree, root, &path, depth + 1, found)?;
+            } else if ty.is_file() && IndexKind::from_path(&path).is_some() {
+                found.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut found = Vec::new();
+    walk(tree, root, root, 0, &mut found)?;
     Ok(found)
 }
 

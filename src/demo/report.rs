@@ -212,7 +212,7 @@ fn why_fast(s: Strategy) -> &'static str {
             "its readdir pass brings every chunk's dnode into the cache before marking \
              (thread 001's prefetch)"
         }
-        Strategy::Naive => "it has nothing else to do",
+        Strategy::Naive | Strategy::Unpatched => "it has nothing else to do",
     }
 }
 

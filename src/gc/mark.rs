@@ -22,7 +22,7 @@ use super::referenced::ReferencedSet;
 use super::{Counters, GcOptions, Strategy};
 use crate::datastore::paths::CHUNK_SUBDIRS;
 use crate::datastore::{Digest, IndexFile};
-use crate::store::{ChunkDir, ChunkStore, IndexOrigin, Phase1Visitor};
+use crate::store::{ChunkDir, ChunkStore, IndexOrder, IndexOrigin, Phase1Visitor};
 
 /// Phase-1 state: the strategy's structures and the counters.
 pub struct Marker<'s, S: ChunkStore> {
@@ -107,7 +107,7 @@ fn head(d: &Digest) -> u64 {
 impl<'s, S: ChunkStore> Marker<'s, S> {
     /// Phase 1 of a run with `opts` on `store`, logging to `log`.
     pub fn new(store: &'s S, opts: &'s GcOptions, log: &'s mut TaskLog) -> Self {
-        let lru = (opts.strategy != Strategy::Naive && opts.cache_capacity > 0)
+        let lru = (!opts.strategy.uncached() && opts.cache_capacity > 0)
             .then(|| DigestLru::new(opts.cache_capacity));
         Marker {
             store,
@@ -205,7 +205,9 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
         }
         self.referenced.insert(&digest);
         match self.opts.strategy {
-            Strategy::Naive | Strategy::Lru | Strategy::Prefetch => self.touch(digest, index),
+            Strategy::Unpatched | Strategy::Naive | Strategy::Lru | Strategy::Prefetch => {
+                self.touch(digest, index)
+            }
             Strategy::Batched | Strategy::InodeOrder => {
                 self.batch.push((digest, index));
                 if self.batch.len() >= self.opts.batch_size.max(1) {
@@ -328,6 +330,12 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
 }
 
 impl<S: ChunkStore> Phase1Visitor for Marker<'_, S> {
+    fn order(&self) -> IndexOrder {
+        self.opts
+            .index_order
+            .unwrap_or(self.opts.strategy.index_order())
+    }
+
     fn start(&mut self, scanned: usize) {
         self.scanned = scanned;
         self.log.progress_start("marked", scanned as u64);

@@ -22,7 +22,7 @@ pub mod sweep;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::store::ChunkStore;
+use crate::store::{ChunkStore, IndexOrder};
 use crate::units::{human_bytes, time_span};
 use log::TaskLog;
 
@@ -31,6 +31,9 @@ use log::TaskLog;
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
+    /// PBS 3.3.4 and earlier: no digest cache, the index files in the order a walk of the
+    /// tree finds them (`list_images`), with no namespace iterator.
+    Unpatched,
     /// PBS's phase 1 without a digest cache: every reference touched, in index order.
     Naive,
     /// PBS's phase 1 with its digest cache (`gc-cache-capacity`): a reference whose digest
@@ -45,7 +48,9 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    /// Every strategy, in the order the threads introduced them (the demo's order).
+    /// The strategies the demo and `--strategy`'s default run, in the order the threads
+    /// introduced them: PBS's phase 1 with and without its cache, and the threads' fixes.
+    /// [`Strategy::Unpatched`], the code before them, is run when asked for by name.
     pub const ALL: [Strategy; 5] = [
         Strategy::Naive,
         Strategy::Lru,
@@ -60,9 +65,23 @@ impl Strategy {
         NAMES.get_or_init(|| Strategy::ALL.map(Strategy::name).join(","))
     }
 
+    /// True if it touches every reference (no digest cache).
+    pub fn uncached(self) -> bool {
+        matches!(self, Strategy::Unpatched | Strategy::Naive)
+    }
+
+    /// The order it visits the index files in, unless `--index-order` says otherwise.
+    pub fn index_order(self) -> IndexOrder {
+        match self {
+            Strategy::Unpatched => IndexOrder::Walk,
+            _ => IndexOrder::Iterator,
+        }
+    }
+
     /// The name used on the command line, in reports and in markers.
     pub fn name(self) -> &'static str {
         match self {
+            Strategy::Unpatched => "unpatched",
             Strategy::Naive => "naive",
             Strategy::Lru => "lru",
             Strategy::Prefetch => "prefetch",
@@ -106,6 +125,9 @@ pub struct GcOptions {
     pub cache_capacity_tuned: bool,
     /// Digests per batch (batched, inode-order).
     pub batch_size: usize,
+    /// The order phase 1 visits the index files in; `None`: the strategy's
+    /// ([`Strategy::index_order`]).
+    pub index_order: Option<IndexOrder>,
     /// Threads listing chunk directories in the prefetch pass.
     pub prefetch_jobs: usize,
     /// Chunks whose atime is older than this many minutes before phase 1's start are garbage.
@@ -127,6 +149,7 @@ impl Default for GcOptions {
             cache_capacity: DEFAULT_CACHE_CAPACITY,
             cache_capacity_tuned: false,
             batch_size: DEFAULT_BATCH_SIZE,
+            index_order: None,
             prefetch_jobs: 1,
             cutoff_minutes: DEFAULT_CUTOFF_MINUTES,
             phases: Phases::All,
@@ -414,7 +437,7 @@ pub fn run<S: ChunkStore>(
     ));
     // PBS logs the capacity exactly when the tuning option is set; the GC before the digest
     // cache (naive) had no such option.
-    if opts.cache_capacity_tuned && opts.strategy != Strategy::Naive {
+    if opts.cache_capacity_tuned && !opts.strategy.uncached() {
         log.info(&format!(
             "Using chunk digest cache capacity of {}.",
             opts.cache_capacity
@@ -666,10 +689,9 @@ mod tests {
                     .to_owned()
             })
             .collect();
-        assert_eq!(
-            Strategy::ALL.map(|s| s.name().to_owned()).to_vec(),
-            variants
-        );
-        assert_eq!(Strategy::all_names(), variants.join(","));
+        let mut named = vec![Strategy::Unpatched.name().to_owned()];
+        named.extend(Strategy::ALL.map(|s| s.name().to_owned()));
+        assert_eq!(named, variants);
+        assert_eq!(Strategy::all_names(), variants[1..].join(","));
     }
 }

@@ -80,133 +80,141 @@ pub fn sweep<S: ChunkStore>(
                 ))
             }
         };
-        names.clear();
-        ends.clear();
-        dir.list(&mut |name, _| {
-            names.extend_from_slice(name);
-            ends.push(names.len());
-        })
-        .map_err(|e| {
-            anyhow!(
-                "listing chunk directory {} failed - {e}",
-                dir_path(store, prefix).display()
-            )
-        })?;
         c.sweep_listings += 1;
-        c.sweep_entries += ends.len() as u64;
-        let mut from = 0;
-        for &to in &ends {
-            let name = &names[from..to];
-            from = to;
-            let class = ChunkName::classify(name);
-            if class == ChunkName::Ignored {
-                continue;
-            }
-            let percent = prefix * 100 / dirs;
-            if percent > last_percent {
-                last_percent = percent;
-                log.progress_line(&format!("processed {percent}% ({} chunks)", c.chunk_count));
-            }
-            c.stat_calls += 1;
-            let st = dir.stat(name).map_err(|e| {
-                anyhow!(
-                    "stat of {} failed - {e}",
-                    entry_path(store, prefix, name).display()
-                )
-            })?;
-            let Some(st) = st else { continue };
-            if !st.is_file {
-                // PBS skips it silently; a chunk that is a symlink or a directory stands for
-                // data the store does not hold, so say so (as `check` does).
-                c.irregular_chunks += 1;
-                log.warn(&format!(
-                    "warning: {} is not a regular file: not followed, not removed",
-                    entry_path(store, prefix, name).display()
-                ));
-                continue;
-            }
-            if let ChunkName::Using(_) = class {
-                if !dry_run {
-                    dir.unlink(name).map_err(|e| {
-                        anyhow!(
-                            "unlinking marker {} failed - {e}",
-                            entry_path(store, prefix, name).display()
-                        )
-                    })?;
-                    c.unlinks += 1;
+        // As PBS's iterator: one getdents call's entries, each stat'ed (and removed) before
+        // the next call (on ZFS, those stats are what keep the listing's dnode prefetch on).
+        loop {
+            names.clear();
+            ends.clear();
+            let more = dir
+                .read_batch(&mut |name, _| {
+                    names.extend_from_slice(name);
+                    ends.push(names.len());
+                })
+                .map_err(|e| {
+                    anyhow!(
+                        "listing chunk directory {} failed - {e}",
+                        dir_path(store, prefix).display()
+                    )
+                })?;
+            c.sweep_entries += ends.len() as u64;
+            let mut from = 0;
+            for &to in &ends {
+                let name = &names[from..to];
+                from = to;
+                let class = ChunkName::classify(name);
+                if class == ChunkName::Ignored {
+                    continue;
                 }
-                continue;
-            }
-            c.chunk_count += 1;
-            let bad = matches!(class, ChunkName::Bad(..));
-            if dry_run {
-                if let ChunkName::Chunk(d) = class {
-                    if guard.referenced.contains(&d) {
-                        // A GC's phase 1 would have touched it (a dry run touches nothing).
-                        c.disk_chunks += 1;
-                        c.disk_bytes += st.size;
-                        continue;
+                let percent = prefix * 100 / dirs;
+                if percent > last_percent {
+                    last_percent = percent;
+                    log.progress_line(&format!("processed {percent}% ({} chunks)", c.chunk_count));
+                }
+                c.stat_calls += 1;
+                let st = dir.stat(name).map_err(|e| {
+                    anyhow!(
+                        "stat of {} failed - {e}",
+                        entry_path(store, prefix, name).display()
+                    )
+                })?;
+                let Some(st) = st else { continue };
+                if !st.is_file {
+                    // PBS skips it silently; a chunk that is a symlink or a directory stands for
+                    // data the store does not hold, so say so (as `check` does).
+                    c.irregular_chunks += 1;
+                    log.warn(&format!(
+                        "warning: {} is not a regular file: not followed, not removed",
+                        entry_path(store, prefix, name).display()
+                    ));
+                    continue;
+                }
+                if let ChunkName::Using(_) = class {
+                    if !dry_run {
+                        dir.unlink(name).map_err(|e| {
+                            anyhow!(
+                                "unlinking marker {} failed - {e}",
+                                entry_path(store, prefix, name).display()
+                            )
+                        })?;
+                        c.unlinks += 1;
+                    }
+                    continue;
+                }
+                c.chunk_count += 1;
+                let bad = matches!(class, ChunkName::Bad(..));
+                if dry_run {
+                    if let ChunkName::Chunk(d) = class {
+                        if guard.referenced.contains(&d) {
+                            // A GC's phase 1 would have touched it (a dry run touches nothing).
+                            c.disk_chunks += 1;
+                            c.disk_bytes += st.size;
+                            continue;
+                        }
                     }
                 }
-            }
-            if st.atime < min_atime {
-                if let ChunkName::Chunk(d) = class {
-                    if guard.referenced.contains(&d) {
-                        // Referenced: PBS would remove it; keep it, count it as in use, say so.
-                        let reason = guard.reason(&d);
-                        c.kept_referenced += 1;
-                        c.kept_referenced_bytes += st.size;
-                        c.disk_chunks += 1;
-                        c.disk_bytes += st.size;
-                        if report.kept_referenced.len() < KEPT_NAMED {
-                            log.warn(&format!(
+                if st.atime < min_atime {
+                    if let ChunkName::Chunk(d) = class {
+                        if guard.referenced.contains(&d) {
+                            // Referenced: PBS would remove it; keep it, count it as in use, say so.
+                            let reason = guard.reason(&d);
+                            c.kept_referenced += 1;
+                            c.kept_referenced_bytes += st.size;
+                            c.disk_chunks += 1;
+                            c.disk_bytes += st.size;
+                            if report.kept_referenced.len() < KEPT_NAMED {
+                                log.warn(&format!(
                                 "warning: kept referenced chunk {d} ({}, atime {}): its atime is \
                                  older than the cutoff, PBS would have removed it",
                                 reason.describe(),
                                 crate::time::rfc3339_utc(st.atime)
                             ));
-                            report.kept_referenced.push(KeptChunk {
-                                digest: d.to_hex(),
-                                reason,
-                                atime: st.atime,
-                                size: st.size,
-                            });
+                                report.kept_referenced.push(KeptChunk {
+                                    digest: d.to_hex(),
+                                    reason,
+                                    atime: st.atime,
+                                    size: st.size,
+                                });
+                            }
+                            continue;
                         }
-                        continue;
                     }
-                }
-                if !dry_run {
-                    if let Err(e) = dir.unlink(name) {
-                        if bad {
-                            c.still_bad += 1;
+                    if !dry_run {
+                        if let Err(e) = dir.unlink(name) {
+                            if bad {
+                                c.still_bad += 1;
+                            }
+                            return Err(anyhow!(
+                                "unlinking chunk {} failed on store '{}' ({}) - {e}",
+                                String::from_utf8_lossy(name),
+                                store.root().display(),
+                                dir_path(store, prefix).display()
+                            ));
                         }
-                        return Err(anyhow!(
-                            "unlinking chunk {} failed on store '{}' ({}) - {e}",
-                            String::from_utf8_lossy(name),
-                            store.root().display(),
-                            dir_path(store, prefix).display()
-                        ));
+                        c.unlinks += 1;
                     }
-                    c.unlinks += 1;
-                }
-                if bad {
-                    c.removed_bad += 1;
+                    if bad {
+                        c.removed_bad += 1;
+                    } else {
+                        c.removed_chunks += 1;
+                    }
+                    c.removed_bytes += st.size;
+                } else if st.atime < oldest_writer {
+                    if bad {
+                        c.still_bad += 1;
+                    } else {
+                        c.pending_chunks += 1;
+                    }
+                    c.pending_bytes += st.size;
                 } else {
-                    c.removed_chunks += 1;
+                    if !bad {
+                        c.disk_chunks += 1;
+                    }
+                    c.disk_bytes += st.size;
                 }
-                c.removed_bytes += st.size;
-            } else if st.atime < oldest_writer {
-                if bad {
-                    c.still_bad += 1;
-                } else {
-                    c.pending_chunks += 1;
-                }
-                c.pending_bytes += st.size;
-            } else {
-                if !bad {
-                    c.disk_chunks += 1;
-                }
-                c.disk_bytes += st.size;
+            }
+            if !more {
+                break;
             }
         }
         log.progress(prefix as u64 + 1, dirs as u64);

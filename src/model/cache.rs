@@ -4,6 +4,7 @@
 //! an LRU is the simplest deterministic stand-in, and the one whose miss-ratio curve the
 //! analysis computes, so model and analysis agree on what "cache size" means.
 
+use super::arc::BlockArc;
 use crate::lru::{Lru, LruKey};
 
 /// A metadata block number ([`super::Layout::block`], [`super::dir_block`], ...).
@@ -55,6 +56,75 @@ impl BlockLru {
     /// True when it holds none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// Which replacement policy the model's metadata cache follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Least recently used (the analysis's miss-ratio curves assume it).
+    #[default]
+    Lru,
+    /// ZFS's adaptive replacement cache (recency and frequency lists, [`BlockArc`]).
+    Arc,
+}
+
+/// The model's metadata cache, by policy.
+#[derive(Clone)]
+pub enum MetaCache {
+    /// An LRU.
+    Lru(BlockLru),
+    /// An ARC.
+    Arc(BlockArc),
+}
+
+impl MetaCache {
+    /// `capacity` blocks under `policy`.
+    pub fn new(policy: Policy, capacity: usize) -> MetaCache {
+        match policy {
+            Policy::Lru => MetaCache::Lru(BlockLru::new(capacity)),
+            Policy::Arc => MetaCache::Arc(BlockArc::new(capacity, 1 << 24)),
+        }
+    }
+
+    /// True if `block` was cached; either way it is cached now.
+    #[inline]
+    pub fn access(&mut self, block: u64) -> bool {
+        match self {
+            MetaCache::Lru(c) => c.access(block),
+            MetaCache::Arc(c) => c.access(block),
+        }
+    }
+
+    /// True if cached, without changing anything.
+    #[inline]
+    pub fn contains(&self, block: u64) -> bool {
+        match self {
+            MetaCache::Lru(c) => c.contains(block),
+            MetaCache::Arc(c) => c.contains(block),
+        }
+    }
+
+    /// Empties it.
+    pub fn clear(&mut self) {
+        match self {
+            MetaCache::Lru(c) => c.clear(),
+            MetaCache::Arc(c) => c.clear(),
+        }
+    }
+
+    /// Blocks cached.
+    pub fn len(&self) -> usize {
+        match self {
+            MetaCache::Lru(c) => c.len(),
+            MetaCache::Arc(c) => c.len(),
+        }
+    }
+
+    /// True when it caches none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

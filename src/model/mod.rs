@@ -27,6 +27,7 @@
 //! Same operations, same order, same parameters: same costs. Modelled time is a number;
 //! sleeping is the overlay's business.
 
+pub mod arc;
 pub mod cache;
 pub mod order;
 
@@ -34,7 +35,7 @@ use hashbrown::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::Op;
-use cache::BlockLru;
+use cache::{MetaCache, Policy};
 use order::InodeOrder;
 
 /// Where an inode's metadata lives.
@@ -136,6 +137,45 @@ pub struct ModelParams {
     /// read.
     #[serde(default)]
     pub unlink_reads_indirect: bool,
+    /// The metadata cache's replacement policy: `lru`, or `arc` (ZFS's recency and
+    /// frequency lists with their ghosts, [`arc::BlockArc`]).
+    #[serde(default)]
+    pub cache_policy: Policy,
+    /// The share of `cache_bytes` that metadata may hold (ZFS's ARC metadata limit:
+    /// `zfs_arc_meta_limit`, 75% of the ARC by default before OpenZFS 2.2); 0: all of it.
+    #[serde(default)]
+    pub metadata_limit: f64,
+    /// `zfs_readdir` prefetches the dnodes of the entries it returns only while the
+    /// directory's prefetch flag is set: each readdir clears it, a lookup that finds an entry
+    /// in the directory sets it again, and a directory just brought into memory has it set.
+    /// So a listing read in several `getdents` calls with no lookup between them prefetches
+    /// the first call's entries only. ZAP leaves are prefetched either way
+    /// (`zap_iterate_prefetch`). Off: every listing prefetches every entry.
+    #[serde(default)]
+    pub readdir_prefetch_flag: bool,
+    /// The vdev queue's aggregation limit (`zfs_vdev_aggregation_limit`, 1 MiB on HDDs):
+    /// reads queued together whose blocks lie within `read_gap_bytes` of each other go out as
+    /// one I/O of at most this many bytes, and a transaction group's writes, which
+    /// copy-on-write allocates one after the other, in I/Os of this size. 0: no aggregation.
+    /// Only a listing's prefetch reads are queued together; demand reads go one at a time.
+    #[serde(default)]
+    pub aggregation_limit_bytes: u64,
+    /// The read gap limit (`zfs_vdev_read_gap_limit`, 32 KiB): how far apart two queued
+    /// reads may be and still be aggregated (the gap is read too).
+    #[serde(default)]
+    pub read_gap_bytes: u64,
+    /// The time an aggregated I/O takes per block beyond its first (the transfer; the first
+    /// block pays the seek and rotation, `miss_ns` or `write_ns`).
+    #[serde(default)]
+    pub transfer_ns: u64,
+    /// A pool that is also serving backups: the share of the metadata cache their data and
+    /// metadata hold (0: an idle pool).
+    #[serde(default)]
+    pub backup_cache_share: f64,
+    /// The share of the disks' time the backups take: every read and write of the GC waits
+    /// for the disks `1 / (1 - share)` times as long (0: an idle pool).
+    #[serde(default)]
+    pub backup_disk_share: f64,
 }
 
 /// What `--model` takes, for help texts: the presets (the last two are the pools of the
@@ -177,6 +217,14 @@ impl ModelParams {
             dir_entries: 0,
             async_prefetch: false,
             unlink_reads_indirect: false,
+            cache_policy: Policy::Lru,
+            metadata_limit: 0.0,
+            readdir_prefetch_flag: false,
+            aggregation_limit_bytes: 0,
+            read_gap_bytes: 0,
+            transfer_ns: 0,
+            backup_cache_share: 0.0,
+            backup_disk_share: 0.0,
         };
         // What the two pools of the threads share (see their presets below): a 16 GiB ARC,
         // fat-ZAP directories, asynchronous listing prefetch, removals that read the indirect
@@ -290,11 +338,83 @@ impl ModelParams {
             (0.0..1.0).contains(&self.throttle_start),
             "throttle_start must be in [0, 1)"
         );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.metadata_limit),
+            "metadata_limit must be in [0, 1] (0: no limit)"
+        );
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.backup_cache_share),
+            "backup_cache_share must be in [0, 1)"
+        );
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.backup_disk_share),
+            "backup_disk_share must be in [0, 1)"
+        );
+        anyhow::ensure!(
+            self.aggregation_limit_bytes == 0 || self.aggregation_limit_bytes >= self.block_bytes,
+            "aggregation_limit_bytes must be 0 (off) or at least block_bytes"
+        );
         Ok(())
     }
 
-    fn cache_blocks(&self) -> usize {
-        (self.cache_bytes / self.block_bytes.max(1)).min(usize::MAX as u64 / 2) as usize
+    /// The metadata cache in blocks: `cache_bytes`, less what the metadata limit and the
+    /// backups leave it.
+    pub fn cache_blocks(&self) -> usize {
+        let block = self.block_bytes.max(1);
+        if self.metadata_limit == 0.0 && self.backup_cache_share == 0.0 {
+            // Exact in integers where nothing scales it (`none`'s cache is 2^62 bytes).
+            return (self.cache_bytes / block).min(usize::MAX as u64 / 2) as usize;
+        }
+        let mut bytes = self.cache_bytes as f64;
+        if self.metadata_limit > 0.0 {
+            bytes *= self.metadata_limit;
+        }
+        bytes *= 1.0 - self.backup_cache_share;
+        (bytes / block as f64).min(usize::MAX as f64 / 4.0) as usize
+    }
+
+    /// `ns` of disk time as the GC sees it on a pool that also serves backups.
+    fn disk_ns(&self, ns: u64) -> u64 {
+        if self.backup_disk_share == 0.0 {
+            ns
+        } else {
+            (ns as f64 / (1.0 - self.backup_disk_share)).round() as u64
+        }
+    }
+
+    /// Blocks per aggregated I/O (1: no aggregation).
+    fn blocks_per_io(&self) -> u64 {
+        (self.aggregation_limit_bytes / self.block_bytes.max(1)).max(1)
+    }
+
+    /// The mechanisms these parameters switch on, by name (for reports and `--print-model`).
+    pub fn mechanisms(&self) -> Vec<&'static str> {
+        let mut m = Vec::new();
+        if self.zap_leaf_entries > 0 {
+            m.push("fat-zap-leaves");
+        }
+        if self.async_prefetch {
+            m.push("async-prefetch");
+        }
+        if self.readdir_prefetch_flag {
+            m.push("readdir-prefetch-flag");
+        }
+        if self.unlink_reads_indirect {
+            m.push("unlink-reads-indirect");
+        }
+        if self.cache_policy == Policy::Arc {
+            m.push("arc");
+        }
+        if self.metadata_limit > 0.0 {
+            m.push("metadata-limit");
+        }
+        if self.aggregation_limit_bytes > 0 {
+            m.push("vdev-aggregation");
+        }
+        if self.backup_cache_share > 0.0 || self.backup_disk_share > 0.0 {
+            m.push("backup-load");
+        }
+        m
     }
 }
 
@@ -368,8 +488,11 @@ pub struct Totals {
     pub misses: u64,
     /// Cache hits.
     pub hits: u64,
-    /// Prefetch reads.
+    /// Prefetch reads (blocks).
     pub prefetched: u64,
+    /// The I/Os the prefetch reads took (fewer than the blocks with aggregation).
+    #[serde(default)]
+    pub prefetch_ios: u64,
     /// Blocks dirtied (once per transaction group each).
     pub dirtied: u64,
     /// Time the write throttle added.
@@ -394,7 +517,15 @@ impl Totals {
 /// The metadata cost model: charges operations in order, keeps its own clock and totals.
 pub struct Model {
     params: ModelParams,
-    cache: BlockLru,
+    cache: MetaCache,
+    /// Directories whose prefetch flag a listing cleared and no lookup has set since
+    /// (`readdir_prefetch_flag`; a directory not here has it set).
+    prefetch_cleared: HashSet<u64>,
+    /// A demand read's and a block write's time, and an aggregated I/O's per extra block, as
+    /// the GC sees them (stretched by the backups' share of the disks).
+    miss_ns: u64,
+    write_ns: u64,
+    transfer_ns: u64,
     dirty: HashSet<u64>,
     clock_ns: u64,
     txg_start_ns: u64,
@@ -420,7 +551,11 @@ impl Model {
             per => params.dir_entries.div_ceil(per).clamp(1, 1 << 16),
         };
         Model {
-            cache: BlockLru::new(params.cache_blocks()),
+            cache: MetaCache::new(params.cache_policy, params.cache_blocks()),
+            prefetch_cleared: HashSet::new(),
+            miss_ns: params.disk_ns(params.miss_ns),
+            write_ns: params.disk_ns(params.write_ns),
+            transfer_ns: params.disk_ns(params.transfer_ns),
             params,
             dirty: HashSet::new(),
             clock_ns: 0,
@@ -469,6 +604,8 @@ impl Model {
     /// Empties the cache (a cold pool), as `chunkscope ctl MNT drop-caches` asks.
     pub fn drop_caches(&mut self) {
         self.cache.clear();
+        // The directories' znodes go with the caches; reloaded, they have the flag set.
+        self.prefetch_cleared.clear();
     }
 
     /// Warms the cache with the metadata of `inodes` (in that order, so the last ones are the
@@ -504,7 +641,7 @@ impl Model {
             self.totals.hits += 1;
         } else {
             c.misses += 1;
-            c.ns += self.params.miss_ns;
+            c.ns += self.miss_ns;
         }
     }
 
@@ -517,7 +654,11 @@ impl Model {
     /// Writes the dirty blocks (a transaction-group sync); returns its duration.
     fn sync(&mut self) -> u64 {
         let n = self.dirty.len() as u64;
-        let ns = n.div_ceil(self.params.queue_depth.max(1)) * self.params.write_ns;
+        let qd = self.params.queue_depth.max(1);
+        // Copy-on-write puts a group's blocks one after the other: with aggregation they go
+        // out in I/Os of the limit's size.
+        let ios = n.div_ceil(self.params.blocks_per_io());
+        let ns = ios.div_ceil(qd) * self.write_ns + (n - ios) * self.transfer_ns / qd;
         self.totals.txg_syncs += 1;
         self.totals.blocks_written += n;
         self.totals.writeback_ns += ns;
@@ -596,6 +737,10 @@ impl Model {
                 }
                 if ok && op.ino != 0 {
                     self.read(self.block(op.ino), &mut c);
+                    // zfs_dirlook: finding an entry sets the directory's prefetch flag.
+                    if self.params.readdir_prefetch_flag && !self.prefetch_cleared.is_empty() {
+                        self.prefetch_cleared.remove(&op.parent);
+                    }
                 }
             }
             Op::Getattr
@@ -657,27 +802,51 @@ impl Model {
         let mut c = Cost::default();
         let mut blocks = std::mem::take(&mut self.scratch);
         blocks.clear();
-        blocks.extend(entries.iter().map(|&i| self.block(i)));
+        // With the prefetch flag, a listing prefetches its entries' dnodes only while the
+        // directory has it set, and clears it.
+        let dnodes = !self.params.readdir_prefetch_flag || self.prefetch_cleared.insert(dir);
+        if dnodes {
+            blocks.extend(entries.iter().map(|&i| self.block(i)));
+        }
         if self.leaves > 0 {
             blocks.extend(entries.iter().filter_map(|&i| self.leaf(dir, i)));
         }
         blocks.sort_unstable();
         blocks.dedup();
+        // The reads (blocks not cached), aggregated: a run of blocks at most the read gap
+        // apart and within the aggregation limit is one I/O.
+        let per_io = self.params.blocks_per_io();
+        let gap = self.params.read_gap_bytes / self.params.block_bytes.max(1);
+        let mut ios = 0u64;
+        let mut run: Option<(u64, u64)> = None; // (first, last) block of the open I/O
         for &b in &blocks {
-            if !self.cache.contains(b) {
-                c.prefetched += 1;
+            if self.cache.contains(b) {
+                self.cache.access(b);
+                continue;
             }
             self.cache.access(b);
+            c.prefetched += 1;
+            run = match run {
+                Some((first, last)) if per_io > 1 && b - last <= gap + 1 && b - first < per_io => {
+                    Some((first, b))
+                }
+                _ => {
+                    ios += 1;
+                    Some((b, b))
+                }
+            };
         }
         self.scratch = blocks;
+        self.totals.prefetch_ios += ios;
         let qd = self.params.queue_depth.max(1);
+        let extra = (c.prefetched - ios) * self.transfer_ns;
         if self.params.async_prefetch {
             // Wait for the previous listing's reads, then queue this one's behind them.
             c.ns = self.prefetch_end_ns.saturating_sub(self.clock_ns);
-            let busy = c.prefetched * self.params.miss_ns / qd;
+            let busy = (ios * self.miss_ns + extra) / qd;
             self.prefetch_end_ns = self.clock_ns + c.ns + busy;
         } else {
-            c.ns = c.prefetched.div_ceil(qd) * self.params.miss_ns;
+            c.ns = ios.div_ceil(qd) * self.miss_ns + extra / qd;
         }
         let c = self.finish(c);
         self.totals.ops -= 1; // part of the listing, not an operation of its own
@@ -717,8 +886,8 @@ impl Model {
     /// read so far `queue_depth` at a time, whichever is longer. The clock goes back by the
     /// rest.
     pub fn overlap(&mut self, serial_ns: u64, parallel_ns: u64) {
-        let device =
-            self.totals.reads().div_ceil(self.params.queue_depth.max(1)) * self.params.miss_ns;
+        let ios = self.totals.misses + self.totals.prefetch_ios;
+        let device = ios.div_ceil(self.params.queue_depth.max(1)) * self.miss_ns;
         let parallel = parallel_ns.max(device);
         if parallel < serial_ns {
             self.rewind(serial_ns - parallel);

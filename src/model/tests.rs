@@ -19,6 +19,14 @@ fn params() -> ModelParams {
         dir_entries: 0,
         async_prefetch: false,
         unlink_reads_indirect: false,
+        cache_policy: Policy::Lru,
+        metadata_limit: 0.0,
+        readdir_prefetch_flag: false,
+        aggregation_limit_bytes: 0,
+        read_gap_bytes: 0,
+        transfer_ns: 0,
+        backup_cache_share: 0.0,
+        backup_disk_share: 0.0,
     }
 }
 
@@ -324,4 +332,190 @@ fn deterministic_and_presets() {
         .contains("zfs-hdd"));
     let mut none = Model::new(ModelParams::preset("none").unwrap());
     assert_eq!(none.charge(&op(Op::Lookup, 5, 1)).ns, 0);
+}
+
+#[test]
+fn the_prefetch_flag_is_cleared_by_a_listing_and_set_by_a_lookup() {
+    let mut p = params(); // miss 1000 ns, queue depth 2
+    p.cache_bytes = 1 << 30;
+    p.readdir_prefetch_flag = true;
+    let mut m = Model::new(p.clone());
+    // A directory just loaded has the flag: its first getdents prefetches the entries.
+    assert_eq!(m.charge_listing(7, &[32, 64]).prefetched, 2);
+    // The next getdents of the same listing finds it cleared: nothing prefetched, no time.
+    let c = m.charge_listing(7, &[96, 128]);
+    assert_eq!((c.prefetched, c.ns), (0, 0));
+    assert_eq!(
+        m.charge(&op(Op::Getattr, 96, 0)).misses,
+        1,
+        "not prefetched"
+    );
+    // Other directories keep their own flag.
+    assert_eq!(m.charge_listing(8, &[160]).prefetched, 1);
+    // A lookup that fails does not set it; one that finds an entry does.
+    let failed = ModelOp {
+        op: Op::Lookup,
+        ino: 0,
+        parent: 7,
+        errno: libc::ENOENT,
+    };
+    m.charge(&failed);
+    assert_eq!(m.charge_listing(7, &[192]).prefetched, 0);
+    m.charge(&op(Op::Lookup, 32, 7));
+    assert_eq!(m.charge_listing(7, &[224, 256]).prefetched, 2);
+    assert_eq!(m.charge_listing(7, &[288]).prefetched, 0, "cleared again");
+    // Dropping the caches drops the znodes: reloaded, every directory has the flag.
+    m.drop_caches();
+    assert_eq!(m.charge_listing(7, &[32]).prefetched, 1);
+    // ZAP leaves are prefetched with or without the flag (zap_iterate_prefetch).
+    let mut q = p.clone();
+    q.zap_leaf_entries = 10;
+    q.dir_entries = 40;
+    let mut m = Model::new(q);
+    m.charge_listing(7, &[32]);
+    let names: Vec<u64> = (1000..1032).collect();
+    let c = m.charge_listing(7, &names);
+    assert!(c.prefetched >= 1 && c.prefetched <= 4, "leaves only: {c:?}");
+    // Off: every listing prefetches its entries.
+    p.readdir_prefetch_flag = false;
+    let mut m = Model::new(p);
+    m.charge_listing(7, &[32]);
+    assert_eq!(m.charge_listing(7, &[64]).prefetched, 1);
+}
+
+#[test]
+fn adjacent_prefetch_reads_aggregate_up_to_the_limit_and_across_the_read_gap() {
+    let mut p = params(); // miss 1000 ns, queue depth 2, 16 KiB blocks, 32 dnodes a block
+    p.cache_bytes = 1 << 30;
+    p.aggregation_limit_bytes = 4 * (16 << 10); // 4 blocks an I/O
+    p.read_gap_bytes = 16 << 10; // one block of gap
+    p.transfer_ns = 10;
+    let mut m = Model::new(p.clone());
+    // Blocks 1..=6 and 8 (one block gap after 6), then 20: runs [1-4], [5-8], [20].
+    let inos: Vec<u64> = [1u64, 2, 3, 4, 5, 6, 8, 20]
+        .iter()
+        .map(|b| b * 32)
+        .collect();
+    let c = m.charge_listing(9, &inos);
+    assert_eq!(c.prefetched, 8);
+    assert_eq!(m.totals().prefetch_ios, 3);
+    // ceil(3 / 2) seeks of 1000 ns, and 5 extra blocks of 10 ns over 2 queues.
+    assert_eq!(c.ns, 2 * 1000 + 5 * 10 / 2);
+    // A cached block in a run is part of the gap, not of the reads.
+    let mut m = Model::new(p.clone());
+    m.charge(&op(Op::Getattr, 2 * 32, 0)); // block 2 cached
+    let c = m.charge_listing(9, &[32, 64, 96]);
+    assert_eq!((c.prefetched, m.totals().prefetch_ios), (2, 1));
+    // Blocks three apart (two between) exceed a one-block gap.
+    let mut m = Model::new(p.clone());
+    m.charge_listing(9, &[32, 128]);
+    assert_eq!(m.totals().prefetch_ios, 2);
+    // Without aggregation every block is an I/O, as before.
+    p.aggregation_limit_bytes = 0;
+    let mut m = Model::new(p.clone());
+    let c = m.charge_listing(9, &inos);
+    assert_eq!((m.totals().prefetch_ios, c.ns), (8, 4 * 1000));
+}
+
+#[test]
+fn a_groups_writes_go_out_in_aggregated_ios() {
+    let mut p = params(); // write 100 ns, queue depth 2
+    p.cache_bytes = 1 << 30;
+    p.dirty_limit_blocks = 1 << 20;
+    p.aggregation_limit_bytes = 4 * (16 << 10);
+    p.transfer_ns = 10;
+    let mut m = Model::new(p);
+    // 10 dirty blocks scattered over the object numbers: copy-on-write writes them in a row.
+    for b in 0..10u64 {
+        m.charge(&op(Op::Setattr, (b * 1000 + 1) * 32, 0));
+    }
+    m.flush();
+    // ceil(10 / 4) = 3 I/Os, 2 rounds at queue depth 2; 7 extra blocks of 10 ns over 2.
+    assert_eq!(m.totals().blocks_written, 10);
+    assert_eq!(m.totals().writeback_ns, 2 * 100 + 7 * 10 / 2);
+}
+
+#[test]
+fn the_arc_keeps_directory_blocks_that_a_scan_of_dnodes_would_evict_from_an_lru() {
+    let run = |policy| {
+        let mut p = params(); // 4 blocks of cache
+        p.cache_policy = policy;
+        let mut m = Model::new(p);
+        let dir = |d: u64| ModelOp {
+            op: Op::Lookup,
+            ino: 0,
+            parent: d,
+            errno: libc::ENOENT,
+        };
+        // Two directories read twice each, then a scan: each step reads one of them again
+        // and three dnode blocks read once.
+        for d in [1, 1, 2, 2] {
+            m.charge(&dir(d));
+        }
+        let mut dir_misses = 0;
+        for i in 0..200u64 {
+            dir_misses += m.charge(&dir(1 + i % 2)).misses;
+            for k in 0..3 {
+                m.charge(&op(Op::Getattr, (10 + 3 * i + k) * 32, 0));
+            }
+        }
+        dir_misses
+    };
+    assert_eq!(run(Policy::Arc), 0, "the frequency list keeps them");
+    // Seven other blocks between two reads of one: all but the first step miss.
+    assert_eq!(run(Policy::Lru), 199);
+}
+
+#[test]
+fn the_metadata_limit_and_the_backups_shrink_the_cache_and_stretch_the_disks() {
+    let mut p = params();
+    p.cache_bytes = 100 * (16 << 10);
+    assert_eq!(p.cache_blocks(), 100);
+    p.metadata_limit = 0.75;
+    assert_eq!(p.cache_blocks(), 75);
+    p.backup_cache_share = 0.2;
+    assert_eq!(p.cache_blocks(), 60);
+    p.backup_disk_share = 0.5;
+    p.validate().unwrap();
+    let mut m = Model::new(p.clone());
+    // A demand read of 1000 ns takes twice as long with the disks busy half the time.
+    assert_eq!(m.charge(&op(Op::Getattr, 32, 0)).ns, 2000);
+    assert_eq!(
+        p.mechanisms(),
+        ["metadata-limit", "backup-load"],
+        "named for reports"
+    );
+    for (field, bad) in [
+        ("metadata_limit", {
+            let mut q = p.clone();
+            q.metadata_limit = 1.5;
+            q
+        }),
+        ("backup_disk_share", {
+            let mut q = p.clone();
+            q.backup_disk_share = 1.0;
+            q
+        }),
+        ("backup_cache_share", {
+            let mut q = p.clone();
+            q.backup_cache_share = -0.1;
+            q
+        }),
+        ("aggregation_limit_bytes", {
+            let mut q = p.clone();
+            q.aggregation_limit_bytes = 512;
+            q
+        }),
+    ] {
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains(field), "{e}");
+    }
+    // A model file from before these options reads as an idle pool with none of them.
+    let old = r#"{"name":"old","layout":{"kind":"zfs","per_block":32},"block_bytes":16384,
+        "cache_bytes":1048576,"miss_ns":8000000,"queue_depth":8,"write_ns":8000000,
+        "txg_ns":5000000000,"dirty_limit_blocks":262144,"throttle_start":0.6,
+        "delay_scale_ns":500000,"op_ns":2000}"#;
+    let q: ModelParams = serde_json::from_str(old).unwrap();
+    assert!(q.mechanisms().is_empty());
+    assert_eq!(q.cache_policy, Policy::Lru);
 }

@@ -29,6 +29,8 @@ impl SimStore {
         if self.mode == DigestMode::Exact {
             return walk(None, visitor);
         }
+        // Both walks visit the indexes in the same order.
+        let order = visitor.order();
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::sync_channel(AHEAD);
             scope.spawn(move || {
@@ -47,7 +49,12 @@ impl SimStore {
                     // Nothing to visit here: the walk goes on to the next.
                     Ok(None)
                 };
-                let _ = crate::store::walk_indexes(&quiet, &self.root, &mut build, &mut Unvisited);
+                let _ = crate::store::walk_indexes(
+                    &quiet,
+                    &self.root,
+                    &mut build,
+                    &mut Unvisited(order),
+                );
             });
             walk(Some(Ahead { rx, next: None }), visitor)
         })
@@ -95,10 +102,13 @@ impl Tree for Quiet<'_> {
     }
 }
 
-/// A visitor for a walk that visits nothing.
-struct Unvisited;
+/// A visitor for a walk that visits nothing, in the GC's order.
+struct Unvisited(crate::store::IndexOrder);
 
 impl Phase1Visitor for Unvisited {
+    fn order(&self) -> crate::store::IndexOrder {
+        self.0
+    }
     fn start(&mut self, _: usize) {}
     fn index(
         &mut self,

@@ -28,7 +28,9 @@ use super::store::{NodeKind, SimStore, State};
 use crate::datastore::paths::{chunk_subdir_name, CHUNK_DIR};
 use crate::datastore::snapshots::{EntryKind, Tree};
 use crate::datastore::{Digest, IndexFile};
-use crate::store::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
+use crate::store::{
+    ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor, CHUNK_ENTRIES_PER_GETDENTS,
+};
 use crate::trace::format::flags;
 use crate::trace::Op;
 
@@ -219,7 +221,7 @@ impl Tree for SimStore {
             .rev()
             .map(|&c| self.nodes[c as usize].ino);
         st.listing.extend(inos);
-        let listed = st.readdir(node.ino, at);
+        let listed = st.read_whole_dir(node.ino, at);
         st.dentries.attr_changed(n); // its atime
         listed.map_err(errno)?;
         Ok(self.entries(n))
@@ -231,6 +233,12 @@ pub struct SimDir<'a> {
     store: &'a SimStore,
     prefix: u16,
     ino: u64,
+    /// Entries (in readdir order) the directory's reads have passed.
+    pos: usize,
+    /// True once a read since the open (or the rewind) has returned "." and "..".
+    started: bool,
+    /// Entries a getdents call holds ([`CHUNK_ENTRIES_PER_GETDENTS`]; "." and ".." take one).
+    per_call: usize,
 }
 
 impl SimDir<'_> {
@@ -253,31 +261,51 @@ impl SimDir<'_> {
 }
 
 impl ChunkDir for SimDir<'_> {
-    fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()> {
+    fn rewind(&mut self) -> io::Result<()> {
+        self.pos = 0;
+        self.started = false;
+        Ok(())
+    }
+
+    fn read_batch(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<bool> {
         let mut guard = self.store.lock();
         let st = &mut *guard;
+        // Entries in readdir order (the newest first), a getdents call's worth at a time.
+        let all = &self.store.dirs[self.prefix as usize];
+        let at = |k: usize| all[all.len() - 1 - k] as usize;
         st.listing.clear();
-        let mut name = [0u8; 64];
-        for &i in self.store.dirs[self.prefix as usize].iter().rev() {
-            if !st.is_removed(i as usize) {
+        // The first call returns "." and ".." (24 bytes each) as well.
+        let first = !self.started;
+        let room = self.per_call - first as usize;
+        let mut end = self.pos;
+        while end < all.len() && st.listing.len() < room {
+            if !st.is_removed(at(end)) {
                 st.listing
-                    .push(self.store.ino_of(&self.store.chunks[i as usize]));
+                    .push(self.store.ino_of(&self.store.chunks[at(end)]));
             }
+            end += 1;
         }
-        // The listing's requests come first: an error there (injected) lists nothing.
+        // The call's request comes first: an error there (injected) lists nothing.
         let listed = st.readdir(self.ino, At::ChunkDir(self.prefix));
         st.dentries
             .attr_changed(self.store.chunk_dir_node(self.prefix)); // its atime
         listed.map_err(io::Error::from_raw_os_error)?;
-        for &i in self.store.dirs[self.prefix as usize].iter().rev() {
-            if st.is_removed(i as usize) {
+        self.started = true;
+        if st.listing.is_empty() {
+            self.pos = all.len();
+            return Ok(first);
+        }
+        let mut name = [0u8; 64];
+        for k in self.pos..end {
+            if st.is_removed(at(k)) {
                 continue;
             }
-            let c = &self.store.chunks[i as usize];
+            let c = &self.store.chunks[at(k)];
             hex::encode_to_slice(c.digest.0, &mut name).expect("64 bytes for 32");
             f(&name, self.store.ino_of(c));
         }
-        Ok(())
+        self.pos = end;
+        Ok(true)
     }
 
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>> {
@@ -441,6 +469,9 @@ impl ChunkStore for SimStore {
             store: self,
             prefix,
             ino,
+            pos: 0,
+            started: false,
+            per_call: CHUNK_ENTRIES_PER_GETDENTS,
         }))
     }
 
@@ -515,6 +546,66 @@ mod tests {
         assert_eq!(s.stat_chunk(&d).unwrap(), None);
         assert_eq!(atime(&s, &d), before);
         assert_eq!(s.fault_stats()[0].hits, 2);
+    }
+
+    /// A directory is read a getdents call at a time: "." and ".." take one entry's room in
+    /// the first, an entry removed before the call that would return it is not returned, and
+    /// each call is one readdir request, the last one finding the end.
+    #[test]
+    fn a_chunk_directory_is_read_one_getdents_call_at_a_time() {
+        let s = tiny();
+        // The fullest chunk directory of tiny.
+        let prefix = (0..=u16::MAX)
+            .max_by_key(|&p| s.dirs[p as usize].len())
+            .unwrap();
+        let mut dir = s.open_dir(prefix).unwrap().unwrap();
+        let mut all = Vec::new();
+        dir.list(&mut |n, ino| all.push((n.to_vec(), ino))).unwrap();
+        assert!(
+            all.len() >= 2,
+            "tiny's fullest directory holds {}",
+            all.len()
+        );
+        let readdirs = || s.lock().counts.readdir;
+        dir.per_call = 2;
+        dir.rewind().unwrap();
+        let before = readdirs();
+        let mut batches = Vec::new();
+        loop {
+            let mut batch = Vec::new();
+            let more = dir
+                .read_batch(&mut |n, ino| batch.push((n.to_vec(), ino)))
+                .unwrap();
+            if !more {
+                assert!(batch.is_empty());
+                break;
+            }
+            if batches.is_empty() {
+                // Remove the entry the next call would return first.
+                dir.unlink(&all[1].0).unwrap();
+            }
+            batches.push(batch);
+        }
+        assert_eq!(
+            batches[0],
+            all[..1],
+            "the first call: one entry beside the dots"
+        );
+        let mut kept = all.clone();
+        kept.remove(1);
+        assert_eq!(batches.concat(), kept, "the removed entry is not returned");
+        assert!(batches.iter().all(|b| b.len() <= 2));
+        assert_eq!(
+            readdirs() - before,
+            batches.len() as u64 + 1,
+            "one request a call"
+        );
+        // A rewind starts again at the first entry.
+        dir.rewind().unwrap();
+        let mut again = Vec::new();
+        dir.read_batch(&mut |n, ino| again.push((n.to_vec(), ino)))
+            .unwrap();
+        assert_eq!(again, all[..1]);
     }
 
     /// An injected readdir error fails the listing before the GC sees any entry, and an

@@ -325,22 +325,30 @@ impl State {
         }
     }
 
-    /// A listing of the directory `ino` (at `at`): a readdir returning the inodes in
-    /// `self.listing` (traced with its entries; the simulator keeps no names), then the one
-    /// that finds the end.
+    /// One `getdents` call on the directory `ino` (at `at`): a readdir returning the inodes
+    /// in `self.listing` (traced with its entries; the simulator keeps no names), or, with
+    /// none, the one that finds the end.
     pub(super) fn readdir(&mut self, ino: u64, at: At<'_>) -> Result<(), i32> {
         let listing = std::mem::take(&mut self.listing);
         let n = listing.len() as u64;
-        let r = self
-            .req_listing(
-                Req {
-                    arg: n,
-                    ..Req::on(Op::Readdir, ino, at)
-                },
-                Some(&listing),
-            )
-            .and_then(|()| self.req_listing(Req::on(Op::Readdir, ino, at), Some(&[])));
+        let r = self.req_listing(
+            Req {
+                arg: n,
+                ..Req::on(Op::Readdir, ino, at)
+            },
+            Some(&listing),
+        );
         self.listing = listing;
+        r
+    }
+
+    /// A whole listing of the directory `ino` in one call and the call that finds the end
+    /// (a snapshot tree's directories, which PBS reads with `scandir` and walkdir).
+    pub(super) fn read_whole_dir(&mut self, ino: u64, at: At<'_>) -> Result<(), i32> {
+        self.readdir(ino, at)?;
+        let entries = std::mem::take(&mut self.listing);
+        let r = self.readdir(ino, at);
+        self.listing = entries;
         r
     }
 }
@@ -397,14 +405,14 @@ mod tests {
     }
 
     #[test]
-    fn a_listing_is_two_readdirs_with_its_entries_traced_first() {
+    fn a_whole_listing_is_two_readdirs_with_its_entries_traced_first() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.trace");
         let (writer, sink) = TraceWriter::start(&path, Default::default()).unwrap();
         let mut st = state(None);
         st.trace = Some(crate::instrument::Trace::all(sink));
         st.listing = vec![5, 6, 7];
-        st.readdir(100, At::ChunkDir(1)).unwrap();
+        st.read_whole_dir(100, At::ChunkDir(1)).unwrap();
         st.req(Req::lookup(
             100,
             Name::Bytes(b"c"),

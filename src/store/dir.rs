@@ -175,41 +175,44 @@ fn name_cstr<'b>(buf: &'b mut [u8; 256], name: &[u8]) -> io::Result<&'b CStr> {
 }
 
 impl ChunkDir for DirHandle {
-    fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()> {
-        let fd: RawFd = self.fd.as_raw_fd();
+    fn rewind(&mut self) -> io::Result<()> {
         // SAFETY: valid fd.
-        if unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } < 0 {
+        if unsafe { libc::lseek(self.fd.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
             return Err(last_err());
         }
-        loop {
-            // SAFETY: buf is writable for its length.
-            let n = unsafe {
-                libc::syscall(
-                    libc::SYS_getdents64,
-                    fd,
-                    self.buf.as_mut_ptr(),
-                    self.buf.len(),
-                )
-            };
-            if n < 0 {
-                return Err(last_err());
-            }
-            if n == 0 {
-                return Ok(());
-            }
-            let mut at = 0;
-            while at < n as usize {
-                let b = &self.buf[at..];
-                let ino = u64::from_ne_bytes(b[..8].try_into().expect("8"));
-                let reclen = u16::from_ne_bytes(b[16..18].try_into().expect("2")) as usize;
-                let raw = &b[19..reclen];
-                let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
-                if name != b"." && name != b".." {
-                    f(name, ino);
-                }
-                at += reclen;
-            }
+        Ok(())
+    }
+
+    fn read_batch(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<bool> {
+        let fd: RawFd = self.fd.as_raw_fd();
+        // SAFETY: buf is writable for its length.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd,
+                self.buf.as_mut_ptr(),
+                self.buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(last_err());
         }
+        if n == 0 {
+            return Ok(false);
+        }
+        let mut at = 0;
+        while at < n as usize {
+            let b = &self.buf[at..];
+            let ino = u64::from_ne_bytes(b[..8].try_into().expect("8"));
+            let reclen = u16::from_ne_bytes(b[16..18].try_into().expect("2")) as usize;
+            let raw = &b[19..reclen];
+            let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+            if name != b"." && name != b".." {
+                f(name, ino);
+            }
+            at += reclen;
+        }
+        Ok(true)
     }
 
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>> {
@@ -342,7 +345,7 @@ impl ChunkStore for DirStore {
         // SAFETY: new fd.
         Ok(Some(DirHandle {
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            buf: vec![0; 32 * 1024],
+            buf: vec![0; super::GETDENTS_BUFFER],
         }))
     }
 
@@ -359,6 +362,7 @@ impl ChunkStore for DirStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::CHUNK_ENTRIES_PER_GETDENTS;
     use std::os::unix::fs::MetadataExt;
 
     #[test]
@@ -390,5 +394,33 @@ mod tests {
         assert!(st.is_file && st.size == 1 && st.atime == m.atime());
         h.unlink(d.to_hex().as_bytes()).unwrap();
         assert!(h.stat(d.to_hex().as_bytes()).unwrap().is_none());
+    }
+
+    /// One getdents call of glibc's 32 KiB returns 371 chunk names with "." and "..", then
+    /// 372 a call (88-byte records, any filesystem: the record layout is the VFS's).
+    #[test]
+    fn a_directory_is_read_in_getdents_calls_of_32_kib() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join(".chunks/abcd");
+        std::fs::create_dir_all(&sub).unwrap();
+        for i in 0..1000u32 {
+            std::fs::write(sub.join(format!("abcd{i:060x}")), b"").unwrap();
+        }
+        let s = DirStore::open(dir.path()).unwrap();
+        let mut h = s.open_dir(0xabcd).unwrap().unwrap();
+        let mut sizes = Vec::new();
+        loop {
+            let mut n = 0;
+            if !h.read_batch(&mut |_, _| n += 1).unwrap() {
+                assert_eq!(n, 0);
+                break;
+            }
+            sizes.push(n);
+        }
+        assert_eq!(sizes, [371, 372, 257]);
+        assert_eq!(CHUNK_ENTRIES_PER_GETDENTS, 372);
+        let mut n = 0;
+        h.list(&mut |_, _| n += 1).unwrap();
+        assert_eq!(n, 1000, "list rewinds");
     }
 }

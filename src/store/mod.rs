@@ -15,7 +15,7 @@
 pub mod dir;
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
@@ -34,8 +34,42 @@ pub enum IndexOrigin {
     Unexpected,
 }
 
+/// The order phase 1 visits the index files in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum IndexOrder {
+    /// PBS 3.3.5 and later: the datastore's iterator (namespaces, groups, snapshots newest
+    /// first), after a scan that finds every index, then the scan's leftovers.
+    #[default]
+    Iterator,
+    /// PBS 3.3.4 and earlier (`list_images`): the order a walk of the whole tree finds them
+    /// in (walkdir: depth first, each directory in readdir order, hidden entries skipped).
+    Walk,
+    /// The scan's index files in the iteration order of a hash set, as the GC visited them
+    /// between `list_index_files` and the iterator of thread 000's series (patch 4/5):
+    /// consecutive indexes of unrelated groups. Rust's hash set randomises its order per
+    /// run; this one is a fixed hash of the path, so runs repeat.
+    HashSet,
+}
+
+impl IndexOrder {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexOrder::Iterator => "iterator",
+            IndexOrder::Walk => "walk",
+            IndexOrder::HashSet => "hash-set",
+        }
+    }
+}
+
 /// What phase 1 does with each index file, in PBS order.
 pub trait Phase1Visitor {
+    /// The order the walk visits the index files in (PBS's iterator unless said otherwise).
+    fn order(&self) -> IndexOrder {
+        IndexOrder::Iterator
+    }
     /// The number of index files the initial scan found.
     fn start(&mut self, scanned: usize);
     /// One index file; an error aborts the walk (and the GC).
@@ -62,10 +96,29 @@ pub struct ChunkStat {
     pub atime_ns: i128,
 }
 
+/// The buffer a directory is read with, one `getdents64` call at a time: glibc's `readdir`
+/// buffer (32 KiB), which PBS's directory iterators read through.
+pub const GETDENTS_BUFFER: usize = 32 * 1024;
+
+/// Chunk entries one `getdents64` call returns with a [`GETDENTS_BUFFER`]: a record of a
+/// 64-character name takes 88 bytes (19 bytes of header, the name and its NUL, 8-aligned).
+pub const CHUNK_ENTRIES_PER_GETDENTS: usize = GETDENTS_BUFFER / 88;
+
 /// An open chunk directory.
 pub trait ChunkDir {
-    /// Calls `f(name, d_ino)` for every entry in readdir order ("." and ".." excluded).
-    fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()>;
+    /// The entries of the next `getdents64` call ([`GETDENTS_BUFFER`] bytes), in readdir
+    /// order, as `f(name, d_ino)` ("." and ".." excluded); `Ok(false)` once a call finds the
+    /// end. The first call after opening (or [`ChunkDir::rewind`]) starts at the first entry.
+    /// PBS's sweep stats each batch's entries before it reads the next.
+    fn read_batch(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<bool>;
+    /// Back to the first entry (`rewinddir`: no request of its own).
+    fn rewind(&mut self) -> io::Result<()>;
+    /// Calls `f(name, d_ino)` for every entry in readdir order, from the first.
+    fn list(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<()> {
+        self.rewind()?;
+        while self.read_batch(f)? {}
+        Ok(())
+    }
     /// `None` when the entry is gone.
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>>;
     /// Removes the entry `name`.
@@ -110,6 +163,17 @@ pub trait ChunkStore: Sync {
     fn walk_indexes(&self, visitor: &mut dyn Phase1Visitor) -> anyhow::Result<()>;
 }
 
+/// A fixed hash of a path (FNV-1a, then mixed): the hash-set order of [`IndexOrder::HashSet`].
+fn path_hash(p: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &b in p.as_os_str().as_bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    let x = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^ (x >> 33)
+}
+
 /// PBS's phase-1 walk (format document 3.3) over any [`Tree`]: the scan, then namespaces,
 /// groups, snapshots newest first and their index files, each listed when reached, then the
 /// leftovers of the scan. `open` reads one index (`None`: nothing to visit, for a walk that
@@ -121,8 +185,24 @@ pub fn walk_indexes(
     open: &mut dyn FnMut(&Path) -> Result<Option<IndexFile>, FormatError>,
     visitor: &mut dyn Phase1Visitor,
 ) -> anyhow::Result<()> {
-    let mut unprocessed = snapshots::list_index_files(tree, root)?;
-    visitor.start(unprocessed.len());
+    let order = visitor.order();
+    let mut unprocessed = match order {
+        IndexOrder::Iterator | IndexOrder::HashSet => snapshots::list_index_files(tree, root)?,
+        IndexOrder::Walk => Default::default(),
+    };
+    let walked = match order {
+        IndexOrder::Iterator => Vec::new(),
+        IndexOrder::Walk => snapshots::walk_index_files(tree, root)?,
+        IndexOrder::HashSet => {
+            let mut v: Vec<PathBuf> = std::mem::take(&mut unprocessed).into_iter().collect();
+            v.sort_by_cached_key(|p| path_hash(p));
+            v
+        }
+    };
+    visitor.start(match order {
+        IndexOrder::Iterator => unprocessed.len(),
+        _ => walked.len(),
+    });
     let mut visit = |path: &Path, origin: IndexOrigin| -> anyhow::Result<()> {
         match open(path) {
             Ok(Some(index)) => visitor.index(path, index, origin),
@@ -136,6 +216,12 @@ pub fn walk_indexes(
             )),
         }
     };
+    if order != IndexOrder::Iterator {
+        for path in walked {
+            visit(&path, IndexOrigin::Expected)?;
+        }
+        return Ok(());
+    }
     for ns in snapshots::list_namespaces(tree, root)? {
         for group in snapshots::list_groups(tree, &ns)? {
             let snaps = match snapshots::list_snapshots(tree, &group) {
@@ -170,4 +256,128 @@ pub fn walk_indexes(
         visit(&path, IndexOrigin::Unexpected)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datastore::snapshots::{EntryKind, Tree};
+    use std::path::PathBuf;
+
+    /// A tree answering from a fixed map, in the map's (readdir) order.
+    struct Listed(Vec<(&'static str, Vec<(&'static str, EntryKind)>)>);
+
+    impl Tree for Listed {
+        fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
+            self.0
+                .iter()
+                .find(|(d, _)| Path::new(d) == dir)
+                .map(|(_, e)| e.iter().map(|(n, k)| (n.to_string(), *k)).collect())
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+    }
+
+    struct Order(IndexOrder, usize);
+
+    impl Phase1Visitor for Order {
+        fn order(&self) -> IndexOrder {
+            self.0
+        }
+        fn start(&mut self, scanned: usize) {
+            self.1 = scanned;
+        }
+        fn index(&mut self, _: &Path, _: IndexFile, _: IndexOrigin) -> anyhow::Result<()> {
+            unreachable!("nothing is opened")
+        }
+    }
+
+    fn visited(tree: &Listed, order: IndexOrder) -> (Vec<String>, usize) {
+        let mut seen = Vec::new();
+        let mut v = Order(order, 0);
+        walk_indexes(
+            tree,
+            Path::new("/s"),
+            &mut |p: &Path| {
+                seen.push(p.strip_prefix("/s").unwrap().display().to_string());
+                Ok(None)
+            },
+            &mut v,
+        )
+        .unwrap();
+        (seen, v.1)
+    }
+
+    #[test]
+    fn the_index_orders_visit_the_same_files_in_pbs_s_three_orders() {
+        use EntryKind::{Dir, File};
+        let tree = Listed(vec![
+            ("/s", vec![("vm", Dir), ("ns", Dir), (".hidden", Dir)]),
+            ("/s/.hidden", vec![("x.fidx", File)]),
+            ("/s/vm", vec![("100", Dir)]),
+            (
+                "/s/vm/100",
+                vec![("2025-01-01T00:00:00Z", Dir), ("2025-03-01T00:00:00Z", Dir)],
+            ),
+            (
+                "/s/vm/100/2025-01-01T00:00:00Z",
+                vec![
+                    ("drive-scsi0.img.fidx", File),
+                    ("drive-scsi1.img.fidx", File),
+                ],
+            ),
+            (
+                "/s/vm/100/2025-03-01T00:00:00Z",
+                vec![("drive-scsi0.img.fidx", File)],
+            ),
+            ("/s/ns", vec![("a", Dir)]),
+            ("/s/ns/a", vec![("ct", Dir)]),
+            ("/s/ns/a/ct", vec![("200", Dir)]),
+            ("/s/ns/a/ct/200", vec![("2025-01-05T00:00:00Z", Dir)]),
+            (
+                "/s/ns/a/ct/200/2025-01-05T00:00:00Z",
+                vec![("root.pxar.didx", File)],
+            ),
+        ]);
+        let (iter, n) = visited(&tree, IndexOrder::Iterator);
+        assert_eq!(n, 4);
+        // PBS's iterator: the root namespace first, snapshots newest first.
+        assert_eq!(
+            iter,
+            [
+                "vm/100/2025-03-01T00:00:00Z/drive-scsi0.img.fidx",
+                "vm/100/2025-01-01T00:00:00Z/drive-scsi0.img.fidx",
+                "vm/100/2025-01-01T00:00:00Z/drive-scsi1.img.fidx",
+                "ns/a/ct/200/2025-01-05T00:00:00Z/root.pxar.didx",
+            ]
+        );
+        // PBS 3.3.4's walk: depth first in readdir order, oldest snapshot first here.
+        let (walk, n) = visited(&tree, IndexOrder::Walk);
+        assert_eq!(n, 4);
+        assert_eq!(
+            walk,
+            [
+                "vm/100/2025-01-01T00:00:00Z/drive-scsi0.img.fidx",
+                "vm/100/2025-01-01T00:00:00Z/drive-scsi1.img.fidx",
+                "vm/100/2025-03-01T00:00:00Z/drive-scsi0.img.fidx",
+                "ns/a/ct/200/2025-01-05T00:00:00Z/root.pxar.didx",
+            ]
+        );
+        // The hash set's: the same files, by a fixed hash of the path, the same every run.
+        let (hashed, n) = visited(&tree, IndexOrder::HashSet);
+        assert_eq!(n, 4);
+        let mut by_hash: Vec<PathBuf> = iter.iter().map(|p| Path::new("/s").join(p)).collect();
+        by_hash.sort_by_key(|p| path_hash(p));
+        let by_hash: Vec<String> = by_hash
+            .iter()
+            .map(|p| p.strip_prefix("/s").unwrap().display().to_string())
+            .collect();
+        assert_eq!(hashed, by_hash);
+        assert_eq!(visited(&tree, IndexOrder::HashSet).0, hashed);
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(hashed), sorted(iter.clone()));
+        assert_eq!(sorted(walk), sorted(iter));
+    }
 }

@@ -483,3 +483,54 @@ fn a_store_that_would_not_fit_is_refused_with_a_scale_that_fits() {
     let o = run(&[&base[..], &limit[..], &["--force", "--json"]].concat());
     assert!(o.status.success(), "--force: {}", stderr(&o));
 }
+
+/// `unpatched` is PBS 3.3.4's phase 1: naive's touches in the walk's order of the index
+/// files, so it is naive with `--index-order walk`, request for request; the hash-set order
+/// changes what the model charges (block writes), not what is touched.
+#[test]
+fn unpatched_is_naive_in_the_walk_s_order_and_the_index_order_is_an_option() {
+    let sim = |strategy: &str, order: Option<&str>| -> serde_json::Value {
+        let mut a = vec![
+            "simulate",
+            "--preset",
+            "tiny",
+            "--strategy",
+            strategy,
+            "--phase",
+            "mark",
+            "--json",
+        ];
+        if let Some(o) = order {
+            a.extend(["--index-order", o]);
+        }
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v[0].clone()
+    };
+    let unpatched = sim("unpatched", None);
+    let walked = sim("naive", Some("walk"));
+    assert_eq!(unpatched["strategy"], "unpatched");
+    for key in [
+        "phase1_requests",
+        "phase1_reads",
+        "phase1_block_writes",
+        "phase1_ns",
+    ] {
+        assert_eq!(unpatched[key], walked[key], "{key}");
+    }
+    let naive = sim("naive", None);
+    assert_eq!(
+        unpatched["counters"]["touched"],
+        naive["counters"]["touched"]
+    );
+    let (iter, hashed) = (sim("lru", None), sim("lru", Some("hash-set")));
+    assert_eq!(iter["counters"]["touched"], hashed["counters"]["touched"]);
+    assert_ne!(
+        iter["phase1_block_writes"], hashed["phase1_block_writes"],
+        "consecutive indexes of unrelated groups dirty other blocks"
+    );
+    let o = run(&["simulate", "--preset", "tiny", "--index-order", "random"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("hash-set"), "{}", stderr(&o));
+}
