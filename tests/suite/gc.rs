@@ -564,6 +564,91 @@ fn the_atime_check_makes_pbs_s_system_calls() {
     );
 }
 
+/// The sweep reads a chunk directory as PBS's iterator does, one getdents call of 32 KiB
+/// at a time (371 chunk names with "." and "..", then 372), and stats (and removes) each
+/// call's entries before it makes the next: on ZFS the lookups between the calls are what
+/// keep `zfs_readdir`'s dnode prefetch on for the rest of the directory.
+#[test]
+fn the_sweep_stats_each_getdents_call_s_entries_before_the_next_call() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let sub = store.join(".chunks/abcd");
+    let before = std::fs::read_dir(&sub).unwrap().count();
+    // 900 unreferenced chunks, a week old: the sweep removes them.
+    let week_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7 * 86400);
+    for i in 0..900u32 {
+        let f = std::fs::File::create(sub.join(format!("abcd{i:060x}"))).unwrap();
+        f.set_times(
+            std::fs::FileTimes::new()
+                .set_accessed(week_ago)
+                .set_modified(week_ago),
+        )
+        .unwrap();
+    }
+    let total = before + 900;
+    let log = dir.path().join("strace");
+    let o = std::process::Command::new("strace")
+        .args([
+            "-qq",
+            "-y",
+            "-e",
+            "trace=getdents64,newfstatat,unlinkat",
+            "-o",
+        ])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_chunkscope"))
+        .args(["gc", "--phase", "all", "--no-atime-check"])
+        .arg(&store)
+        .output()
+        .expect("strace (.ci/run installs it)");
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The calls on the directory's descriptor ("5</.../.chunks/abcd>"), in order.
+    let calls: Vec<char> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(".chunks/abcd>"))
+        .map(|l| {
+            if l.starts_with("getdents64") {
+                if l.trim_end().ends_with("= 0") {
+                    'E'
+                } else {
+                    'G'
+                }
+            } else if l.starts_with("unlinkat") {
+                'U'
+            } else {
+                'S'
+            }
+        })
+        .collect();
+    let seq: String = calls.iter().collect();
+    let stats_per_call: Vec<usize> = seq
+        .split(['G', 'E'])
+        .skip(1)
+        .map(|run| run.matches('S').count())
+        .collect();
+    assert_eq!(
+        stats_per_call,
+        [371, 372, total - 743, 0],
+        "stats between the getdents calls (the last call finds the end)"
+    );
+    assert_eq!(
+        seq.matches('U').count(),
+        900,
+        "every old unreferenced chunk removed"
+    );
+    assert!(
+        seq.ends_with('E'),
+        "{}",
+        &seq[seq.len().saturating_sub(20)..]
+    );
+    assert!(
+        seq[..seq.find('G').unwrap() + 400].contains('U'),
+        "the first call's removals come before the second call"
+    );
+    assert_eq!(std::fs::read_dir(&sub).unwrap().count(), before);
+}
+
 /// The insert keeps or replaces an existing zero chunk as PBS's `insert_chunk` does: an
 /// empty file (damage) or a bigger one is replaced, a smaller non-empty one is kept and
 /// touched, a directory in its place is an error that stops the GC before phase 1.
