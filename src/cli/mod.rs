@@ -7,6 +7,7 @@ mod analyze;
 mod check;
 mod ctl;
 mod demo;
+mod fidelity;
 mod gc;
 mod gen;
 mod inspect;
@@ -55,6 +56,7 @@ enum Command {
     Replay(replay::ReplayArgs),
     Analyze(analyze::AnalyzeArgs),
     Simulate(simulate::SimulateArgs),
+    Fidelity(fidelity::FidelityArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -100,6 +102,7 @@ pub fn run() -> i32 {
         Command::Replay(args) => replay::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Fidelity(args) => fidelity::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -232,13 +232,23 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
                 human_bytes(setup.slice.params(&params).cache_bytes)
             ),
         };
+        let mechanisms = params.mechanisms();
+        let order = args
+            .index_order
+            .map(|o| format!("; index order {}", o.name()))
+            .unwrap_or_default();
         tracing::info!(
-            "simulated store {} (seed {}{slice}): {} chunks, built in {:.1} s; model {}",
+            "simulated store {} (seed {}{slice}): {} chunks, built in {:.1} s; model {} (mechanisms: {}){order}",
             args.preset,
             args.seed,
             thousands(store.chunks_created() as u64),
             built.elapsed().as_secs_f64(),
-            params.name
+            params.name,
+            if mechanisms.is_empty() {
+                "none".to_string()
+            } else {
+                mechanisms.join(", ")
+            }
         );
         let n = store.chunks_created().max(1) as u64;
         let parts: Vec<String> = store

@@ -9,6 +9,7 @@
 mod ahead;
 mod dentries;
 mod digest_table;
+pub mod fidelity;
 mod ops;
 mod requests;
 pub mod store;

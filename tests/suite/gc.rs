@@ -569,6 +569,7 @@ fn the_atime_check_makes_pbs_s_system_calls() {
 /// call's entries before it makes the next: on ZFS the lookups between the calls are what
 /// keep `zfs_readdir`'s dnode prefetch on for the rest of the directory.
 #[test]
+#[ignore = "long suite (CI runs it with --ignored): strace stops at each of a sweep's 131,000 getdents calls, ~45 s"]
 fn the_sweep_stats_each_getdents_call_s_entries_before_the_next_call() {
     let dir = store_dir();
     let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
