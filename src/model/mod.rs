@@ -178,6 +178,40 @@ pub struct ModelParams {
     pub backup_disk_share: f64,
 }
 
+/// `zfs-hdd`, the default model: a cold ZFS pool of HDDs (8 ms a demand read, 8 at a time, a
+/// 256 MiB metadata cache, 5 s transaction groups with ZFS's dirty limit and throttle), with
+/// every optional mechanism off. The other presets start from it.
+impl Default for ModelParams {
+    fn default() -> ModelParams {
+        ModelParams {
+            name: "zfs-hdd".to_string(),
+            layout: Layout::Zfs { per_block: 32 },
+            block_bytes: 16 << 10,
+            cache_bytes: 256 << 20,
+            miss_ns: 8_000_000,
+            queue_depth: 8,
+            write_ns: 8_000_000,
+            txg_ns: 5_000_000_000,
+            dirty_limit_blocks: (4u64 << 30) / (16 << 10),
+            throttle_start: 0.6,
+            delay_scale_ns: 500_000,
+            op_ns: 2_000,
+            zap_leaf_entries: 0,
+            dir_entries: 0,
+            async_prefetch: false,
+            unlink_reads_indirect: false,
+            cache_policy: Policy::Lru,
+            metadata_limit: 0.0,
+            readdir_prefetch_flag: false,
+            aggregation_limit_bytes: 0,
+            read_gap_bytes: 0,
+            transfer_ns: 0,
+            backup_cache_share: 0.0,
+            backup_disk_share: 0.0,
+        }
+    }
+}
+
 /// What `--model` takes, for help texts: the presets (the last two are the pools of the
 /// pbs-devel threads) or a JSON model file.
 pub fn model_help() -> String {
@@ -203,29 +237,7 @@ impl ModelParams {
     pub fn preset(name: &str) -> anyhow::Result<ModelParams> {
         let zfs = ModelParams {
             name: name.to_string(),
-            layout: Layout::Zfs { per_block: 32 },
-            block_bytes: 16 << 10,
-            cache_bytes: 256 << 20,
-            miss_ns: 8_000_000,
-            queue_depth: 8,
-            write_ns: 8_000_000,
-            txg_ns: 5_000_000_000,
-            dirty_limit_blocks: (4u64 << 30) / (16 << 10),
-            throttle_start: 0.6,
-            delay_scale_ns: 500_000,
-            op_ns: 2_000,
-            zap_leaf_entries: 0,
-            dir_entries: 0,
-            async_prefetch: false,
-            unlink_reads_indirect: false,
-            cache_policy: Policy::Lru,
-            metadata_limit: 0.0,
-            readdir_prefetch_flag: false,
-            aggregation_limit_bytes: 0,
-            read_gap_bytes: 0,
-            transfer_ns: 0,
-            backup_cache_share: 0.0,
-            backup_disk_share: 0.0,
+            ..ModelParams::default()
         };
         // What the two pools of the threads share (see their presets below): a 16 GiB ARC,
         // fat-ZAP directories, asynchronous listing prefetch, zfs_readdir's prefetch flag

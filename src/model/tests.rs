@@ -15,18 +15,7 @@ fn params() -> ModelParams {
         throttle_start: 0.6,
         delay_scale_ns: 500,
         op_ns: 0,
-        zap_leaf_entries: 0,
-        dir_entries: 0,
-        async_prefetch: false,
-        unlink_reads_indirect: false,
-        cache_policy: Policy::Lru,
-        metadata_limit: 0.0,
-        readdir_prefetch_flag: false,
-        aggregation_limit_bytes: 0,
-        read_gap_bytes: 0,
-        transfer_ns: 0,
-        backup_cache_share: 0.0,
-        backup_disk_share: 0.0,
+        ..ModelParams::default()
     }
 }
 

@@ -186,23 +186,20 @@ pub fn walk_indexes(
     visitor: &mut dyn Phase1Visitor,
 ) -> anyhow::Result<()> {
     let order = visitor.order();
-    let mut unprocessed = match order {
-        IndexOrder::Iterator | IndexOrder::HashSet => snapshots::list_index_files(tree, root)?,
-        IndexOrder::Walk => Default::default(),
-    };
-    let walked = match order {
-        IndexOrder::Iterator => Vec::new(),
-        IndexOrder::Walk => snapshots::walk_index_files(tree, root)?,
+    // The iterator's order lists each snapshot when reached, and keeps the scan for the
+    // leftovers; the other two orders visit one list made before the first index.
+    let (mut unprocessed, walked) = match order {
+        IndexOrder::Iterator => (snapshots::list_index_files(tree, root)?, Vec::new()),
+        IndexOrder::Walk => (Default::default(), snapshots::walk_index_files(tree, root)?),
         IndexOrder::HashSet => {
-            let mut v: Vec<PathBuf> = std::mem::take(&mut unprocessed).into_iter().collect();
+            let mut v: Vec<PathBuf> = snapshots::list_index_files(tree, root)?
+                .into_iter()
+                .collect();
             v.sort_by_cached_key(|p| path_hash(p));
-            v
+            (Default::default(), v)
         }
     };
-    visitor.start(match order {
-        IndexOrder::Iterator => unprocessed.len(),
-        _ => walked.len(),
-    });
+    visitor.start(unprocessed.len() + walked.len());
     let mut visit = |path: &Path, origin: IndexOrigin| -> anyhow::Result<()> {
         match open(path) {
             Ok(Some(index)) => visitor.index(path, index, origin),
