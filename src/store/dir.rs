@@ -22,6 +22,9 @@ pub struct DirStore {
     root: PathBuf,
     root_bytes: Vec<u8>,
     chunks: OwnedFd,
+    /// `getdents64` buffers of closed [`DirHandle`]s, for the next `open_dir`: a sweep opens
+    /// 65,536 directories, one (or a prefetch pass's jobs) at a time.
+    buffers: std::sync::Mutex<Vec<Box<[u8]>>>,
 }
 
 fn last_err() -> io::Error {
@@ -53,6 +56,7 @@ impl DirStore {
             root,
             // SAFETY: fd is new and ours.
             chunks: unsafe { OwnedFd::from_raw_fd(fd) },
+            buffers: Default::default(),
         })
     }
 
@@ -160,9 +164,20 @@ impl DirStore {
 }
 
 /// An open chunk directory of a [`DirStore`].
-pub struct DirHandle {
+pub struct DirHandle<'a> {
     fd: OwnedFd,
-    buf: Vec<u8>,
+    /// [`GETDENTS_BUFFER`](super::GETDENTS_BUFFER) bytes, given back to the store on drop.
+    buf: Box<[u8]>,
+    buffers: &'a std::sync::Mutex<Vec<Box<[u8]>>>,
+}
+
+impl Drop for DirHandle<'_> {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        if let Ok(mut free) = self.buffers.lock() {
+            free.push(buf);
+        }
+    }
 }
 
 fn name_cstr<'b>(buf: &'b mut [u8; 256], name: &[u8]) -> io::Result<&'b CStr> {
@@ -174,7 +189,7 @@ fn name_cstr<'b>(buf: &'b mut [u8; 256], name: &[u8]) -> io::Result<&'b CStr> {
     Ok(CStr::from_bytes_with_nul(&buf[..=name.len()]).expect("NUL"))
 }
 
-impl ChunkDir for DirHandle {
+impl ChunkDir for DirHandle<'_> {
     fn rewind(&mut self) -> io::Result<()> {
         // SAFETY: valid fd.
         if unsafe { libc::lseek(self.fd.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
@@ -251,7 +266,7 @@ impl ChunkDir for DirHandle {
 }
 
 impl ChunkStore for DirStore {
-    type Dir<'a> = DirHandle;
+    type Dir<'a> = DirHandle<'a>;
 
     fn root(&self) -> &Path {
         &self.root
@@ -322,7 +337,7 @@ impl ChunkStore for DirStore {
         Ok(false)
     }
 
-    fn open_dir(&self, prefix: u16) -> io::Result<Option<DirHandle>> {
+    fn open_dir(&self, prefix: u16) -> io::Result<Option<DirHandle<'_>>> {
         let name = crate::datastore::paths::chunk_subdir_name(prefix);
         let mut nb = [0u8; 256];
         let c = name_cstr(&mut nb, name.as_bytes())?;
@@ -343,9 +358,12 @@ impl ChunkStore for DirStore {
             };
         }
         // SAFETY: new fd.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let reused = self.buffers.lock().ok().and_then(|mut free| free.pop());
         Ok(Some(DirHandle {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            buf: vec![0; super::GETDENTS_BUFFER],
+            fd,
+            buf: reused.unwrap_or_else(|| vec![0; super::GETDENTS_BUFFER].into_boxed_slice()),
+            buffers: &self.buffers,
         }))
     }
 
