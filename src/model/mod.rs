@@ -290,12 +290,15 @@ impl ModelParams {
             // copy-on-write writes go out aggregated, ~10 us of pool time per 16 KiB block
             // (200 us at 20 at a time); fat ZAP directories.
             // op_ns is the one fitted value: the warm phase 1 after the prefetch pass (9.85 M
-            // touches in 11 min 59 s, no reads, no throttle) is 73 us per touch, 4 requests.
+            // touches in 11 min 59 s, no reads, no throttle) is 73 us per touch, for which
+            // the model charges 2.47 requests (the kernel keeps the dentries; refitted from
+            // 18 us, fitted at 4 requests a touch: `chunkscope fidelity` with op_ns 0 gives
+            // that figure 0 s, with 18 us 438.8 s, so it is linear in op_ns).
             "zfs-raidz-hdd" => ModelParams {
                 miss_ns: 8_000_000,
                 queue_depth: 20,
                 write_ns: 200_000,
-                op_ns: 18_000,
+                op_ns: 29_500,
                 ..pool
             },
             // The same pool while it also serves the nightly backups, as datastore A's
@@ -310,12 +313,15 @@ impl ModelParams {
             // Thread 000's pool: 3 mirrors of HDDs with a mirror of 2 NVMe SSDs as the special
             // vdev that holds all metadata. NVMe reads of 16 KiB take ~100 us, 32 at a time;
             // writes ~50 us; the same cache and layout as above. op_ns fitted on the thread's
-            // capacity table: 1.8 us per extra touch (1 Ki against 1 Mi), 4 requests a touch.
+            // capacity table with the thread's CPU outside the model (fidelity.rs,
+            // THREAD000_CPU_S): the 1 Ki and 1 Mi rows, 66.2 s and 22.2 s, differ by 44.0 s
+            // for 49.0 M requests the model charges (2 a touch, the kernel keeping the
+            // dentries): 898 ns a request.
             "zfs-special-ssd" => ModelParams {
                 miss_ns: 100_000,
                 queue_depth: 32,
                 write_ns: 50_000,
-                op_ns: 450,
+                op_ns: 900,
                 ..pool
             },
             other => anyhow::bail!(

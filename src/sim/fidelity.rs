@@ -89,14 +89,9 @@ impl Figure {
     }
 }
 
-/// One store's runs: each strategy (with its digest-cache capacity) once, both phases.
-fn runs(
-    preset: &str,
-    model: &str,
-    of: u32,
-    warm: bool,
-    plan: &[(Strategy, usize)],
-) -> Result<Vec<SimRun>> {
+/// The store of generator preset `preset` (at the thread's size), sliced to an `of`-th, and
+/// pool model `model` filled in for it.
+fn build(preset: &str, model: &str, of: u32) -> Result<(super::SimStore, ModelParams)> {
     let mut cfg = GenConfig::preset(preset)?;
     cfg.scale = 1.0; // the thread's store, not the generator's 1% of it
     let setup = SimSetup {
@@ -112,16 +107,38 @@ fn runs(
     let store = super::build_from(&setup, history)?;
     let mut params = setup.params.clone();
     store.fill_dir_entries(&mut params);
+    Ok((store, params))
+}
+
+/// A GC of `strategy` with digest-cache capacity `cache_capacity`, without the atime check.
+fn gc(strategy: Strategy, cache_capacity: usize, phases: Phases) -> GcOptions {
+    GcOptions {
+        strategy,
+        cache_capacity,
+        phases,
+        atime_check: false,
+        ..GcOptions::default()
+    }
+}
+
+/// One store's runs: each strategy (with its digest-cache capacity) once, both phases.
+fn runs(
+    preset: &str,
+    model: &str,
+    of: u32,
+    warm: bool,
+    plan: &[(Strategy, usize)],
+) -> Result<Vec<SimRun>> {
+    let (store, params) = build(preset, model, of)?;
     plan.iter()
-        .map(|&(strategy, cache_capacity)| {
-            let opts = GcOptions {
-                strategy,
-                cache_capacity,
-                phases: Phases::All,
-                atime_check: false,
-                ..GcOptions::default()
-            };
-            super::run(&store, &params, &opts, warm, false)
+        .map(|&(strategy, capacity)| {
+            super::run(
+                &store,
+                &params,
+                &gc(strategy, capacity, Phases::All),
+                warm,
+                false,
+            )
         })
         .collect()
 }
@@ -134,10 +151,11 @@ fn secs(ns: u64) -> f64 {
 }
 
 /// Thread 000's GC runtimes hold CPU work the model does not charge (reading 6,875 index
-/// files, the LRU over 31.5 M references): 12.1 s, fitted with the model's own per-touch
-/// cost on the capacity table's 1 Ki and 1 Mi rows (BENCHMARKS.md "Thread 000's capacity
-/// table").
-const THREAD000_CPU_S: f64 = 12.1;
+/// files, the LRU over 31.5 M references): 10.3 s, fitted with `zfs-special-ssd`'s `op_ns`
+/// on the capacity table's 1 Ki and 1 Mi rows (66.2 s and 22.2 s; the model, warm, with
+/// `op_ns` 0, charges both 6.07 s and counts 55.5 M and 6.52 M requests: 22.2 = 6.07 +
+/// 898 ns x 6.52 M + 10.3). BENCHMARKS.md "Thread 000's capacity table".
+const THREAD000_CPU_S: f64 = 10.3;
 
 /// Every figure, from fresh runs at `scale`. `progress` is told what runs.
 pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure>> {
@@ -146,9 +164,9 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
 
     // Thread 000: its pool (SSD special vdev), warm (the runtimes average 3 runs in a row).
     let n = scale.thread000;
+    let label = Slice::new(n)?.label();
     progress(&format!(
-        "thread 000's store ({}), zfs-special-ssd, warm",
-        Slice::new(n)?.label()
+        "thread 000's store ({label}), zfs-special-ssd, warm"
     ));
     let t = runs(
         "thread000",
@@ -163,12 +181,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
         ],
     )?;
     let k = n as f64;
-    let from = |what: &str| {
-        format!(
-            "thread000 {}, zfs-special-ssd, warm: {what}",
-            Slice::new(n).map(|s| s.label()).unwrap_or_default()
-        )
-    };
+    let from = |what: &str| format!("thread000 {label}, zfs-special-ssd, warm: {what}");
     let runtime = |r: &SimRun| (secs(r.phase1_ns) + secs(r.phase2_ns)) * k + THREAD000_CPU_S;
     out.push(Figure {
         id: "t000-utimensat-unpatched",
@@ -218,7 +231,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             model: runtime(r),
             unit: "s",
             kind: Kind::Predicted,
-            from: from("both phases + 12.1 s of CPU fitted on the 1 Ki and 1 Mi rows"),
+            from: from("both phases + 10.3 s of CPU fitted on the 1 Ki and 1 Mi rows"),
         });
     }
 
@@ -417,4 +430,219 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
         },
     ]);
     Ok(out)
+}
+
+/// The sweep's metadata caches (the whole store's; a slice divides them): from one that holds
+/// nothing of datastore A to one that holds all its metadata (~50 GiB of dnodes and ZAP
+/// leaves). A pool's ARC less what its backups hold: the model's `backup_cache_share`
+/// only scales the cache, so the sweep varies the cache alone.
+pub const SWEEP_CACHES: [u64; 6] = [512 << 20, 2 << 30, 8 << 30, 16 << 30, 32 << 30, 64 << 30];
+
+/// lru's phase 1 over v1's in the threads: v1's rate after its pass (datastore A's ~74.6 M
+/// touches in 53.5 h: 387 chunks/s) over the LRU baseline's 39.2 chunks/s.
+pub const THREADS_LRU_OVER_V1: f64 = 74.6e6 / (53.5 * HOUR) / 39.2;
+
+/// The sweep's shares of the disks' time taken by backups (`backup_disk_share`).
+pub const SWEEP_DISK_SHARES: [f64; 4] = [0.0, 0.5, 0.75, 0.9];
+
+/// Datastore A's phase-1 figures at one point of the sweep: B's pool (`zfs-raidz-hdd`,
+/// every value from B's hardware and figures) with A's two unknowns set, the ARC it had and
+/// the backups' load on its disks.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepPoint {
+    /// The metadata cache, bytes (the whole store's).
+    pub cache_bytes: u64,
+    /// The backups' share of the disks' time.
+    pub backup_disk_share: f64,
+    /// lru's phase 1, chunks touched per second (thread 001: 39.2).
+    pub lru_chunks_per_s: f64,
+    /// lru's phase 1, seconds.
+    pub lru_phase1_s: f64,
+    /// prefetch's (v1's) readdir pass, seconds (thread 003: ~1 h).
+    pub v1_pass_s: f64,
+    /// v1's phase 1 after its pass, seconds (53.5 h).
+    pub v1_phase1_s: f64,
+    /// batched's (v2's) phase 1, seconds (59.3 h).
+    pub v2_phase1_s: f64,
+    /// unpatched's phase 1, seconds (its cycles took 21-66 days with phase 2).
+    pub unpatched_phase1_s: f64,
+}
+
+impl SweepPoint {
+    /// The threads' figures the point is held against: (name, thread's, model's).
+    pub fn figures(&self) -> [(&'static str, f64, f64); 5] {
+        [
+            ("lru chunks/s", 39.2, self.lru_chunks_per_s),
+            ("v1 pass", HOUR, self.v1_pass_s),
+            ("v1 phase 1", 53.5 * HOUR, self.v1_phase1_s),
+            ("v2 phase 1", 59.3 * HOUR, self.v2_phase1_s),
+            (
+                "v2 / v1",
+                59.3 / 54.5,
+                self.v2_phase1_s / (self.v1_pass_s + self.v1_phase1_s).max(1e-9),
+            ),
+        ]
+    }
+
+    /// lru's phase 1 over v1's after its pass: what the LRU baseline and v1 pull against
+    /// each other on (the threads: 39.2 chunks/s against v1's ~74.6 M touches in 53.5 h,
+    /// 387 chunks/s, is [`THREADS_LRU_OVER_V1`]).
+    pub fn lru_over_v1(&self) -> f64 {
+        self.lru_phase1_s / self.v1_phase1_s.max(1e-9)
+    }
+
+    /// How many of [`SweepPoint::figures`] are within 2x.
+    pub fn within_2x(&self) -> usize {
+        self.figures()
+            .iter()
+            .filter(|(_, thread, model)| (0.5..=2.0).contains(&(model / thread)))
+            .count()
+    }
+}
+
+/// Datastore A's phase 1 (an `of`-th slice, times multiplied back) for unpatched, lru,
+/// prefetch and batched at every pair of `caches` and `shares`, on one built store; the runs
+/// go side by side on the machine's CPUs. `progress` is told each point as it starts.
+pub fn sweep(
+    of: u32,
+    caches: &[u64],
+    shares: &[f64],
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Vec<SweepPoint>> {
+    let (store, base) = build("datastore-a", "zfs-raidz-hdd", of)?;
+    sweep_store(&store, &base, caches, shares, progress)
+}
+
+/// [`sweep`] on a built store (an `of`-th slice, as [`SimStore::slice`] says) with pool
+/// `base`, whose cache and disk share each point replaces.
+fn sweep_store(
+    store: &super::SimStore,
+    base: &ModelParams,
+    caches: &[u64],
+    shares: &[f64],
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Vec<SweepPoint>> {
+    let of = store.slice().of;
+    let points: Vec<(u64, f64)> = caches
+        .iter()
+        .flat_map(|&c| shares.iter().map(move |&s| (c, s)))
+        .collect();
+    const PLAN: [Strategy; 4] = [
+        Strategy::Unpatched,
+        Strategy::Lru,
+        Strategy::Prefetch,
+        Strategy::Batched,
+    ];
+    let default = crate::gc::DEFAULT_CACHE_CAPACITY;
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs = super::side_by_side(store, points.len() * PLAN.len(), jobs, |st, i| {
+        let (cache_bytes, share) = points[i / PLAN.len()];
+        let strategy = PLAN[i % PLAN.len()];
+        if i % PLAN.len() == 0 {
+            progress(&format!(
+                "datastore A ({}): cache {}, backups take {:.0}% of the disks' time",
+                Slice::new(of)?.label(),
+                crate::units::human_bytes(cache_bytes),
+                share * 100.0
+            ));
+        }
+        let params = ModelParams {
+            name: format!("zfs-raidz-hdd, cache {cache_bytes}, backup_disk_share {share}"),
+            cache_bytes,
+            backup_disk_share: share,
+            ..base.clone()
+        };
+        super::run(
+            st,
+            &params,
+            &gc(strategy, default, Phases::Mark),
+            false,
+            false,
+        )
+    })?;
+    let k = of as f64;
+    Ok(points
+        .iter()
+        .zip(runs.chunks(PLAN.len()))
+        .map(|(&(cache_bytes, backup_disk_share), r)| {
+            let (unpatched, lru, v1, v2) = (&r[0], &r[1], &r[2], &r[3]);
+            SweepPoint {
+                cache_bytes,
+                backup_disk_share,
+                lru_chunks_per_s: lru.phase1_chunks_per_s,
+                lru_phase1_s: secs(lru.phase1_ns) * k,
+                v1_pass_s: secs(v1.pass_ns) * k,
+                v1_phase1_s: secs(v1.phase1_ns.saturating_sub(v1.pass_ns)) * k,
+                v2_phase1_s: secs(v2.phase1_ns) * k,
+                unpatched_phase1_s: secs(unpatched.phase1_ns) * k,
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sweep point is the runs it stands for (made side by side on forks of one store),
+    /// and the backups' share of the disks slows what reads and writes. On a 1/256 slice of
+    /// datastore B, which builds in a fraction of A's time.
+    #[test]
+    fn a_sweep_point_is_the_runs_at_its_parameters() {
+        let (store, base) = build("datastore-b", "zfs-raidz-hdd", 256).unwrap();
+        let points = sweep_store(&store, &base, &[16 << 30], &[0.5], &|_| {}).unwrap();
+        let busy = ModelParams {
+            backup_disk_share: 0.5,
+            ..base.clone()
+        };
+        let preset = ModelParams::preset("zfs-raidz-hdd-busy").unwrap();
+        assert_eq!(
+            ModelParams {
+                name: preset.name.clone(),
+                dir_entries: preset.dir_entries,
+                ..busy.clone()
+            },
+            preset,
+            "the point (16 GiB, 0.5) is the busy preset"
+        );
+        let run = |p: &ModelParams, s| {
+            let opts = gc(s, crate::gc::DEFAULT_CACHE_CAPACITY, Phases::Mark);
+            super::super::run(&store, p, &opts, false, false).unwrap()
+        };
+        let (lru, v1, v2) = (
+            run(&busy, Strategy::Lru),
+            run(&busy, Strategy::Prefetch),
+            run(&busy, Strategy::Batched),
+        );
+        let [point] = &points[..] else {
+            panic!("{points:?}")
+        };
+        let k = 256.0;
+        assert_eq!(
+            (point.cache_bytes, point.backup_disk_share),
+            (16 << 30, 0.5)
+        );
+        assert_eq!(point.lru_chunks_per_s, lru.phase1_chunks_per_s);
+        assert_eq!(point.lru_phase1_s, secs(lru.phase1_ns) * k);
+        assert_eq!(point.lru_over_v1(), point.lru_phase1_s / point.v1_phase1_s);
+        assert!((9.8..10.0).contains(&THREADS_LRU_OVER_V1));
+        assert_eq!(point.v1_pass_s, secs(v1.pass_ns) * k);
+        assert_eq!(point.v1_phase1_s, secs(v1.phase1_ns - v1.pass_ns) * k);
+        assert_eq!(point.v2_phase1_s, secs(v2.phase1_ns) * k);
+        assert!(point.unpatched_phase1_s > point.v2_phase1_s, "{point:?}");
+        let idle = run(&base, Strategy::Lru);
+        assert!(
+            idle.phase1_chunks_per_s > lru.phase1_chunks_per_s,
+            "{} against {}",
+            idle.phase1_chunks_per_s,
+            lru.phase1_chunks_per_s
+        );
+        let f = point.figures();
+        assert_eq!(f[0], ("lru chunks/s", 39.2, point.lru_chunks_per_s));
+        let within = f
+            .iter()
+            .filter(|(_, t, m)| (0.5..=2.0).contains(&(m / t)))
+            .count();
+        assert_eq!(point.within_2x(), within);
+    }
 }
