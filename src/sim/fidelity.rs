@@ -150,6 +150,18 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
+/// Datastore A's phase-1 figures in threads 001 and 003, shared by the report and the sweep.
+/// The LRU baseline before the work, chunks touched per second.
+const A_LRU_RATE: f64 = 39.2;
+/// v1's whole-store readdir pass (~1 h).
+const A_V1_PASS_S: f64 = HOUR;
+/// v1's phase 1 after its pass.
+const A_V1_PHASE1_S: f64 = 53.5 * HOUR;
+/// v2's phase 1 (batches of 1,048,576).
+const A_V2_PHASE1_S: f64 = 59.3 * HOUR;
+/// v2's phase 1 over v1's pass and phase 1 ("comparable, not faster").
+const A_V2_OVER_V1: f64 = A_V2_PHASE1_S / (A_V1_PASS_S + A_V1_PHASE1_S);
+
 /// Thread 000's GC runtimes hold CPU work the model does not charge (reading 6,875 index
 /// files, the LRU over 31.5 M references): 10.3 s, fitted with `zfs-special-ssd`'s `op_ns`
 /// on the capacity table's 1 Ki and 1 Mi rows (66.2 s and 22.2 s; the model, warm, with
@@ -332,7 +344,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             id: "a-lru-rate",
             thread: "001",
             what: "phase 1 before the work (LRU)",
-            measured: 39.2,
+            measured: A_LRU_RATE,
             model: lru.phase1_chunks_per_s,
             unit: "chunks/s",
             kind: Kind::Predicted,
@@ -342,7 +354,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             id: "a-v1-pass",
             thread: "003",
             what: "v1: the whole-store readdir pass (~1 h)",
-            measured: HOUR,
+            measured: A_V1_PASS_S,
             model: secs(v1.pass_ns) * k,
             unit: "s",
             kind: Kind::Predicted,
@@ -352,7 +364,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             id: "a-v1-phase1",
             thread: "003",
             what: "v1: phase 1 after the pass",
-            measured: 53.5 * HOUR,
+            measured: A_V1_PHASE1_S,
             model: v1_phase1,
             unit: "s",
             kind: Kind::Fitted,
@@ -362,7 +374,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             id: "a-v2-phase1",
             thread: "003",
             what: "v2: phase 1, batches of 1,048,576",
-            measured: 59.3 * HOUR,
+            measured: A_V2_PHASE1_S,
             model: secs(v2.phase1_ns) * k,
             unit: "s",
             kind: Kind::Predicted,
@@ -372,7 +384,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             id: "a-v2-over-v1",
             thread: "003",
             what: "v2 against v1, phase 1 and pass (\"comparable, not faster\")",
-            measured: 59.3 / 54.5,
+            measured: A_V2_OVER_V1,
             model: secs(v2.phase1_ns) / secs(v1.phase1_ns).max(1e-9),
             unit: "",
             kind: Kind::Predicted,
@@ -440,7 +452,7 @@ pub const SWEEP_CACHES: [u64; 6] = [512 << 20, 2 << 30, 8 << 30, 16 << 30, 32 <<
 
 /// lru's phase 1 over v1's in the threads: v1's rate after its pass (datastore A's ~74.6 M
 /// touches in 53.5 h: 387 chunks/s) over the LRU baseline's 39.2 chunks/s.
-pub const THREADS_LRU_OVER_V1: f64 = 74.6e6 / (53.5 * HOUR) / 39.2;
+pub const THREADS_LRU_OVER_V1: f64 = 74.6e6 / A_V1_PHASE1_S / A_LRU_RATE;
 
 /// The sweep's shares of the disks' time taken by backups (`backup_disk_share`).
 pub const SWEEP_DISK_SHARES: [f64; 4] = [0.0, 0.5, 0.75, 0.9];
@@ -472,13 +484,13 @@ impl SweepPoint {
     /// The threads' figures the point is held against: (name, thread's, model's).
     pub fn figures(&self) -> [(&'static str, f64, f64); 5] {
         [
-            ("lru chunks/s", 39.2, self.lru_chunks_per_s),
-            ("v1 pass", HOUR, self.v1_pass_s),
-            ("v1 phase 1", 53.5 * HOUR, self.v1_phase1_s),
-            ("v2 phase 1", 59.3 * HOUR, self.v2_phase1_s),
+            ("lru chunks/s", A_LRU_RATE, self.lru_chunks_per_s),
+            ("v1 pass", A_V1_PASS_S, self.v1_pass_s),
+            ("v1 phase 1", A_V1_PHASE1_S, self.v1_phase1_s),
+            ("v2 phase 1", A_V2_PHASE1_S, self.v2_phase1_s),
             (
                 "v2 / v1",
-                59.3 / 54.5,
+                A_V2_OVER_V1,
                 self.v2_phase1_s / (self.v1_pass_s + self.v1_phase1_s).max(1e-9),
             ),
         ]
@@ -523,6 +535,7 @@ fn sweep_store(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Vec<SweepPoint>> {
     let of = store.slice().of;
+    let label = store.slice().label();
     let points: Vec<(u64, f64)> = caches
         .iter()
         .flat_map(|&c| shares.iter().map(move |&s| (c, s)))
@@ -540,8 +553,7 @@ fn sweep_store(
         let strategy = PLAN[i % PLAN.len()];
         if i % PLAN.len() == 0 {
             progress(&format!(
-                "datastore A ({}): cache {}, backups take {:.0}% of the disks' time",
-                Slice::new(of)?.label(),
+                "datastore A ({label}): cache {}, backups take {:.0}% of the disks' time",
                 crate::units::human_bytes(cache_bytes),
                 share * 100.0
             ));
