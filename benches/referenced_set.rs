@@ -36,7 +36,7 @@ fn run(label: &str, chunks: u64, inserts: u64, pick: impl Fn(u64) -> u64) {
     peak = peak.max(set.heap_bytes());
     let insert_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    set.seal();
+    let set = set.seal();
     let seal_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let probes = chunks.min(10_000_000);

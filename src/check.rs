@@ -73,6 +73,9 @@ pub struct CheckReport {
     pub manifest_problems: Vec<Problem>,
     /// Snapshots with indexes but no manifest (unfinished backups): a warning, not an error.
     pub snapshots_without_manifest: usize,
+    /// Chunk directories that are not the store's own (symbolic links, mounts of other
+    /// filesystems): not scanned, as a GC would refuse to run while they are there.
+    pub odd_chunk_dirs: Vec<Problem>,
     /// Referenced chunks with no chunk file: digest and one index that needs it.
     pub missing_chunks: Vec<Problem>,
     /// Chunk directories holding at least one referenced chunk.
@@ -133,6 +136,7 @@ impl CheckReport {
     /// True when nothing referenced is lost or corrupt.
     pub fn ok(&self) -> bool {
         self.corrupt_indexes.is_empty()
+            && self.odd_chunk_dirs.is_empty()
             && self.manifest_problems.is_empty()
             && self.missing_chunks.is_empty()
             && self.chunks.missing_chunk_dirs.is_empty()
@@ -157,8 +161,27 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
             chunks.display()
         );
     }
+    let odd = crate::store::layout::odd_chunk_dirs(root)?;
+    // Not followed: their chunks are another store's (or nobody's).
+    let mut skip = vec![false; CHUNK_SUBDIRS];
+    for o in &odd {
+        let prefix = o
+            .path
+            .strip_prefix(CHUNK_DIR)
+            .and_then(|p| p.strip_prefix('/'));
+        if let Some(p) = prefix.and_then(|p| u16::from_str_radix(p, 16).ok()) {
+            skip[p as usize] = true;
+        }
+    }
     let mut report = CheckReport {
         store: root.display().to_string(),
+        odd_chunk_dirs: odd
+            .into_iter()
+            .map(|o| Problem {
+                path: root.join(&o.path).display().to_string(),
+                problem: o.what,
+            })
+            .collect(),
         ..Default::default()
     };
     let order =
@@ -212,8 +235,8 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
     let parts: Vec<Result<ScanPart>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (chunks, referenced) = (&chunks, &referenced);
-                s.spawn(move || scan_chunk_dirs(chunks, referenced, opts, t, threads))
+                let (chunks, referenced, skip) = (&chunks, &referenced, &skip);
+                s.spawn(move || scan_chunk_dirs(chunks, referenced, skip, opts, t, threads))
             })
             .collect();
         handles
@@ -381,6 +404,7 @@ fn check_listed_files(snapshot: &Path, manifest: &Manifest, report: &mut CheckRe
 fn scan_chunk_dirs(
     chunks: &Path,
     referenced: &HashMap<Digest, u32>,
+    skip: &[bool],
     opts: &CheckOptions,
     worker: usize,
     workers: usize,
@@ -390,6 +414,9 @@ fn scan_chunk_dirs(
     let cutoff = opts.now - opts.cutoff_minutes as i64 * 60;
     let mut dir = chunks.to_path_buf();
     for prefix in (worker..CHUNK_SUBDIRS).step_by(workers) {
+        if skip[prefix] {
+            continue;
+        }
         dir.push(chunk_subdir_name(prefix as u16));
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,

@@ -119,6 +119,8 @@ pub struct Instruments {
     /// Requests the backing store answered EMFILE or ENFILE (the daemon ran out of file
     /// descriptors); injected ones are not counted.
     fd_exhausted: AtomicU64,
+    /// Requests whose handler panicked (answered EIO; the mount went on).
+    panics: AtomicU64,
     /// A mount's live counters (a simulation has none).
     live: Option<std::sync::Arc<crate::live::Live>>,
 }
@@ -132,6 +134,7 @@ impl Instruments {
             time_scale,
             clock: Clock::Wall,
             fd_exhausted: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
             live: Some(std::sync::Arc::new(crate::live::Live::new())),
         }
     }
@@ -193,6 +196,16 @@ impl Instruments {
     /// Requests the store answered EMFILE or ENFILE.
     pub fn fd_exhausted(&self) -> u64 {
         self.fd_exhausted.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request whose handler panicked; returns how many have so far.
+    pub fn count_panic(&self) -> u64 {
+        self.panics.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Requests whose handler panicked.
+    pub fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
     }
 
     /// True if a fault rule could select `op` (a request it cannot select skips the rest).
@@ -478,6 +491,7 @@ mod tests {
             errno: libc::EIO,
             delay_ns: 1_000,
             rule: 1,
+            ..Decision::default()
         };
         let c = inst.record(Some(&trace), Op::Getattr, 3, trace.sink.now_ns(), &d, dec);
         assert_eq!(c.hold_ns, 1_000 + 2 * c.modeled_ns);

@@ -93,6 +93,12 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
         for p in &r.manifest_problems {
             println!("manifest         {}: {}", p.path, p.problem);
         }
+        for p in &r.odd_chunk_dirs {
+            println!(
+                "not the store's  {} is {}: not scanned, a GC refuses to run",
+                p.path, p.problem
+            );
+        }
         for d in &r.chunks.missing_chunk_dirs {
             println!("missing dir      {d}");
         }

@@ -26,8 +26,10 @@ use crate::trace::Marker;
     chunkscope-run /dev/shm/tiny t.trace -- chunkscope gc '$CHUNKSCOPE_MNT'\n\n\
     Output is PBS's task log (on a terminal, progress bars instead of percentage lines), then\n\
     chunkscope's counters. On a chunkscope mount, phase markers go into the mount's trace.\n\
-    The store's .lock is taken exclusively (fcntl), as an external GC must: the run is refused\n\
-    while a backup, sync or PBS's own GC holds it.\n\n\
+    The store's .lock (fcntl) is taken exclusively, as an external GC must: the run is refused\n\
+    while a backup, sync or PBS's own GC holds it. Once the cutoff is fixed it is held shared:\n\
+    backups that start later run (their chunks are newer than the cutoff), a second GC cannot\n\
+    start. --exclusive holds it exclusively to the end.\n\n\
     Nothing referenced is ever removed: the sweep runs only after phase 1 finished without\n\
     errors other than missing chunks, and it removes a chunk only if no index references it,\n\
     whatever its atime (--phase sweep alone reads every index first). A referenced chunk PBS\n\
@@ -58,9 +60,15 @@ pub struct GcArgs {
     /// output (the task log then goes to standard error), `--json=FILE` into FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     json: Option<PathBuf>,
-    /// Do not take the exclusive lock on .lock (only when nothing else can write the store).
-    #[arg(long)]
+    /// Do not take the lock on .lock (only when nothing else can write the store: a --shadow
+    /// mount, a copy).
+    #[arg(long, conflicts_with = "exclusive")]
     no_lock: bool,
+    /// Hold .lock exclusively for the whole run, blocking every backup that starts meanwhile
+    /// (by default it is exclusive only until the cutoff is fixed, then shared: new backups
+    /// run, a second GC cannot start).
+    #[arg(long)]
+    exclusive: bool,
     /// Skip PBS's access-time safety check (it inserts the 4 MiB zero chunk, sleeps 1 s and
     /// verifies that an explicit atime update shows up).
     #[arg(long)]
@@ -134,22 +142,34 @@ fn lock_store(store: &Path) -> Result<std::fs::File> {
             };
             anyhow::anyhow!("opening {}: {e}{hint}", path.display())
         })?;
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    // SAFETY: valid fd and flock.
-    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) } != 0 {
-        let e = std::io::Error::last_os_error();
+    if let Err(e) = set_lock(&f, libc::F_WRLCK) {
         if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
             bail!(
-                "another process holds a lock on {} (a backup, sync or tape restore, or PBS's own GC): \
-                 refusing to collect; stop it, or use --no-lock if nothing can write this store",
+                "another process holds a lock on {} (a backup, sync or tape restore, or a GC): \
+                 refusing to collect, as PBS's own GC does; run it again once that is done \
+                 (a GC that started now could not know how old that process's chunks are, and \
+                 could remove chunks it is writing)",
                 path.display()
             );
         }
         return Err(e).with_context(|| format!("locking {}", path.display()));
     }
     Ok(f)
+}
+
+/// `fcntl(F_SETLK)` of `kind` over the whole file (PBS's ProcessLocker's record locks). From
+/// `F_WRLCK` to `F_RDLCK` on the same descriptor is one atomic conversion: there is no moment
+/// without a lock.
+fn set_lock(f: &std::fs::File, kind: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: a plain C struct; zeroes are a valid value (the whole file from offset 0).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: valid fd and flock.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn upid(store: &Path, start: i64) -> String {
@@ -172,9 +192,18 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         .store
         .canonicalize()
         .with_context(|| format!("store {}", args.store.display()))?;
-    let store = DirStore::open(&store_path)
+    let mut store = DirStore::open(&store_path)
         .with_context(|| format!("{} is not a datastore", store_path.display()))?;
-    let _lock = if args.no_lock {
+    let mount = crate::overlay::control::mount_of(&store_path);
+    let mount_root = mount.as_deref().filter(|m| *m == store_path);
+    // The daemon checks its backing store: it sees the mounts there, and the trace gets only
+    // the GC's own requests. A caller that cannot reach its socket (another user) checks
+    // through the mount.
+    let socket = mount_root.and_then(|m| default_socket(m).ok());
+    if let Some(socket) = socket.filter(|s| Client::connect(s).is_ok()) {
+        store.set_layout_check(crate::overlay::control::layout_check(socket));
+    }
+    let lock = if args.no_lock {
         None
     } else {
         Some(lock_store(&store_path)?)
@@ -192,11 +221,7 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         atime_check: !args.no_atime_check,
     };
     args.tuning.validate()?;
-    let mount = if args.no_markers {
-        None
-    } else {
-        crate::overlay::control::mount_of(&store_path)
-    };
+    let mount = if args.no_markers { None } else { mount };
     let mut client =
         mount.and_then(
             |mnt| match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
@@ -229,9 +254,25 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         }
     };
     let mut log = TaskLog::new(text_out(), super::stderr_is_terminal());
+    // Format document 3.12: exclusive until the cutoff is fixed (no writer of another process
+    // was running then), shared from there on (backups that start later touch their chunks
+    // after the cutoff; a second GC still cannot take the lock).
+    let share = lock.as_ref().filter(|_| !args.exclusive).map(|f| {
+        Box::new(move || {
+            Some(match set_lock(f, libc::F_RDLCK) {
+                Ok(()) => "Holding the chunk store lock shared from here on: backups may start, \
+                           another GC may not (--exclusive keeps it exclusive)."
+                    .to_string(),
+                Err(e) => {
+                    format!("Keeping the chunk store lock exclusive (sharing it failed: {e}).")
+                }
+            })
+        }) as Box<dyn FnOnce() -> Option<String>>
+    });
     let hooks = Hooks {
         boundary: Some(&mut mark),
         after_index: None,
+        cutoff_fixed: share,
     };
     let report = match gc::run(&store, &opts, &mut log, hooks) {
         Ok(r) => r,
@@ -315,10 +356,11 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         }
         writeln!(
             out,
-            "  safety    {} referenced chunks kept that PBS would have removed ({}), {} not regular files",
+            "  safety    {} referenced chunks kept that PBS would have removed ({}), {} not regular files, {} stat errors",
             n(c.kept_referenced),
             crate::units::human_bytes(c.kept_referenced_bytes),
-            n(c.irregular_chunks)
+            n(c.irregular_chunks),
+            n(c.stat_errors)
         )?;
     }
     if let Some(dest) = &args.json {

@@ -103,6 +103,8 @@ pub struct Interval {
     pub stalls: u64,
     /// Records lost in all (the writer failed).
     pub lost: u64,
+    /// Requests whose handler panicked, in all (each answered EIO).
+    pub panics: u64,
 }
 
 /// One operation's line of an [`Interval`].
@@ -237,6 +239,7 @@ impl Interval {
             records_per_s: rate(b.records.saturating_sub(a.records)),
             stalls: b.stalls.saturating_sub(a.stalls),
             lost: b.lost,
+            panics: b.panics,
         }
     }
 
@@ -440,6 +443,7 @@ fn draw(f: &mut ratatui::Frame<'_>, area: Rect, mnt: &str, iv: &Interval) {
         Line::from(format!("records {:.0}/s", iv.records_per_s)),
         Line::from(format!("stalls {}", iv.stalls)),
         Line::from(format!("lost {}", iv.lost)),
+        Line::from(format!("handler panics {}", iv.panics)),
     ];
     f.render_widget(
         Paragraph::new(trace).block(Block::default().borders(Borders::ALL).title(" trace ")),

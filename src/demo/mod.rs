@@ -637,7 +637,8 @@ fn gc_and_check(
     progress: bool,
 ) -> Result<GcOutcome> {
     let name = strategy.name();
-    let store = DirStore::open(mnt).with_context(|| format!("opening {}", mnt.display()))?;
+    let mut store = DirStore::open(mnt).with_context(|| format!("opening {}", mnt.display()))?;
+    store.set_layout_check(crate::overlay::control::layout_check(socket_for(mnt)));
     let mut client = Client::connect(&socket_for(mnt))?;
     let opts = GcOptions {
         strategy,
@@ -676,6 +677,7 @@ fn gc_and_check(
         Hooks {
             boundary: Some(&mut mark),
             after_index: None,
+            cutoff_fixed: None,
         },
     );
     let wall = started.elapsed().as_secs_f64();

@@ -36,8 +36,9 @@
 //! **Actions** (at least one): `delay=D` with D a duration (`5ms`), `uniform:A..B`,
 //! `exp:MEAN` or `lognormal:MEDIAN,SIGMA`, sampled from the same hash; `stall=D` (a long fixed
 //! delay, reported as a stall); `errno=NAME|NUMBER|any`, where `any` picks one of the errnos
-//! that operation can really return. An injected error replaces the operation: it is not
-//! performed on the backing store. A delay holds the reply (the overlay hands it to a timer;
+//! that operation can really return; `panic` makes the overlay's handler panic (the request is
+//! answered EIO and counted, the mount goes on serving; a simulated request fails with EIO).
+//! An injected error replaces the operation: it is not performed on the backing store. A delay holds the reply (the overlay hands it to a timer;
 //! no worker thread waits).
 //!
 //! **Order**: rules are tried in order and the first one that fires decides; later rules are
@@ -144,6 +145,9 @@ pub struct Decision {
     pub delay_ns: u64,
     /// 1-based number of the rule that fired (0: none).
     pub rule: u16,
+    /// The handler panics (a test of the overlay's panic guard: the request is answered EIO,
+    /// the mount goes on; a simulation answers EIO).
+    pub panic: bool,
 }
 
 /// One fault rule, parsed (see the module documentation), with its counters.
@@ -157,6 +161,7 @@ pub struct Rule {
     trigger: Trigger,
     delay: Option<Delay>,
     stall: bool,
+    panic: bool,
     errno: Option<Errno>,
     matches: AtomicU64,
     hits: AtomicU64,
@@ -302,11 +307,16 @@ impl Rule {
             trigger: Trigger::Always,
             delay: None,
             stall: false,
+            panic: false,
             errno: None,
             matches: AtomicU64::new(0),
             hits: AtomicU64::new(0),
         };
         for w in words {
+            if w == "panic" {
+                rule.panic = true;
+                continue;
+            }
             let (k, v) = w
                 .split_once('=')
                 .ok_or_else(|| anyhow!("'{w}': expected key=value"))?;
@@ -353,12 +363,13 @@ impl Rule {
                 }
                 "errno" => rule.errno = Some(parse_errno(v)?),
                 other => bail!(
-                    "unknown key '{other}' (path, after, prob, nth, every, delay, stall, errno)"
+                    "unknown key '{other}' (path, after, prob, nth, every, delay, stall, errno, \
+                     panic)"
                 ),
             }
         }
-        if rule.delay.is_none() && rule.errno.is_none() {
-            bail!("no action: add delay=, stall= or errno=");
+        if rule.delay.is_none() && rule.errno.is_none() && !rule.panic {
+            bail!("no action: add delay=, stall=, errno= or panic");
         }
         Ok(rule)
     }
@@ -505,6 +516,7 @@ impl Faults {
                 errno,
                 delay_ns,
                 rule: i as u16 + 1,
+                panic: rule.panic,
             };
         }
         Decision::default()

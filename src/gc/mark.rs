@@ -18,7 +18,7 @@ use hashbrown::HashMap;
 
 use super::log::TaskLog;
 use super::lru::DigestLru;
-use super::referenced::ReferencedSet;
+use super::referenced::{ReferencedSet, SealedSet};
 use super::{Counters, GcOptions, Strategy};
 use crate::datastore::paths::CHUNK_SUBDIRS;
 use crate::datastore::{Digest, IndexFile};
@@ -56,8 +56,8 @@ pub struct Marker<'s, S: ChunkStore> {
 pub struct Marked {
     /// What phase 1 counted.
     pub counters: Counters,
-    /// Every referenced digest (sealed).
-    pub referenced: ReferencedSet,
+    /// Every referenced digest.
+    pub referenced: SealedSet,
     /// Referenced digests whose chunk phase 1 found missing.
     pub missing: hashbrown::HashSet<Digest>,
 }
@@ -75,7 +75,7 @@ pub fn collect<S: ChunkStore>(store: &S) -> Result<Marked> {
     })
 }
 
-fn collect_references<S: ChunkStore>(store: &S, counters: &mut Counters) -> Result<ReferencedSet> {
+fn collect_references<S: ChunkStore>(store: &S, counters: &mut Counters) -> Result<SealedSet> {
     struct Collect<'a> {
         set: ReferencedSet,
         counters: &'a mut Counters,
@@ -96,8 +96,7 @@ fn collect_references<S: ChunkStore>(store: &S, counters: &mut Counters) -> Resu
         counters,
     };
     store.walk_indexes(&mut v)?;
-    v.set.seal();
-    Ok(v.set)
+    Ok(v.set.seal())
 }
 
 fn head(d: &Digest) -> u64 {
@@ -148,10 +147,9 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
             self.counters.cache_reserved_bytes = lru.reserved_bytes();
         }
         self.counters.phase1_seconds = started.elapsed().as_secs_f64();
-        self.referenced.seal();
         Ok(Marked {
             counters: self.counters,
-            referenced: self.referenced,
+            referenced: self.referenced.seal(),
             missing: self.missing,
         })
     }
@@ -226,6 +224,9 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
                 Ok(())
             }
             Ok(false) => {
+                // A store that vanished under the GC (a mount detached) has every chunk
+                // missing: say that once, rather than warn of each.
+                self.store.check_identity()?;
                 // Missing: touch its .bad copies (a re-upload may still come), warn, go on.
                 for n in 0..10 {
                     self.counters.utimensat_calls += 1;

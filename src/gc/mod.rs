@@ -229,6 +229,9 @@ pub struct Counters {
     /// Entries with a chunk's name that are not regular files (a symlink, a directory...):
     /// neither followed nor removed, reported.
     pub irregular_chunks: u64,
+    /// Entries phase 2 could not stat (an error other than ENOENT): not removed, each named
+    /// in a warning (the run ends with warnings).
+    pub stat_errors: u64,
     /// Index files read by the sweep's own pass when phase 1 did not run.
     pub verify_index_files: u64,
     /// Phase 2's wall time.
@@ -387,6 +390,10 @@ pub struct Hooks<'a> {
     pub boundary: Option<BoundaryFn<'a>>,
     /// Called after each index file is marked.
     pub after_index: Option<Box<dyn FnMut(usize) + 'a>>,
+    /// Called once the run's start and cutoff are fixed, before anything is touched (the
+    /// caller turns its exclusive `.lock` into a shared one: format document 3.12); a line it
+    /// returns goes into the task log.
+    pub cutoff_fixed: Option<Box<dyn FnOnce() -> Option<String> + 'a>>,
 }
 
 impl Hooks<'_> {
@@ -413,12 +420,35 @@ pub fn run<S: ChunkStore>(
     let start = store.now();
     let cutoff = opts.cutoff_minutes as i64 * 60;
     let min_atime = start - cutoff;
-    // The caller holds the exclusive .lock, so no writer is running: oldest writer = start.
+    // The caller took the exclusive .lock, so no writer was running: oldest writer = start.
     let oldest_writer = start;
     log.info(&format!(
         "starting garbage collection on store {}",
         store.root().display()
     ));
+    if let Some(line) = hooks.cutoff_fixed.take().and_then(|f| f()) {
+        log.info(&line);
+    }
+    let mut report = GcReport {
+        store: store.root().display().to_string(),
+        options: opts.clone(),
+        phase1_start: start,
+        min_atime,
+        oldest_writer,
+        counters: Counters::default(),
+        kept_referenced: Vec::new(),
+        warnings: 0,
+    };
+    let aborted = |phase: u8, report: &GcReport, log: &TaskLog, e: anyhow::Error| {
+        let mut report = report.clone();
+        report.warnings = log.warnings;
+        e.context(Aborted {
+            phase,
+            report: Box::new(report),
+        })
+    };
+    // Before anything is touched: every chunk directory must be the store's own.
+    check_layout(store).map_err(|e| aborted(1, &report, log, e))?;
     if opts.dry_run {
         log.info(
             "Dry run: nothing is touched or removed; the access time check (it writes the zero \
@@ -443,24 +473,6 @@ pub fn run<S: ChunkStore>(
             opts.cache_capacity
         ));
     }
-    let mut report = GcReport {
-        store: store.root().display().to_string(),
-        options: opts.clone(),
-        phase1_start: start,
-        min_atime,
-        oldest_writer,
-        counters: Counters::default(),
-        kept_referenced: Vec::new(),
-        warnings: 0,
-    };
-    let aborted = |phase: u8, report: &GcReport, log: &TaskLog, e: anyhow::Error| {
-        let mut report = report.clone();
-        report.warnings = log.warnings;
-        e.context(Aborted {
-            phase,
-            report: Box::new(report),
-        })
-    };
     let mut marked = None;
     if opts.phases != Phases::Sweep {
         log.info("Start GC phase1 (mark used chunks)");
@@ -485,7 +497,7 @@ pub fn run<S: ChunkStore>(
                 report.counters = counters;
                 marked = Some((referenced, missing));
             }
-            Err(e) => return Err(aborted(1, &report, log, e)),
+            Err(e) => return Err(aborted(1, &report, log, vanished_or(store, e))),
         }
     }
     if opts.phases != Phases::Mark {
@@ -505,6 +517,8 @@ pub fn run<S: ChunkStore>(
                 (m.referenced, None)
             }
         };
+        // Phase 1 may have taken days: is the store still the one opened, all its own?
+        check_layout(store).map_err(|e| aborted(2, &report, log, e))?;
         log.info("Start GC phase2 (sweep unused chunks)");
         let guard = sweep::Guard {
             referenced: &referenced,
@@ -525,12 +539,32 @@ pub fn run<S: ChunkStore>(
             })
             .and_then(|()| hooks.boundary(GcPhase::Sweep, false, opts.strategy));
         if let Err(e) = phase2 {
-            return Err(aborted(2, &report, log, e));
+            return Err(aborted(2, &report, log, vanished_or(store, e)));
         }
     }
     summary(log, &report.counters, opts);
     report.warnings = log.warnings;
     Ok(report)
+}
+
+/// The store is still the directory the GC opened, and every chunk directory is its own (no
+/// symbolic link, no other filesystem's mount): otherwise the error that stops the run.
+fn check_layout<S: ChunkStore>(store: &S) -> Result<()> {
+    store.check_identity()?;
+    let odd = store.odd_chunk_dirs()?;
+    if !odd.is_empty() {
+        return Err(crate::store::layout::refusal(store.root(), &odd));
+    }
+    Ok(())
+}
+
+/// The error that ended a phase, or, when the store vanished under the GC (every path then
+/// fails one way or another), that: the one message that says what happened.
+fn vanished_or<S: ChunkStore>(store: &S, e: anyhow::Error) -> anyhow::Error {
+    match store.check_identity() {
+        Err(gone) => gone,
+        Ok(()) => e,
+    }
 }
 
 /// The 4 MiB all-zero chunk PBS uses for the check: its digest and compressed blob.
@@ -619,6 +653,12 @@ fn summary(log: &mut TaskLog, c: &Counters, opts: &GcOptions) {
             "Pending removals: {} (in {} chunks)",
             human_bytes(c.pending_bytes),
             c.pending_chunks
+        ));
+    }
+    if c.stat_errors > 0 {
+        log.info(&format!(
+            "Entries that could not be stat'ed (kept): {}",
+            c.stat_errors
         ));
     }
     if c.removed_bad > 0 {

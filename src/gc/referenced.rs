@@ -18,6 +18,9 @@
 //! 65,536 lines at random and cost phase 1's two LRUs their cached lines: BENCHMARKS.md, "The
 //! referenced set"). A vector is sorted and deduplicated in place when it fills, so duplicates
 //! (the naive strategy inserts every reference) cost at most twice the distinct entries.
+//! Only a [`SealedSet`] answers lookups: [`ReferencedSet::seal`] turns the set being filled
+//! into one, so no lookup can meet keys that were never sorted (a set asked before its seal
+//! would answer "not referenced").
 //! Lookups in the sweep are a binary search among one chunk directory's keys (the seal notes
 //! where each directory's keys start in its stripe). Memory: 8 bytes per referenced chunk at
 //! best, 16 at worst (BENCHMARKS.md, "The referenced set").
@@ -27,8 +30,14 @@ use crate::datastore::Digest;
 /// Stripes: one per value of a digest's first byte.
 const STRIPES: usize = 256;
 
-/// Referenced digests, by their first byte.
+/// Referenced digests, by their first byte, as phase 1 inserts them; [`ReferencedSet::seal`]
+/// makes the [`SealedSet`] the sweep asks.
 pub struct ReferencedSet {
+    stripes: Vec<Stripe>,
+}
+
+/// The referenced digests once every index was read: sorted, deduplicated, searchable.
+pub struct SealedSet {
     stripes: Vec<Stripe>,
 }
 
@@ -37,7 +46,7 @@ struct Stripe {
     /// Keys; `..sorted` is sorted and free of duplicates, the rest was pushed since.
     keys: Vec<u64>,
     sorted: usize,
-    /// After [`ReferencedSet::seal`]: where the keys of each value of the key's top byte (the
+    /// In a [`SealedSet`]: where the keys of each value of the key's top byte (the
     /// digest's second: one chunk directory) start, and the end; empty before.
     starts: Vec<u32>,
 }
@@ -101,12 +110,9 @@ impl ReferencedSet {
         self.stripes[stripe].push(key);
     }
 
-    /// Sorts what was inserted since the last call; [`ReferencedSet::contains`] needs it.
-    pub fn seal(&mut self) {
+    /// Sorts and deduplicates what was inserted: the set the sweep asks.
+    pub fn seal(mut self) -> SealedSet {
         for s in &mut self.stripes {
-            if s.sorted == s.keys.len() && !s.starts.is_empty() {
-                continue; // nothing inserted since the last seal
-            }
             s.compact();
             s.keys.shrink_to_fit();
             // One chunk directory's keys, for a search in a few hundred rather than a stripe.
@@ -114,24 +120,31 @@ impl ReferencedSet {
             s.starts
                 .extend((0..=256u64).map(|b| s.keys.partition_point(|&k| k >> 56 < b) as u32));
         }
+        SealedSet {
+            stripes: self.stripes,
+        }
     }
 
-    /// Whether `d` may be referenced: always true for a digest that was inserted (before the
-    /// last [`ReferencedSet::seal`]); true for another one only by a collision of 72 bits.
+    /// Heap bytes held now.
+    pub fn heap_bytes(&self) -> u64 {
+        heap_bytes(&self.stripes)
+    }
+}
+
+impl SealedSet {
+    /// Whether `d` may be referenced: always true for a digest that was inserted; true for
+    /// another one only by a collision of 72 bits.
     #[inline]
     pub fn contains(&self, d: &Digest) -> bool {
         let (stripe, key) = split(d);
         let s = &self.stripes[stripe];
-        debug_assert_eq!(s.sorted, s.keys.len(), "seal() before contains()");
-        let Some(range) = s.starts.get(stripe_dir(key)..stripe_dir(key) + 2) else {
-            return false; // not sealed since the first insert: nothing to find
-        };
+        let range = &s.starts[stripe_dir(key)..stripe_dir(key) + 2];
         s.keys[range[0] as usize..range[1] as usize]
             .binary_search(&key)
             .is_ok()
     }
 
-    /// Distinct keys held (after [`ReferencedSet::seal`]).
+    /// Distinct keys held.
     pub fn len(&self) -> u64 {
         self.stripes.iter().map(|s| s.keys.len() as u64).sum()
     }
@@ -141,15 +154,25 @@ impl ReferencedSet {
         self.len() == 0
     }
 
-    /// Heap bytes held now.
+    /// Heap bytes held.
     pub fn heap_bytes(&self) -> u64 {
-        (self.stripes.capacity() * std::mem::size_of::<Stripe>()) as u64
-            + self
-                .stripes
-                .iter()
-                .map(|s| (s.keys.capacity() * 8 + s.starts.capacity() * 4) as u64)
-                .sum::<u64>()
+        heap_bytes(&self.stripes)
     }
+
+    /// Back to a set that takes inserts (its keys stay sorted; only new ones are pushed).
+    pub fn reopen(self) -> ReferencedSet {
+        ReferencedSet {
+            stripes: self.stripes,
+        }
+    }
+}
+
+fn heap_bytes(stripes: &Vec<Stripe>) -> u64 {
+    (stripes.capacity() * std::mem::size_of::<Stripe>()) as u64
+        + stripes
+            .iter()
+            .map(|s| (s.keys.capacity() * 8 + s.starts.capacity() * 4) as u64)
+            .sum::<u64>()
 }
 
 #[cfg(test)]
@@ -169,7 +192,7 @@ mod tests {
                 s.insert(&digest(i));
             }
         }
-        s.seal();
+        let s = s.seal();
         assert_eq!(s.len(), 20_000, "duplicates dropped");
         assert!((0..20_000).all(|i| s.contains(&digest(i))));
         assert!((20_000..40_000).all(|i| !s.contains(&digest(i))));
@@ -189,7 +212,7 @@ mod tests {
         let mut s = ReferencedSet::new();
         let d = digest(1);
         s.insert(&d);
-        s.seal();
+        let s = s.seal();
         for byte in 0..9 {
             let mut other = d;
             other.0[byte] ^= 0x01;
@@ -213,11 +236,12 @@ mod tests {
                 s.insert(&d);
                 truth.insert(d);
                 if seal {
-                    s.seal();
-                    prop_assert!(truth.iter().all(|d| s.contains(d)));
+                    let sealed = s.seal();
+                    prop_assert!(truth.iter().all(|d| sealed.contains(d)));
+                    s = sealed.reopen();
                 }
             }
-            s.seal();
+            let s = s.seal();
             prop_assert!(truth.iter().all(|d| s.contains(d)));
             prop_assert_eq!(s.len(), truth.len() as u64);
         }

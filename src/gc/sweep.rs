@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{anyhow, Result};
 
 use super::log::TaskLog;
-use super::referenced::ReferencedSet;
+use super::referenced::SealedSet;
 use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
 use crate::datastore::paths::{chunk_subdir_name, ChunkName, CHUNK_DIR};
 use crate::datastore::Digest;
@@ -21,8 +21,8 @@ use crate::units::human_bytes;
 
 /// What protects referenced chunks in the sweep.
 pub struct Guard<'a> {
-    /// Every digest the indexes reference (sealed).
-    pub referenced: &'a ReferencedSet,
+    /// Every digest the indexes reference.
+    pub referenced: &'a SealedSet,
     /// The referenced digests phase 1 found missing; `None` when phase 1 did not run.
     pub missing: Option<&'a hashbrown::HashSet<Digest>>,
 }
@@ -112,13 +112,19 @@ pub fn sweep<S: ChunkStore>(
                     log.progress_line(&format!("processed {percent}% ({} chunks)", c.chunk_count));
                 }
                 c.stat_calls += 1;
-                let st = dir.stat(name).map_err(|e| {
-                    anyhow!(
-                        "stat of {} failed - {e}",
-                        entry_path(store, prefix, name).display()
-                    )
-                })?;
-                let Some(st) = st else { continue };
+                let st = match dir.stat(name) {
+                    Ok(Some(st)) => st,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        // Nothing known of it: kept, counted, named (PBS skipped it silently).
+                        c.stat_errors += 1;
+                        log.warn(&format!(
+                            "warning: stat of {} failed - {e}: not removed",
+                            entry_path(store, prefix, name).display()
+                        ));
+                        continue;
+                    }
+                };
                 if !st.is_file {
                     // PBS skips it silently; a chunk that is a symlink or a directory stands for
                     // data the store does not hold, so say so (as `check` does).

@@ -11,6 +11,7 @@
 //! | `stats` | `ok {json}`: known inodes, trace records sent/stalls/lost, shadowed unlinks, the model's totals, held replies, fault rule counters |
 //! | `drop-caches` | `ok`: the model's block cache is empty (a cold pool) from the next request on |
 //! | `rules` | `ok [json]`: each fault rule with the requests it matched and the times it fired |
+//! | `layout` | `ok [json]`: the backing store's chunk directories that are not its own (symbolic links, other filesystems' mounts), checked on the backing store, so nothing of it reaches the trace; `error ...` when `.chunks` cannot be listed |
 //! | anything else | `error ...` |
 
 use std::io::{BufRead, BufReader, Write};
@@ -61,8 +62,20 @@ pub fn default_socket(mnt: &Path) -> Result<PathBuf> {
     Ok(socket_for(&mnt))
 }
 
+/// A [`crate::store::dir::DirStore`]'s layout check by the daemon of the mount whose control
+/// socket is `socket` (a connection per check: a GC makes two).
+pub fn layout_check(socket: PathBuf) -> crate::store::dir::LayoutCheck {
+    Box::new(move || {
+        Client::connect(&socket)?
+            .layout()
+            .context("asking the mount to check its backing store's chunk directories")
+    })
+}
+
 /// What the control thread can see of the running overlay.
 pub struct Shared {
+    /// The backing store (for `layout`).
+    pub store: PathBuf,
     /// The inode table (its size for `stats`).
     pub inodes: Arc<InodeTable>,
     /// Shadow mode's state (its unlinks for `stats`).
@@ -132,9 +145,13 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
                 .unwrap_or_default();
             format!("ok {}", serde_json::to_string(&rules).unwrap_or_default())
         }
+        "layout" => match crate::store::layout::odd_chunk_dirs(&shared.store) {
+            Ok(odd) => format!("ok {}", serde_json::to_string(&odd).unwrap_or_default()),
+            Err(e) => format!("error {e}"),
+        },
         "" => "error empty request".into(),
         other => {
-            format!("error unknown request '{other}' (try: mark TEXT, stats, drop-caches, rules)")
+            format!("error unknown request '{other}' (try: mark TEXT, stats, drop-caches, rules, layout)")
         }
     }
 }
@@ -259,6 +276,9 @@ pub struct Stats {
     pub held_replies: Option<u64>,
     /// Requests the store answered EMFILE/ENFILE.
     pub fd_exhausted: u64,
+    /// Requests whose handler panicked (each answered EIO; the mount went on).
+    #[serde(default)]
+    pub panics: u64,
     /// The daemon's open-file limit.
     pub nofile_limit: u64,
     /// Each fault rule with its counters (with `--fault` only).
@@ -318,6 +338,7 @@ impl Stats {
             }),
             held_replies: shared.timer.as_ref().map(|t| t.counts().0),
             fd_exhausted: inst.fd_exhausted(),
+            panics: inst.panics(),
             nofile_limit: crate::fsutil::nofile_limit(),
             faults: inst.faults.as_ref().map(|f| f.stats()),
             uptime_ns: inst.live().map_or(0, |l| l.now_ns()),
@@ -375,6 +396,13 @@ impl Client {
     pub fn rules(&mut self) -> Result<Vec<crate::faults::RuleStats>> {
         let reply = self.request("rules")?;
         serde_json::from_str(&reply).context("the mount's rules reply is not readable")
+    }
+
+    /// The backing store's chunk directories that are not its own
+    /// ([`crate::store::layout::odd_chunk_dirs`], run by the daemon).
+    pub fn layout(&mut self) -> Result<Vec<crate::store::layout::OddDir>> {
+        let reply = self.request("layout")?;
+        serde_json::from_str(&reply).context("the mount's layout reply is not readable")
     }
 
     /// Empties the model's block cache (an error when the mount has no model).

@@ -4,12 +4,47 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{Errno, FileAttr, FileType, INodeNo, TimeOrNow};
 
+/// A file time of the backing store (`sec` may be before 1970; `nsec` in 0..1e9) as the time
+/// fuser sends the kernel. Saturates where `SystemTime` ends, never panics.
 pub(super) fn to_time(sec: i64, nsec: i64) -> SystemTime {
-    if sec >= 0 {
-        UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
+    let nanos = Duration::from_nanos(nsec.clamp(0, 999_999_999) as u64);
+    let t = if sec >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(sec as u64))
     } else {
-        UNIX_EPOCH - Duration::from_secs(sec.unsigned_abs()) + Duration::from_nanos(nsec as u64)
+        UNIX_EPOCH.checked_sub(Duration::from_secs(sec.unsigned_abs()))
+    };
+    t.and_then(|t| t.checked_add(nanos)).unwrap_or(if sec >= 0 {
+        UNIX_EPOCH + Duration::from_secs(i64::MAX as u64 / 2)
+    } else {
+        UNIX_EPOCH
+    })
+}
+
+/// A time the kernel sent (through fuser) back as the kernel's `(sec, nsec)`. For a time
+/// before 1970 fuser builds the `SystemTime` as the epoch less `(-sec)` seconds and `nsec`
+/// nanoseconds (its `system_time_from_time`), so this undoes exactly that: the backing store
+/// gets what the caller asked for (1950 stays 1950; it became 1970 before).
+pub(super) fn from_time(t: SystemTime) -> (i64, i64) {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            d.subsec_nanos() as i64,
+        ),
+        Err(before) => {
+            let d = before.duration();
+            (
+                i64::try_from(d.as_secs()).map_or(i64::MIN, |s| -s),
+                d.subsec_nanos() as i64,
+            )
+        }
     }
+}
+
+/// Nanoseconds since 1970 of a file time, for a trace field: 0 before 1970, saturating after
+/// 2554.
+pub(super) fn time_ns(sec: i64, nsec: i64) -> u64 {
+    let ns = sec as i128 * 1_000_000_000 + nsec as i128;
+    ns.clamp(0, u64::MAX as i128) as u64
 }
 
 pub(super) fn kind(mode: u32) -> FileType {
@@ -55,10 +90,10 @@ pub(super) fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
             tv_nsec: libc::UTIME_NOW,
         },
         Some(TimeOrNow::SpecificTime(t)) => {
-            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+            let (sec, nsec) = from_time(t);
             libc::timespec {
-                tv_sec: d.as_secs() as libc::time_t,
-                tv_nsec: d.subsec_nanos() as libc::c_long,
+                tv_sec: sec as libc::time_t,
+                tv_nsec: nsec as libc::c_long,
             }
         }
     }
@@ -91,4 +126,52 @@ pub(super) fn flock(start: u64, end: u64, typ: i32) -> libc::flock {
     };
     fl.l_pid = 0; // required for OFD locks
     fl
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What fuser makes of the kernel's `(sec, nsec)` (its `system_time_from_time`), kept
+    /// here to test the round trip against.
+    fn fuser_time(sec: i64, nsec: u32) -> SystemTime {
+        if sec >= 0 {
+            UNIX_EPOCH + Duration::new(sec as u64, nsec)
+        } else {
+            UNIX_EPOCH - Duration::new(sec.unsigned_abs(), nsec)
+        }
+    }
+
+    #[test]
+    fn times_before_1970_and_far_ahead_pass_through() {
+        for (sec, nsec) in [
+            (0, 0),
+            (1_700_000_000, 123),
+            (-315_619_200, 0), // 1960-01-01
+            (-631_152_000, 5), // 1950-01-01, 5 ns
+            (-1, 999_999_999),
+            (i64::MAX / 4, 7),
+        ] {
+            assert_eq!(
+                from_time(fuser_time(sec, nsec)),
+                (sec, nsec as i64),
+                "{sec} {nsec}"
+            );
+            let t = to_time(sec, nsec as i64);
+            let back = match t.duration_since(UNIX_EPOCH) {
+                Ok(d) => d.as_nanos() as i128,
+                Err(e) => -(e.duration().as_nanos() as i128),
+            };
+            assert_eq!(
+                back,
+                sec as i128 * 1_000_000_000 + nsec as i128,
+                "{sec} {nsec}"
+            );
+        }
+        // Never a panic, whatever a stat says.
+        to_time(i64::MIN, 0);
+        to_time(i64::MAX, 999_999_999);
+        assert_eq!(time_ns(-5, 0), 0);
+        assert_eq!(time_ns(i64::MAX, 0), u64::MAX);
+    }
 }

@@ -86,18 +86,19 @@ fn now_ms() -> u64 {
 }
 
 /// The supplementary groups of thread (or process) `tid` (`Groups:` in `/proc/TID/status`),
-/// into `out`; `None` when it is gone or the line unreadable.
-fn groups_of(tid: u32, out: &mut Vec<libc::gid_t>) -> Option<()> {
+/// into `out`, read through `buf` (the whole file: a caller in thousands of groups has a line
+/// of tens of KiB; the buffer is the thread's, so it grows once); `None` when the caller is
+/// gone or the line unreadable.
+fn groups_of(tid: u32, buf: &mut Vec<u8>, out: &mut Vec<libc::gid_t>) -> Option<()> {
     use std::io::Read;
     let mut path = [0u8; 32];
     let mut w = std::io::Cursor::new(&mut path[..]);
     std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/status")).ok()?;
     let len = w.position() as usize;
     let path = std::str::from_utf8(&path[..len]).ok()?;
-    let mut buf = [0u8; 4096];
-    let mut f = std::fs::File::open(path).ok()?;
-    let n = f.read(&mut buf).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    buf.clear();
+    std::fs::File::open(path).ok()?.read_to_end(buf).ok()?;
+    let text = std::str::from_utf8(buf).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Groups:"))?;
     out.clear();
     for g in line.split_ascii_whitespace() {
@@ -118,8 +119,13 @@ struct Kept {
 
 #[derive(Default)]
 struct Groups {
-    /// The groups this thread has now (`None`: the daemon's own).
+    /// The groups this thread has now (`None`: the daemon's own, or not known after a failed
+    /// `setgroups`, which the next switch then makes again).
     applied: Option<Vec<libc::gid_t>>,
+    /// A failed `setgroups` left the thread's groups unknown.
+    unknown: bool,
+    /// `/proc/TID/status`, read into this buffer.
+    status: Vec<u8>,
     kept: Vec<Kept>,
     /// The slot the next new caller takes.
     next: usize,
@@ -150,30 +156,50 @@ impl Groups {
         let k = &mut self.kept[i];
         (k.tid, k.uid, k.gid, k.read_ms) = (tid, uid, gid, now);
         self.reads += 1;
-        if groups_of(tid, &mut k.groups).is_none() {
+        if groups_of(tid, &mut self.status, &mut k.groups).is_none() {
             // The caller is gone or hidden: no supplementary groups, the safe side.
             k.groups.clear();
         }
         i
     }
 
-    /// Gives the thread `groups` unless it has them already.
+    /// Gives the thread caller `i`'s groups unless it has them already. If the kernel refuses
+    /// them (more than `NGROUPS_MAX`, or no `CAP_SETGID`), the thread gets no supplementary
+    /// groups at all (the safe side: a check may fail that the caller would pass, never the
+    /// other way); if it refuses that too, the groups are unknown and set again next time.
     fn apply(&mut self, i: usize) {
         let want = &self.kept[i].groups;
-        if self.applied.as_deref() == Some(want.as_slice()) {
+        if !self.unknown && self.applied.as_deref() == Some(want.as_slice()) {
             return;
         }
-        setgroups(want);
         let applied = self.applied.get_or_insert_with(Vec::new);
         applied.clear();
-        applied.extend_from_slice(want);
+        if setgroups(want) {
+            applied.extend_from_slice(want);
+            self.unknown = false;
+        } else {
+            warn_once(want.len());
+            self.unknown = !setgroups(&[]);
+        }
     }
 
     /// Gives the thread the daemon's own groups back.
     fn restore(&mut self) {
-        if self.applied.take().is_some() {
-            setgroups(own_groups());
+        if self.applied.take().is_some() || self.unknown {
+            self.unknown = !setgroups(own_groups());
         }
+    }
+}
+
+/// Says once per daemon that a caller's groups could not be taken.
+fn warn_once(groups: usize) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            "could not give a worker thread a caller's {groups} supplementary groups ({}): such \
+             requests run with no supplementary groups",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -199,6 +225,20 @@ pub fn become_caller(uid: u32, gid: u32, tid: u32) {
         setfsuid(uid);
     }
     ACTING.with(|a| a.set((uid, gid)));
+}
+
+/// After a request's handler panicked (perhaps inside [`as_root`], or between two switches):
+/// sets the thread's filesystem ids to the ones it says it acts as, and its groups to be set
+/// again by the next caller, so no request runs with another's credentials.
+pub fn after_panic() {
+    let (uid, gid) = ACTING.with(|a| a.get());
+    setfsgid(gid);
+    setfsuid(uid);
+    GROUPS.with(|g| {
+        if let Ok(mut g) = g.try_borrow_mut() {
+            g.unknown = true;
+        }
+    });
 }
 
 /// Whether the thread acts as a caller other than root now.
@@ -298,6 +338,72 @@ mod tests {
             assert!(acting_as_caller());
             become_caller(0, 0, gone);
             assert_eq!(fs_ids(), (0, 0, own()));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Issue 40, point 7: a caller in many groups has a `Groups:` line far past the first 4 KiB
+    /// of its status file (it was cut there, and the groups after it lost).
+    #[test]
+    fn every_group_of_a_caller_in_thousands_is_read() {
+        use std::os::unix::process::CommandExt;
+        if unsafe { libc::geteuid() } != 0 {
+            return; // needs root to give a child thousands of groups
+        }
+        let groups: Vec<libc::gid_t> = (10_000..13_000).collect();
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30");
+        let g = groups.clone();
+        // SAFETY: setgroups is async-signal-safe; the child execs right after.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setgroups(g.len(), g.as_ptr()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        let mut child = cmd.spawn().unwrap();
+        let (mut buf, mut out) = (Vec::new(), Vec::new());
+        let read = groups_of(child.id(), &mut buf, &mut out);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(read.is_some());
+        assert!(buf.len() > 4096, "{} bytes", buf.len());
+        assert_eq!(out, groups);
+    }
+
+    /// A `setgroups` the kernel refuses is not recorded as applied: the thread runs with no
+    /// supplementary groups, and the next caller's are set.
+    #[test]
+    fn groups_the_kernel_refuses_leave_none() {
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        std::thread::spawn(|| {
+            let mut g = Groups::default();
+            g.kept.push(Kept {
+                groups: (0..70_000).collect(), // over NGROUPS_MAX (65,536): EINVAL
+                ..Kept::default()
+            });
+            g.kept.push(Kept {
+                groups: vec![4242],
+                ..Kept::default()
+            });
+            g.apply(1);
+            assert_eq!(fs_ids().2, "4242");
+            g.apply(0);
+            assert_eq!(
+                g.applied.as_deref(),
+                Some(&[][..]),
+                "not recorded as applied"
+            );
+            assert_eq!(fs_ids().2, "", "none rather than the last caller's");
+            g.apply(1);
+            assert_eq!(fs_ids().2, "4242");
+            g.restore();
+            assert_eq!(fs_ids().2, own());
         })
         .join()
         .unwrap();

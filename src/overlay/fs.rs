@@ -14,7 +14,7 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 
-use super::convert::{attr, dtype_kind, err};
+use super::convert::{attr, dtype_kind, err, time_ns};
 use super::inode::Fd;
 use super::record::Done;
 use super::sys::{self, fstat, fstatat, CName, ProcPath};
@@ -65,39 +65,45 @@ impl Filesystem for Overlay {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let t0 = self.t0();
-        self.caller(req);
-        let n = name_or_reply!(self, req, Op::Lookup, t0, parent, name, reply);
-        let dec = self.admit(Op::Lookup, parent, n.bytes(), false, false);
-        let r = unless(dec, || self.lookup_in(parent, &n));
-        let d = self.done_entry(parent, n.bytes(), &r);
-        let hold = self.emit(req, Op::Lookup, t0, d, dec);
-        self.reply_entry(hold, reply, r);
+        self.guarded(Op::Lookup, parent, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let n = name_or_reply!(self, req, Op::Lookup, t0, parent, name, reply);
+            let dec = self.admit(Op::Lookup, parent, n.bytes(), false, false);
+            let r = unless(dec, || self.lookup_in(parent, &n));
+            let d = self.done_entry(parent, n.bytes(), &r);
+            let hold = self.emit(req, Op::Lookup, t0, d, dec);
+            self.reply_entry(hold, reply, r);
+        });
     }
 
     fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
-        let t0 = self.t0();
-        self.inodes.forget(ino.0, nlookup);
-        self.emit(
-            req,
-            Op::Forget,
-            t0,
-            Done {
-                ino: self.backing(ino),
-                arg: nlookup,
-                ..Default::default()
-            },
-            Decision::default(),
-        );
+        self.guarded(Op::Forget, ino, || {
+            let t0 = self.t0();
+            self.inodes.forget(ino.0, nlookup);
+            self.emit(
+                req,
+                Op::Forget,
+                t0,
+                Done {
+                    ino: self.backing(ino),
+                    arg: nlookup,
+                    ..Default::default()
+                },
+                Decision::default(),
+            );
+        });
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        let t0 = self.t0();
-        self.caller(req);
-        let dec = self.admit(Op::Getattr, ino, b"", false, false);
-        let r = unless(dec, || self.getattr_of(ino, fh));
-        let hold = self.emit(req, Op::Getattr, t0, self.done(ino, &r), dec);
-        self.reply_attr(hold, reply, r);
+        self.guarded(Op::Getattr, ino, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let dec = self.admit(Op::Getattr, ino, b"", false, false);
+            let r = unless(dec, || self.getattr_of(ino, fh));
+            let hold = self.emit(req, Op::Getattr, t0, self.done(ino, &r), dec);
+            self.reply_attr(hold, reply, r);
+        });
     }
 
     fn setattr(
@@ -118,60 +124,64 @@ impl Filesystem for Overlay {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let t0 = self.t0();
-        self.caller(req);
-        let dec = self.admit(Op::Setattr, ino, b"", atime.is_some(), mtime.is_some());
-        let r = unless(dec, || {
-            self.setattr_of(ino, mode, uid, gid, size, atime, mtime, fh)
+        self.guarded(Op::Setattr, ino, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let dec = self.admit(Op::Setattr, ino, b"", atime.is_some(), mtime.is_some());
+            let r = unless(dec, || {
+                self.setattr_of(ino, mode, uid, gid, size, atime, mtime, fh)
+            });
+            let mut f = self.shadow_flag();
+            if atime.is_some() {
+                f |= flags::SET_ATIME;
+            }
+            if mtime.is_some() {
+                f |= flags::SET_MTIME;
+            }
+            if mode.is_some() || uid.is_some() || gid.is_some() || size.is_some() {
+                f |= flags::SET_OTHER;
+            }
+            let arg = match (&r, atime) {
+                (Ok(st), Some(_)) => time_ns(st.st_atime, st.st_atime_nsec),
+                _ => 0,
+            };
+            let hold = self.emit(
+                req,
+                Op::Setattr,
+                t0,
+                Done {
+                    arg,
+                    flags: f,
+                    ..self.done(ino, &r)
+                },
+                dec,
+            );
+            self.reply_attr(hold, reply, r);
         });
-        let mut f = self.shadow_flag();
-        if atime.is_some() {
-            f |= flags::SET_ATIME;
-        }
-        if mtime.is_some() {
-            f |= flags::SET_MTIME;
-        }
-        if mode.is_some() || uid.is_some() || gid.is_some() || size.is_some() {
-            f |= flags::SET_OTHER;
-        }
-        let arg = match (&r, atime) {
-            (Ok(st), Some(_)) => st.st_atime as u64 * 1_000_000_000 + st.st_atime_nsec as u64,
-            _ => 0,
-        };
-        let hold = self.emit(
-            req,
-            Op::Setattr,
-            t0,
-            Done {
-                arg,
-                flags: f,
-                ..self.done(ino, &r)
-            },
-            dec,
-        );
-        self.reply_attr(hold, reply, r);
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        let t0 = self.t0();
-        self.caller(req);
-        let mut target = [0u8; 4096];
-        let dec = self.admit(Op::Readlink, ino, b"", false, false);
-        let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
-            // SAFETY: valid fd and buffer.
-            sys::rc_size(unsafe {
-                libc::readlinkat(
-                    fd.as_raw_fd(),
-                    c"".as_ptr(),
-                    target.as_mut_ptr() as *mut libc::c_char,
-                    target.len(),
-                )
-            })
-        });
-        let hold = self.emit(req, Op::Readlink, t0, self.done(ino, &r), dec);
-        self.answer(hold, move || match r {
-            Ok(n) => reply.data(&target[..n]),
-            Err(e) => reply.error(err(e)),
+        self.guarded(Op::Readlink, ino, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let mut target = [0u8; 4096];
+            let dec = self.admit(Op::Readlink, ino, b"", false, false);
+            let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
+                // SAFETY: valid fd and buffer.
+                sys::rc_size(unsafe {
+                    libc::readlinkat(
+                        fd.as_raw_fd(),
+                        c"".as_ptr(),
+                        target.as_mut_ptr() as *mut libc::c_char,
+                        target.len(),
+                    )
+                })
+            });
+            let hold = self.emit(req, Op::Readlink, t0, self.done(ino, &r), dec);
+            self.answer(hold, move || match r {
+                Ok(n) => reply.data(&target[..n]),
+                Err(e) => reply.error(err(e)),
+            });
         });
     }
 
@@ -185,9 +195,13 @@ impl Filesystem for Overlay {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.make(req, Op::Mknod, parent, name, reply, |dir, n| {
-            // SAFETY: valid fd and name. FIFOs, sockets (a bind() on the mount), devices.
-            sys::rc(unsafe { libc::mknodat(dir, n.as_ptr(), mode & !umask, rdev as libc::dev_t) })
+        self.guarded(Op::Mknod, parent, || {
+            self.make(req, Op::Mknod, parent, name, reply, |dir, n| {
+                // SAFETY: valid fd and name. FIFOs, sockets (a bind() on the mount), devices.
+                sys::rc(unsafe {
+                    libc::mknodat(dir, n.as_ptr(), mode & !umask, rdev as libc::dev_t)
+                })
+            });
         });
     }
 
@@ -200,18 +214,24 @@ impl Filesystem for Overlay {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        self.make(req, Op::Mkdir, parent, name, reply, |dir, n| {
-            // SAFETY: valid fd and name.
-            sys::rc(unsafe { libc::mkdirat(dir, n.as_ptr(), mode & !umask) })
+        self.guarded(Op::Mkdir, parent, || {
+            self.make(req, Op::Mkdir, parent, name, reply, |dir, n| {
+                // SAFETY: valid fd and name.
+                sys::rc(unsafe { libc::mkdirat(dir, n.as_ptr(), mode & !umask) })
+            });
         });
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(req, Op::Unlink, parent, name, 0, reply)
+        self.guarded(Op::Unlink, parent, || {
+            self.remove(req, Op::Unlink, parent, name, 0, reply)
+        });
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(req, Op::Rmdir, parent, name, libc::AT_REMOVEDIR, reply)
+        self.guarded(Op::Rmdir, parent, || {
+            self.remove(req, Op::Rmdir, parent, name, libc::AT_REMOVEDIR, reply)
+        });
     }
 
     fn symlink(
@@ -222,11 +242,13 @@ impl Filesystem for Overlay {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        self.make(req, Op::Symlink, parent, link_name, reply, |dir, n| {
-            let t =
-                std::ffi::CString::new(target.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
-            // SAFETY: valid strings and fd.
-            sys::rc(unsafe { libc::symlinkat(t.as_ptr(), dir, n.as_ptr()) })
+        self.guarded(Op::Symlink, parent, || {
+            self.make(req, Op::Symlink, parent, link_name, reply, |dir, n| {
+                let t = std::ffi::CString::new(target.as_os_str().as_bytes())
+                    .map_err(|_| libc::EINVAL)?;
+                // SAFETY: valid strings and fd.
+                sys::rc(unsafe { libc::symlinkat(t.as_ptr(), dir, n.as_ptr()) })
+            });
         });
     }
 
@@ -240,44 +262,46 @@ impl Filesystem for Overlay {
         rflags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let t0 = self.t0();
-        self.caller(req);
-        let n = name_or_reply!(self, req, Op::Rename, t0, parent, name, reply);
-        let nn = name_or_reply!(self, req, Op::Rename, t0, newparent, newname, reply);
-        let mut ino = 0;
-        let dec = self.admit(Op::Rename, parent, n.bytes(), false, false);
-        let r = (|| {
-            unless(dec, || Ok(()))?;
-            self.writable()?;
-            let from = self.fd(parent, libc::O_PATH)?;
-            let to = self.fd(newparent, libc::O_PATH)?;
-            ino = fstatat(from.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?.st_ino;
-            // SAFETY: valid fds and names.
-            sys::rc(unsafe {
-                libc::renameat2(
-                    from.as_raw_fd(),
-                    n.as_cstr().as_ptr(),
-                    to.as_raw_fd(),
-                    nn.as_cstr().as_ptr(),
-                    rflags.bits(),
-                )
-            })
-        })();
-        let errno = r.err().unwrap_or(0);
-        let d = Done {
-            errno,
-            ino,
-            parent: self.backing(parent),
-            arg: self.backing(newparent),
-            name: n.bytes(),
-            extra: Extra {
-                new_name: Some((self.backing(newparent), nn.bytes())),
-                ..Extra::default()
-            },
-            ..Default::default()
-        };
-        let hold = self.emit(req, Op::Rename, t0, d, dec);
-        self.reply_empty(hold, reply, r);
+        self.guarded(Op::Rename, parent, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let n = name_or_reply!(self, req, Op::Rename, t0, parent, name, reply);
+            let nn = name_or_reply!(self, req, Op::Rename, t0, newparent, newname, reply);
+            let mut ino = 0;
+            let dec = self.admit(Op::Rename, parent, n.bytes(), false, false);
+            let r = (|| {
+                unless(dec, || Ok(()))?;
+                self.writable()?;
+                let from = self.fd(parent, libc::O_PATH)?;
+                let to = self.fd(newparent, libc::O_PATH)?;
+                ino = fstatat(from.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?.st_ino;
+                // SAFETY: valid fds and names.
+                sys::rc(unsafe {
+                    libc::renameat2(
+                        from.as_raw_fd(),
+                        n.as_cstr().as_ptr(),
+                        to.as_raw_fd(),
+                        nn.as_cstr().as_ptr(),
+                        rflags.bits(),
+                    )
+                })
+            })();
+            let errno = r.err().unwrap_or(0);
+            let d = Done {
+                errno,
+                ino,
+                parent: self.backing(parent),
+                arg: self.backing(newparent),
+                name: n.bytes(),
+                extra: Extra {
+                    new_name: Some((self.backing(newparent), nn.bytes())),
+                    ..Extra::default()
+                },
+                ..Default::default()
+            };
+            let hold = self.emit(req, Op::Rename, t0, d, dec);
+            self.reply_empty(hold, reply, r);
+        });
     }
 
     fn link(
@@ -288,50 +312,52 @@ impl Filesystem for Overlay {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let t0 = self.t0();
-        self.caller(req);
-        let n = name_or_reply!(self, req, Op::Link, t0, newparent, newname, reply);
-        let dec = self.admit(Op::Link, newparent, n.bytes(), false, false);
-        let mut source = None;
-        let r = (|| {
-            unless(dec, || Ok(()))?;
-            self.writable()?;
-            let src = self.fd(ino, libc::O_PATH)?;
-            if self.trace.is_some() {
-                source = self.name_of(src.as_raw_fd());
-            }
-            let dir = self.fd(newparent, libc::O_PATH)?;
-            // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which a caller does not have: it links
-            // through /proc/self/fd, where the kernel's hard-link rules apply to it.
-            let proc = ProcPath::new(src.as_raw_fd());
-            let (from_dir, from, flags) = if creds::acting_as_caller() {
-                (libc::AT_FDCWD, proc.as_cstr(), libc::AT_SYMLINK_FOLLOW)
-            } else {
-                (src.as_raw_fd(), c"", libc::AT_EMPTY_PATH)
-            };
-            // SAFETY: valid fds and names.
-            sys::rc(unsafe {
-                libc::linkat(
-                    from_dir,
-                    from.as_ptr(),
-                    dir.as_raw_fd(),
-                    n.as_cstr().as_ptr(),
-                    flags,
-                )
-            })?;
-            let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
-            self.enter(dir.as_raw_fd(), &n, &st)
-        })();
-        let mut d = self.done_entry(newparent, n.bytes(), &r);
-        d.extra.old_name = source
-            .as_ref()
-            .map(|(p, name)| (self.backing(ino), *p, name.as_slice()));
-        let hold = self.emit(req, Op::Link, t0, d, dec);
-        self.reply_entry(hold, reply, r);
+        self.guarded(Op::Link, ino, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let n = name_or_reply!(self, req, Op::Link, t0, newparent, newname, reply);
+            let dec = self.admit(Op::Link, newparent, n.bytes(), false, false);
+            let mut source = None;
+            let r = (|| {
+                unless(dec, || Ok(()))?;
+                self.writable()?;
+                let src = self.fd(ino, libc::O_PATH)?;
+                if self.trace.is_some() {
+                    source = self.name_of(src.as_raw_fd());
+                }
+                let dir = self.fd(newparent, libc::O_PATH)?;
+                // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which a caller does not have: it links
+                // through /proc/self/fd, where the kernel's hard-link rules apply to it.
+                let proc = ProcPath::new(src.as_raw_fd());
+                let (from_dir, from, flags) = if creds::acting_as_caller() {
+                    (libc::AT_FDCWD, proc.as_cstr(), libc::AT_SYMLINK_FOLLOW)
+                } else {
+                    (src.as_raw_fd(), c"", libc::AT_EMPTY_PATH)
+                };
+                // SAFETY: valid fds and names.
+                sys::rc(unsafe {
+                    libc::linkat(
+                        from_dir,
+                        from.as_ptr(),
+                        dir.as_raw_fd(),
+                        n.as_cstr().as_ptr(),
+                        flags,
+                    )
+                })?;
+                let st = fstatat(dir.as_raw_fd(), n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW)?;
+                self.enter(dir.as_raw_fd(), &n, &st)
+            })();
+            let mut d = self.done_entry(newparent, n.bytes(), &r);
+            d.extra.old_name = source
+                .as_ref()
+                .map(|(p, name)| (self.backing(ino), *p, name.as_slice()));
+            let hold = self.emit(req, Op::Link, t0, d, dec);
+            self.reply_entry(hold, reply, r);
+        });
     }
 
     fn open(&self, req: &Request, ino: INodeNo, oflags: OpenFlags, reply: ReplyOpen) {
-        self.serve_open(req, ino, oflags, reply)
+        self.guarded(Op::Open, ino, || self.serve_open(req, ino, oflags, reply));
     }
 
     fn read(
@@ -345,7 +371,9 @@ impl Filesystem for Overlay {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.serve_read(req, ino, fh, offset, size, reply)
+        self.guarded(Op::Read, ino, || {
+            self.serve_read(req, ino, fh, offset, size, reply)
+        });
     }
 
     fn write(
@@ -360,7 +388,9 @@ impl Filesystem for Overlay {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.serve_write(req, ino, fh, offset, data, reply)
+        self.guarded(Op::Write, ino, || {
+            self.serve_write(req, ino, fh, offset, data, reply)
+        });
     }
 
     fn flush(
@@ -371,7 +401,7 @@ impl Filesystem for Overlay {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.serve_flush(req, ino, fh, reply)
+        self.guarded(Op::Flush, ino, || self.serve_flush(req, ino, fh, reply));
     }
 
     fn release(
@@ -384,7 +414,7 @@ impl Filesystem for Overlay {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.serve_release(req, ino, fh, reply)
+        self.guarded(Op::Release, ino, || self.serve_release(req, ino, fh, reply));
     }
 
     fn fallocate(
@@ -397,7 +427,9 @@ impl Filesystem for Overlay {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.serve_fallocate(req, ino, fh, offset, length, mode, reply)
+        self.guarded(Op::Fallocate, ino, || {
+            self.serve_fallocate(req, ino, fh, offset, length, mode, reply)
+        });
     }
 
     fn fsync(
@@ -408,24 +440,28 @@ impl Filesystem for Overlay {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.serve_fsync(req, ino, fh, datasync, reply)
+        self.guarded(Op::Fsync, ino, || {
+            self.serve_fsync(req, ino, fh, datasync, reply)
+        });
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let t0 = self.t0();
-        self.caller(req);
-        let dec = self.admit(Op::Opendir, ino, b"", false, false);
-        let r = unless(dec, || {
-            self.fd(ino, self.read_flags(libc::O_RDONLY | libc::O_DIRECTORY))
-        })
-        .map(|fd| match fd {
-            Fd::Owned(o) => o.into_raw_fd_keep(),
-            Fd::Root(_) => unreachable!("only O_PATH borrows the root"),
-        });
-        let hold = self.emit(req, Op::Opendir, t0, self.done(ino, &r), dec);
-        self.answer(hold, move || match r {
-            Ok(fd) => reply.opened(FileHandle(fd as u64), FopenFlags::empty()),
-            Err(e) => reply.error(err(e)),
+        self.guarded(Op::Opendir, ino, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let dec = self.admit(Op::Opendir, ino, b"", false, false);
+            let r = unless(dec, || {
+                self.fd(ino, self.read_flags(libc::O_RDONLY | libc::O_DIRECTORY))
+            })
+            .map(|fd| match fd {
+                Fd::Owned(o) => o.into_raw_fd_keep(),
+                Fd::Root(_) => unreachable!("only O_PATH borrows the root"),
+            });
+            let hold = self.emit(req, Op::Opendir, t0, self.done(ino, &r), dec);
+            self.answer(hold, move || match r {
+                Ok(fd) => reply.opened(FileHandle(fd as u64), FopenFlags::empty()),
+                Err(e) => reply.error(err(e)),
+            });
         });
     }
 
@@ -437,18 +473,21 @@ impl Filesystem for Overlay {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        self.list(
-            req,
-            Op::Readdir,
-            ino,
-            fh,
-            offset,
-            reply,
-            |reply, d_ino, next, t, name| {
-                let full = reply.add(INodeNo(d_ino), next, dtype_kind(t), OsStr::from_bytes(name));
-                (full, d_ino)
-            },
-        );
+        self.guarded(Op::Readdir, ino, || {
+            self.list(
+                req,
+                Op::Readdir,
+                ino,
+                fh,
+                offset,
+                reply,
+                |reply, d_ino, next, t, name| {
+                    let full =
+                        reply.add(INodeNo(d_ino), next, dtype_kind(t), OsStr::from_bytes(name));
+                    (full, d_ino)
+                },
+            );
+        });
     }
 
     fn readdirplus(
@@ -459,52 +498,54 @@ impl Filesystem for Overlay {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
-        let dir = fh.0 as RawFd;
-        let zero = attr(&unsafe { std::mem::zeroed() });
-        self.list(
-            req,
-            Op::Readdirplus,
-            ino,
-            fh,
-            offset,
-            reply,
-            |reply, d_ino, next, _t, name| {
-                // The kernel links every entry but "." and "..": those count as lookups.
-                let dot = name == b"." || name == b"..";
-                let entry = if dot {
-                    None
-                } else {
-                    CName::new(OsStr::from_bytes(name)).ok().and_then(|n| {
-                        let st = fstatat(dir, n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW).ok()?;
-                        self.enter(dir, &n, &st).ok()
-                    })
-                };
-                let name = OsStr::from_bytes(name);
-                match entry {
-                    Some((a, g)) => {
-                        let ttl = self.ttls(a.kind == fuser::FileType::Directory).1;
-                        let full = reply.add(a.ino, next, name, &ttl, &a, g);
-                        if full {
-                            self.inodes.forget(a.ino.0, 1); // not sent: the kernel holds no lookup
+        self.guarded(Op::Readdirplus, ino, || {
+            let dir = fh.0 as RawFd;
+            let zero = attr(&unsafe { std::mem::zeroed() });
+            self.list(
+                req,
+                Op::Readdirplus,
+                ino,
+                fh,
+                offset,
+                reply,
+                |reply, d_ino, next, _t, name| {
+                    // The kernel links every entry but "." and "..": those count as lookups.
+                    let dot = name == b"." || name == b"..";
+                    let entry = if dot {
+                        None
+                    } else {
+                        CName::new(OsStr::from_bytes(name)).ok().and_then(|n| {
+                            let st = fstatat(dir, n.as_cstr(), libc::AT_SYMLINK_NOFOLLOW).ok()?;
+                            self.enter(dir, &n, &st).ok()
+                        })
+                    };
+                    let name = OsStr::from_bytes(name);
+                    match entry {
+                        Some((a, g)) => {
+                            let ttl = self.ttls(a.kind == fuser::FileType::Directory).1;
+                            let full = reply.add(a.ino, next, name, &ttl, &a, g);
+                            if full {
+                                self.inodes.forget(a.ino.0, 1); // not sent: the kernel holds no lookup
+                            }
+                            (full, a.ino.0)
                         }
-                        (full, a.ino.0)
+                        // Dots, and entries that vanished between listing and stat: no attributes, no
+                        // lookup; the kernel learns the inode number only.
+                        None => {
+                            let full = reply.add(
+                                INodeNo(d_ino),
+                                next,
+                                name,
+                                &Duration::ZERO,
+                                &zero,
+                                Generation(0),
+                            );
+                            (full, d_ino)
+                        }
                     }
-                    // Dots, and entries that vanished between listing and stat: no attributes, no
-                    // lookup; the kernel learns the inode number only.
-                    None => {
-                        let full = reply.add(
-                            INodeNo(d_ino),
-                            next,
-                            name,
-                            &Duration::ZERO,
-                            &zero,
-                            Generation(0),
-                        );
-                        (full, d_ino)
-                    }
-                }
-            },
-        );
+                },
+            );
+        });
     }
 
     fn releasedir(
@@ -515,8 +556,10 @@ impl Filesystem for Overlay {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.close_handle(req, Op::Releasedir, ino, fh);
-        reply.ok();
+        self.guarded(Op::Releasedir, ino, || {
+            self.close_handle(req, Op::Releasedir, ino, fh);
+            reply.ok();
+        });
     }
 
     fn fsyncdir(
@@ -527,56 +570,62 @@ impl Filesystem for Overlay {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.sync(req, Op::Fsyncdir, ino, fh, datasync, reply)
+        self.guarded(Op::Fsyncdir, ino, || {
+            self.sync(req, Op::Fsyncdir, ino, fh, datasync, reply)
+        });
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        let t0 = self.t0();
-        self.caller(req);
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        let dec = self.admit(Op::Statfs, ino, b"", false, false);
-        // SAFETY: valid fd and out pointer.
-        let r = unless(dec, || {
-            sys::rc(unsafe { libc::fstatvfs(self.root.as_raw_fd(), &mut s) })
-        });
-        let hold = self.emit(req, Op::Statfs, t0, self.done(ino, &r), dec);
-        self.answer(hold, move || match r {
-            Ok(()) => reply.statfs(
-                s.f_blocks,
-                s.f_bfree,
-                s.f_bavail,
-                s.f_files,
-                s.f_ffree,
-                s.f_bsize as u32,
-                s.f_namemax as u32,
-                s.f_frsize as u32,
-            ),
-            Err(e) => reply.error(err(e)),
+        self.guarded(Op::Statfs, ino, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+            let dec = self.admit(Op::Statfs, ino, b"", false, false);
+            // SAFETY: valid fd and out pointer.
+            let r = unless(dec, || {
+                sys::rc(unsafe { libc::fstatvfs(self.root.as_raw_fd(), &mut s) })
+            });
+            let hold = self.emit(req, Op::Statfs, t0, self.done(ino, &r), dec);
+            self.answer(hold, move || match r {
+                Ok(()) => reply.statfs(
+                    s.f_blocks,
+                    s.f_bfree,
+                    s.f_bavail,
+                    s.f_files,
+                    s.f_ffree,
+                    s.f_bsize as u32,
+                    s.f_namemax as u32,
+                    s.f_frsize as u32,
+                ),
+                Err(e) => reply.error(err(e)),
+            });
         });
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        let t0 = self.t0();
-        self.caller(req);
-        let dec = self.admit(Op::Access, ino, b"", false, false);
-        let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
-            let p = ProcPath::new(fd.as_raw_fd());
-            // SAFETY: valid path.
-            sys::rc(unsafe {
-                libc::faccessat(libc::AT_FDCWD, p.as_cstr().as_ptr(), mask.bits(), 0)
-            })
+        self.guarded(Op::Access, ino, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let dec = self.admit(Op::Access, ino, b"", false, false);
+            let r = unless(dec, || self.fd(ino, libc::O_PATH)).and_then(|fd| {
+                let p = ProcPath::new(fd.as_raw_fd());
+                // SAFETY: valid path.
+                sys::rc(unsafe {
+                    libc::faccessat(libc::AT_FDCWD, p.as_cstr().as_ptr(), mask.bits(), 0)
+                })
+            });
+            let hold = self.emit(
+                req,
+                Op::Access,
+                t0,
+                Done {
+                    arg: mask.bits() as u64,
+                    ..self.done(ino, &r)
+                },
+                dec,
+            );
+            self.reply_empty(hold, reply, r);
         });
-        let hold = self.emit(
-            req,
-            Op::Access,
-            t0,
-            Done {
-                arg: mask.bits() as u64,
-                ..self.done(ino, &r)
-            },
-            dec,
-        );
-        self.reply_empty(hold, reply, r);
     }
 
     fn create(
@@ -589,35 +638,37 @@ impl Filesystem for Overlay {
         oflags: i32,
         reply: ReplyCreate,
     ) {
-        let t0 = self.t0();
-        self.caller(req);
-        let n = name_or_reply!(self, req, Op::Create, t0, parent, name, reply);
-        let mut fd_out = -1;
-        let dec = self.admit(Op::Create, parent, n.bytes(), false, false);
-        let r = unless(dec, || self.writable())
-            .and_then(|()| self.fd(parent, libc::O_PATH))
-            .and_then(|dir| {
-                let fd = sys::openat(
-                    dir.as_raw_fd(),
-                    n.as_cstr(),
-                    oflags | libc::O_CREAT | libc::O_NOFOLLOW,
-                    mode & !umask,
-                )?;
-                fd_out = fd;
-                let st = fstat(fd)?;
-                self.enter(dir.as_raw_fd(), &n, &st)
-            });
-        if r.is_err() && fd_out >= 0 {
-            sys::close(fd_out);
-        }
-        let d = self.done_entry(parent, n.bytes(), &r);
-        let hold = self.emit(req, Op::Create, t0, d, dec);
-        let ttl = self.opts.entry_ttl;
-        self.answer(hold, move || match r {
-            Ok((a, g)) => {
-                reply.created(&ttl, &a, g, FileHandle(fd_out as u64), FopenFlags::empty())
+        self.guarded(Op::Create, parent, || {
+            let t0 = self.t0();
+            self.caller(req);
+            let n = name_or_reply!(self, req, Op::Create, t0, parent, name, reply);
+            let mut fd_out = -1;
+            let dec = self.admit(Op::Create, parent, n.bytes(), false, false);
+            let r = unless(dec, || self.writable())
+                .and_then(|()| self.fd(parent, libc::O_PATH))
+                .and_then(|dir| {
+                    let fd = sys::openat(
+                        dir.as_raw_fd(),
+                        n.as_cstr(),
+                        oflags | libc::O_CREAT | libc::O_NOFOLLOW,
+                        mode & !umask,
+                    )?;
+                    fd_out = fd;
+                    let st = fstat(fd)?;
+                    self.enter(dir.as_raw_fd(), &n, &st)
+                });
+            if r.is_err() && fd_out >= 0 {
+                sys::close(fd_out);
             }
-            Err(e) => reply.error(err(e)),
+            let d = self.done_entry(parent, n.bytes(), &r);
+            let hold = self.emit(req, Op::Create, t0, d, dec);
+            let ttl = self.opts.entry_ttl;
+            self.answer(hold, move || match r {
+                Ok((a, g)) => {
+                    reply.created(&ttl, &a, g, FileHandle(fd_out as u64), FopenFlags::empty())
+                }
+                Err(e) => reply.error(err(e)),
+            });
         });
     }
 
@@ -633,7 +684,9 @@ impl Filesystem for Overlay {
         pid: u32,
         reply: ReplyLock,
     ) {
-        self.serve_getlk(req, ino, fh, start, end, typ, pid, reply)
+        self.guarded(Op::Getlk, ino, || {
+            self.serve_getlk(req, ino, fh, start, end, typ, pid, reply)
+        });
     }
 
     fn setlk(
@@ -649,15 +702,21 @@ impl Filesystem for Overlay {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        self.serve_setlk(req, ino, fh, start, end, typ, sleep, reply)
+        self.guarded(Op::Setlk, ino, || {
+            self.serve_setlk(req, ino, fh, start, end, typ, sleep, reply)
+        });
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.serve_getxattr(req, ino, name, size, reply)
+        self.guarded(Op::Getxattr, ino, || {
+            self.serve_getxattr(req, ino, name, size, reply)
+        });
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.serve_listxattr(req, ino, size, reply)
+        self.guarded(Op::Listxattr, ino, || {
+            self.serve_listxattr(req, ino, size, reply)
+        });
     }
 }
 

@@ -167,6 +167,12 @@ fn encode_stats(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
         "Requests the store answered EMFILE or ENFILE",
         s.fd_exhausted,
     )?;
+    counter(
+        e,
+        "chunkscope_handler_panics",
+        "Requests whose handler panicked (answered EIO; the mount went on)",
+        s.panics,
+    )?;
     gauge(
         e,
         "chunkscope_inodes",

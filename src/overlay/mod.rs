@@ -54,6 +54,33 @@ use convert::{attr, timespec};
 use inode::{handle_at, open_handle, Fd, InodeTable};
 use sys::{errno_of, fstat, fstatat, CName, ProcPath};
 
+thread_local! {
+    /// Where the last panic on this thread happened (` at FILE:LINE`), for the request guard's
+    /// one log line.
+    static PANIC_AT: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
+}
+
+/// Installs a panic hook that leaves a request handler's panic to its guard
+/// (`Overlay::guarded`), which logs it once with the operation and the inode: on the FUSE
+/// worker threads (`fuser-N`) the hook only notes where it happened. Elsewhere it prints as
+/// before.
+pub fn quiet_request_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let worker = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("fuser-"));
+        if worker {
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()));
+            PANIC_AT.with(|a| a.set(at));
+        } else {
+            default(info)
+        }
+    }));
+}
+
 /// How the overlay presents the store to the kernel.
 #[derive(Clone, Debug)]
 pub struct OverlayOptions {
@@ -171,6 +198,7 @@ impl Overlay {
     /// What the control channel shows of this overlay.
     pub fn shared(&self) -> control::Shared {
         control::Shared {
+            store: self.opts.store.clone(),
             inodes: self.inodes.clone(),
             shadow: self.shadow.clone(),
             trace: std::sync::Mutex::new(self.trace.as_ref().map(|t| Trace::all(t.sink.clone()))),
@@ -244,8 +272,39 @@ impl Overlay {
     #[inline]
     fn admit(&self, op: Op, node: INodeNo, name: &[u8], atime: bool, mtime: bool) -> Decision {
         let path = &mut || self.path_of(node, name);
-        self.inst
-            .admit(op, self.backing(node), name, atime, mtime, path)
+        let dec = self
+            .inst
+            .admit(op, self.backing(node), name, atime, mtime, path);
+        if dec.panic {
+            panic!("injected by fault rule {}", dec.rule);
+        }
+        dec
+    }
+
+    /// Runs request handler `f` for `op` on `node`; if it panics, the request is answered
+    /// EIO (its reply, dropped unsent in the unwinding, says so), the panic is logged once
+    /// with the operation and the inode and counted (`ctl stats`, `/metrics`, `top`), the
+    /// thread takes back the credentials it was acting with, and the worker goes on serving.
+    /// Nothing is paid without a panic.
+    #[inline]
+    fn guarded(&self, op: Op, node: INodeNo, f: impl FnOnce()) {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            creds::after_panic();
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let at = PANIC_AT.with(|a| a.take()).unwrap_or_default();
+            let n = self.inst.count_panic();
+            tracing::error!(
+                "the {} request on inode {} panicked ({what}{at}): answered EIO, the mount \
+                 goes on serving ({n} such request{} so far)",
+                op.name(),
+                self.backing(node),
+                if n == 1 { "" } else { "s" }
+            );
+        }
     }
 
     /// Where the node open as `fd` is, relative to the store (the kernel's path of the

@@ -60,6 +60,7 @@ pub fn serve(
         SessionACL::Owner
     };
     config.n_threads = Some(cfg.threads);
+    super::quiet_request_panics();
     // From here on the daemon creates files only for its callers, with the modes they ask
     // for less the umask the kernel sends with each request: its own umask must not mask
     // them again. (The trace and the control socket exist already.)

@@ -318,6 +318,7 @@ pub fn run(
         Hooks {
             boundary: Some(&mut boundary),
             after_index: None,
+            cutoff_fixed: None,
         },
     )
     .with_context(|| format!("simulated GC, strategy {}", opts.strategy.name()))?;

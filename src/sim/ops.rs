@@ -310,20 +310,22 @@ impl ChunkDir for SimDir<'_> {
 
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>> {
         let mut st = self.store.lock();
-        // As `DirStore`: an entry that cannot be stat'ed is skipped (PBS's vanished entry).
-        let Ok(i) = self.lookup(&mut st, name) else {
-            return Ok(None);
+        // As `DirStore`: a vanished entry is none; any other error is the sweep's to count.
+        let vanished = |e: i32| match e {
+            libc::ENOENT => Ok(None),
+            e => Err(io::Error::from_raw_os_error(e)),
+        };
+        let i = match self.lookup(&mut st, name) {
+            Ok(i) => i,
+            Err(e) => return vanished(e),
         };
         let c = &self.store.chunks[i as usize];
-        if st
-            .req(Req::on(
-                Op::Getattr,
-                self.store.ino_of(c),
-                At::Chunk(&c.digest),
-            ))
-            .is_err()
-        {
-            return Ok(None);
+        if let Err(e) = st.req(Req::on(
+            Op::Getattr,
+            self.store.ino_of(c),
+            At::Chunk(&c.digest),
+        )) {
+            return vanished(e);
         }
         Ok(Some(EntryStat {
             atime: st.atime(i as usize),

@@ -273,7 +273,11 @@ impl State {
                 }
                 Some(p)
             };
-            self.inst.admit(r.op, node, name, atime, mtime, &mut path)
+            let mut dec = self.inst.admit(r.op, node, name, atime, mtime, &mut path);
+            if dec.panic && dec.errno == 0 {
+                dec.errno = libc::EIO; // what a mount answers for a handler that panicked
+            }
+            dec
         } else {
             Decision::default()
         };

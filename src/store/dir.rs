@@ -8,8 +8,10 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::layout::{self, OddDir};
 use super::{ChunkDir, ChunkStat, ChunkStore, EntryStat, Phase1Visitor};
 use crate::datastore::paths::CHUNK_DIR;
 use crate::datastore::snapshots;
@@ -25,6 +27,66 @@ pub struct DirStore {
     /// `getdents64` buffers of closed [`DirHandle`]s, for the next `open_dir`: a sweep opens
     /// 65,536 directories, one (or a prefetch pass's jobs) at a time.
     buffers: std::sync::Mutex<Vec<Box<[u8]>>>,
+    /// The device of `.chunks`, which every chunk directory opened must share; `None` on a
+    /// FUSE mount, whose overlay never crosses into another filesystem itself (`EXDEV`) and
+    /// whose directories all report its device.
+    dev: Option<u64>,
+    /// Where the layout check asks (a chunkscope mount's daemon checks its backing store);
+    /// `None`: [`layout::odd_chunk_dirs`] on `root`.
+    layout_check: Option<LayoutCheck>,
+    /// What the store was when opened, to tell that it is still there.
+    identity: Identity,
+}
+
+/// A layout check other than [`layout::odd_chunk_dirs`] on the store's root: for a chunkscope
+/// mount, the daemon's check of its backing store (`DirStore::set_layout_check`).
+pub type LayoutCheck = Box<dyn Fn() -> anyhow::Result<Vec<OddDir>> + Send + Sync>;
+
+/// What a store was when opened ([`ChunkStore::check_identity`]).
+enum Identity {
+    /// A directory: `(st_dev, st_ino)` of the root and of `.chunks`.
+    Dir([(u64, u64); 2]),
+    /// A FUSE mount (a chunkscope mount), by its device: it is there as long as the mount
+    /// table has a mount of that device. Asked of `/proc/self/mountinfo`, so that the check
+    /// sends the mount no request (its trace holds only the GC's own).
+    Fuse(u64),
+}
+
+/// `(st_dev, st_ino)` of `fd` from the attributes the kernel holds (`AT_STATX_DONT_SYNC`):
+/// a FUSE filesystem is not asked.
+fn statx_dev_ino(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    // SAFETY: a plain C struct; zeroes are a valid value.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor, an empty path with AT_EMPTY_PATH, and an out pointer.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_INO,
+            &mut stx,
+        )
+    };
+    if rc != 0 {
+        return Err(last_err());
+    }
+    Ok((
+        libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+        stx.stx_ino,
+    ))
+}
+
+/// Whether device `dev` is a FUSE filesystem's, by the mount table (no request to it).
+fn is_fuse(dev: u64) -> bool {
+    let id = format!("{}:{}", libc::major(dev), libc::minor(dev));
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let fstype = f.iter().position(|&x| x == "-").and_then(|i| f.get(i + 1));
+        f.get(2) == Some(&id.as_str()) && fstype.is_some_and(|t| t.starts_with("fuse"))
+    })
 }
 
 fn last_err() -> io::Error {
@@ -51,13 +113,35 @@ impl DirStore {
                 format!("opening {}: {e}", chunks.display()),
             ));
         }
+        // SAFETY: fd is new and ours.
+        let chunks_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // The device from the attributes the kernel has (AT_STATX_DONT_SYNC, no field asked:
+        // on a FUSE mount no request, so its trace starts with the GC's own).
+        let (dev, ino) = statx_dev_ino(&chunks_fd)
+            .map_err(|e| io::Error::new(e.kind(), format!("stat {}: {e}", chunks.display())))?;
+        let fuse = is_fuse(dev);
+        let identity = if fuse {
+            Identity::Fuse(dev)
+        } else {
+            let r = std::fs::metadata(&root)?;
+            Identity::Dir([(r.dev(), r.ino()), (dev, ino)])
+        };
         Ok(DirStore {
             root_bytes: root.as_os_str().as_bytes().to_vec(),
             root,
-            // SAFETY: fd is new and ours.
-            chunks: unsafe { OwnedFd::from_raw_fd(fd) },
+            chunks: chunks_fd,
             buffers: Default::default(),
+            dev: (!fuse).then_some(dev),
+            layout_check: None,
+            identity,
         })
+    }
+
+    /// Asks `check` instead of listing the store's `.chunks` for the layout check (a
+    /// chunkscope mount's daemon, which sees the backing store's mounts and asks nothing
+    /// through the mount, so the trace holds only the GC's own requests).
+    pub fn set_layout_check(&mut self, check: LayoutCheck) {
+        self.layout_check = Some(check);
     }
 
     /// `<root>/.chunks/XXXX/<hex>[suffix]` NUL-terminated in `buf`.
@@ -244,8 +328,14 @@ impl ChunkDir for DirHandle<'_> {
             )
         };
         if rc != 0 {
-            // PBS skips entries it cannot stat (vanished meanwhile).
-            return Ok(None);
+            // A vanished entry (removed meanwhile) is skipped, as PBS skips it; any other
+            // error is the sweep's to count and report.
+            let e = last_err();
+            return if e.raw_os_error() == Some(libc::ENOENT) {
+                Ok(None)
+            } else {
+                Err(e)
+            };
         }
         Ok(Some(EntryStat {
             atime: st.st_atime,
@@ -337,28 +427,97 @@ impl ChunkStore for DirStore {
         Ok(false)
     }
 
+    fn check_identity(&self) -> anyhow::Result<()> {
+        let ids = match self.identity {
+            Identity::Dir(ids) => ids,
+            Identity::Fuse(dev) => {
+                let (major, minor) = (libc::major(dev), libc::minor(dev));
+                let id = format!("{major}:{minor}");
+                let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+                if !info
+                    .lines()
+                    .any(|l| l.split(' ').nth(2) == Some(id.as_str()))
+                {
+                    anyhow::bail!(
+                        "the store vanished under the GC: the mount {} (device {id}) is no \
+                         longer mounted (unmounted or detached): stopped before sweeping \
+                         anything more",
+                        self.root.display()
+                    );
+                }
+                return Ok(());
+            }
+        };
+        let chunks = self.root.join(CHUNK_DIR);
+        for (path, (dev, ino)) in [&self.root, &chunks].into_iter().zip(ids) {
+            let now = std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
+            if now.as_ref().ok() != Some(&(dev, ino)) {
+                let found = match now {
+                    Ok((d, i)) => format!("is now another directory (device {d:#x}, inode {i})"),
+                    Err(e) => format!("cannot be reached ({e})"),
+                };
+                anyhow::bail!(
+                    "the store vanished under the GC: {} {found}, not the one it opened \
+                     (device {dev:#x}, inode {ino}): was it unmounted, moved or replaced? \
+                     Stopped before sweeping anything more",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn odd_chunk_dirs(&self) -> anyhow::Result<Vec<OddDir>> {
+        match &self.layout_check {
+            Some(check) => check(),
+            None => Ok(layout::odd_chunk_dirs(&self.root)?),
+        }
+    }
+
     fn open_dir(&self, prefix: u16) -> io::Result<Option<DirHandle<'_>>> {
         let name = crate::datastore::paths::chunk_subdir_name(prefix);
         let mut nb = [0u8; 256];
         let c = name_cstr(&mut nb, name.as_bytes())?;
-        // SAFETY: valid fd and name.
+        let odd = |what: &str| {
+            io::Error::other(format!(
+                "{}/{CHUNK_DIR}/{name} is {what}, not a directory of the store's filesystem: \
+                 never followed",
+                self.root.display()
+            ))
+        };
+        // SAFETY: valid fd and name. O_NOFOLLOW: a symbolic link is never followed.
         let fd = unsafe {
             libc::openat(
                 self.chunks.as_raw_fd(),
                 c.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             )
         };
         if fd < 0 {
             let e = last_err();
-            return if e.raw_os_error() == Some(libc::ENOENT) {
-                Ok(None)
-            } else {
-                Err(e)
+            return match e.raw_os_error() {
+                Some(libc::ENOENT) => Ok(None),
+                Some(libc::ELOOP) => Err(odd("a symbolic link")),
+                Some(libc::ENOTDIR) => Err(odd("not a directory")),
+                _ => Err(io::Error::new(
+                    e.kind(),
+                    format!("opening {}/{CHUNK_DIR}/{name}: {e}", self.root.display()),
+                )),
             };
         }
         // SAFETY: new fd.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if let Some(dev) = self.dev {
+            // SAFETY: a plain C struct; zeroes are a valid value.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid descriptor and out pointer.
+            if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+                return Err(last_err());
+            }
+            if st.st_dev != dev {
+                return Err(odd("the mount point of another filesystem"));
+            }
+        }
         let reused = self.buffers.lock().ok().and_then(|mut free| free.pop());
         Ok(Some(DirHandle {
             fd,

@@ -13,6 +13,7 @@
 //! | [`ChunkDir::unlink`] | `unlinkat(subdir_fd, name, 0)` |
 
 pub mod dir;
+pub mod layout;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -119,7 +120,7 @@ pub trait ChunkDir {
         while self.read_batch(f)? {}
         Ok(())
     }
-    /// `None` when the entry is gone.
+    /// `None` when the entry is gone (ENOENT); any other error is returned.
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>>;
     /// Removes the entry `name`.
     fn unlink(&mut self, name: &[u8]) -> io::Result<()>;
@@ -154,7 +155,21 @@ pub trait ChunkStore: Sync {
     fn chunk_dirs(&self) -> usize {
         crate::datastore::paths::CHUNK_SUBDIRS
     }
-    /// Opens chunk directory `prefix`; `None` if it does not exist.
+    /// The chunk directories that are not plain directories of the store's own filesystem
+    /// ([`layout::odd_chunk_dirs`]: symbolic links, mounts of other filesystems), which a GC
+    /// must neither touch nor sweep. A simulated store has none.
+    fn odd_chunk_dirs(&self) -> anyhow::Result<Vec<layout::OddDir>> {
+        Ok(Vec::new())
+    }
+    /// An error when the store's root or its `.chunks` is no longer the directory opened (a
+    /// mount detached under the GC, a directory renamed or replaced): what the GC sees there
+    /// now is not the store it started on. A simulated store never vanishes.
+    fn check_identity(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Opens chunk directory `prefix`; `None` if it does not exist. A chunk directory that is
+    /// not a directory of the store's filesystem (a symbolic link, another filesystem's
+    /// mount) is an error naming it, never followed.
     fn open_dir(&self, prefix: u16) -> io::Result<Option<Self::Dir<'_>>>;
     /// Visits every index file in PBS phase-1 order (format document 3.3): the scan, then
     /// namespaces, groups, snapshots newest first, files, each listed when reached (so an

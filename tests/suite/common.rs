@@ -470,3 +470,99 @@ pub fn parquet_table(bytes: Vec<u8>) -> ParquetTable {
         rows,
     }
 }
+
+/// Every file under `dir` with its size, atime and mtime (ns), read with `lstat` (no atime
+/// changes, no link followed): equal before and after means nothing there was touched,
+/// written or removed. A symbolic link's atime is left out: reading the link (to name its
+/// target in a message) sets it, and it is nobody's GC state.
+pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, i128, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.path().symlink_metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
+                let atime = if m.is_symlink() {
+                    0
+                } else {
+                    ns(m.atime(), m.atime_nsec())
+                };
+                out.push((e.path(), m.size(), atime, ns(m.mtime(), m.mtime_nsec())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Asserts two [`fingerprint`]s are equal, naming the first file that differs (a whole
+/// store's listing is too long to print).
+#[track_caller]
+pub fn assert_same_files(
+    before: &[(PathBuf, u64, i128, i128)],
+    after: &[(PathBuf, u64, i128, i128)],
+    what: &str,
+) {
+    let first = before.iter().zip(after).find(|(a, b)| a != b);
+    assert!(
+        first.is_none() && before.len() == after.len(),
+        "{what}: {} files before, {} after; first difference: {first:?}",
+        before.len(),
+        after.len()
+    );
+}
+
+/// The chunk directory of `other` with the most chunks among those `store` has chunks in too
+/// (a GC of `store` touches and sweeps there), as `XXXX`.
+pub fn shared_chunk_dir(store: &Path, other: &Path) -> String {
+    let count = |s: &Path, p: &str| {
+        std::fs::read_dir(s.join(".chunks").join(p))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    (0..=0xffffu32)
+        .map(|p| format!("{p:04x}"))
+        .filter(|p| count(store, p) > 0)
+        .max_by_key(|p| count(other, p))
+        .expect("a store with chunks")
+}
+
+/// A bind mount of `src` on `dst`, detached on drop (and on panic).
+pub struct Bind(PathBuf);
+
+impl Bind {
+    pub fn new(src: &Path, dst: &Path) -> Bind {
+        let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let (s, d) = (c(src), c(dst));
+        // SAFETY: valid C strings; a bind mount takes no type or data.
+        let rc = unsafe {
+            libc::mount(
+                s.as_ptr(),
+                d.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(
+            rc,
+            0,
+            "bind {src:?} on {dst:?}: {}",
+            std::io::Error::last_os_error()
+        );
+        Bind(dst.to_path_buf())
+    }
+}
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let d = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        unsafe { libc::umount2(d.as_ptr(), libc::MNT_DETACH) };
+    }
+}

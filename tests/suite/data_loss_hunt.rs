@@ -5,7 +5,11 @@
 //! mount, with the mount killed at a random point in some cases. Afterwards, on the backing
 //! store: every referenced chunk is there with its content (`check --deep`, which reads the
 //! indexes with its own code), and the removals the GC reported (in its JSON, also when it
-//! aborted) are the files that are gone.
+//! aborted) are the files that are gone. Some cases give the store a hostile layout (issue 40):
+//! a chunk directory that is a symbolic link into another store, another store's directory
+//! bound over one, or a chunk that is a symbolic link to another store's chunk; the other
+//! store must come out untouched (every file, size, atime and mtime), and a GC facing a
+//! foreign chunk directory must stop before it touches anything.
 //!
 //! CI runs a few cases; hunt longer with
 //!
@@ -49,6 +53,78 @@ struct Case {
     mount: bool,
     /// Kill the mount this long after the GC started.
     kill_after_ms: Option<u64>,
+    /// Something of another store in this one's chunk directories.
+    hostile: Option<Hostile>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    /// A chunk directory replaced by a symbolic link to the other store's.
+    SymlinkedDir,
+    /// The other store's chunk directory bound over one of this store's.
+    BoundDir,
+    /// A chunk replaced by a symbolic link to a chunk file of the other store.
+    SymlinkedChunk,
+}
+
+impl Hostile {
+    /// True when no GC may run at all (a chunk directory is not the store's own).
+    fn stops_the_gc(self) -> bool {
+        !matches!(self, Hostile::SymlinkedChunk)
+    }
+}
+
+/// A hostile layout applied to `store` with `other`'s files; undone on drop (and on panic),
+/// so that the store can be checked as it was.
+struct Applied {
+    _bind: Option<Bind>,
+    undo: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+impl Applied {
+    fn new(h: Hostile, store: &Path, other: &Path, aside: &Path) -> Applied {
+        let p = shared_chunk_dir(store, other);
+        let (mine, theirs) = (
+            store.join(".chunks").join(&p),
+            other.join(".chunks").join(&p),
+        );
+        let first = |d: &Path| {
+            std::fs::read_dir(d)
+                .unwrap()
+                .next()
+                .map(|e| e.unwrap().path())
+        };
+        let mut undo = Vec::new();
+        let mut bind = None;
+        match h {
+            Hostile::SymlinkedDir => {
+                std::fs::rename(&mine, aside).unwrap();
+                std::os::unix::fs::symlink(&theirs, &mine).unwrap();
+                undo.push((aside.to_path_buf(), mine));
+            }
+            Hostile::BoundDir => bind = Some(Bind::new(&theirs, &mine)),
+            Hostile::SymlinkedChunk => {
+                let chunk = first(&mine).unwrap();
+                let target = first(&theirs).unwrap_or_else(|| {
+                    let any = fingerprint(&other.join(".chunks"));
+                    any[0].0.clone()
+                });
+                std::fs::rename(&chunk, aside).unwrap();
+                std::os::unix::fs::symlink(&target, &chunk).unwrap();
+                undo.push((aside.to_path_buf(), chunk));
+            }
+        }
+        Applied { _bind: bind, undo }
+    }
+}
+
+impl Drop for Applied {
+    fn drop(&mut self) {
+        for (aside, place) in self.undo.drain(..) {
+            let _ = std::fs::remove_file(&place);
+            let _ = std::fs::rename(&aside, &place);
+        }
+    }
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -93,8 +169,16 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec(fault(), 0..3),
         0u32..4,
         prop::option::weighted(0.25, 0u64..400),
+        prop::option::weighted(
+            0.25,
+            prop::sample::select(vec![
+                Hostile::SymlinkedDir,
+                Hostile::BoundDir,
+                Hostile::SymlinkedChunk,
+            ]),
+        ),
     )
-        .prop_map(|(shape, strategy, plan, faults, how, kill)| {
+        .prop_map(|(shape, strategy, plan, faults, how, kill, hostile)| {
             // A quarter directly on the store (no faults there), the rest through a mount.
             let mount = how != 0;
             Case {
@@ -104,6 +188,7 @@ fn case() -> impl Strategy<Value = Case> {
                 faults: if mount { faults } else { Vec::new() },
                 mount,
                 kill_after_ms: if mount { kill } else { None },
+                hostile,
             }
         })
 }
@@ -164,6 +249,22 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     // Some shapes cannot reach the dedup factor asked for: the generator says so; not a case.
     prop_assume!(o.status.success(), "{}", stderr(&o));
     let before = removable_files(&store);
+    let other = dir.path().join("other");
+    let hostile = case.hostile.map(|h| {
+        let o = run(&[
+            "gen",
+            "--quiet",
+            "--out",
+            other.to_str().unwrap(),
+            "--preset",
+            "tiny",
+            "--seed",
+            &(sh.seed + 1).to_string(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let applied = Applied::new(h, &store, &other, &dir.path().join("aside"));
+        (h, applied, fingerprint(&other))
+    });
     let phases: &[&str] = match case.plan {
         Plan::All => &["all"],
         Plan::MarkThenSweep => &["mark", "sweep"],
@@ -205,8 +306,27 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                 (0..=2).contains(&code),
                 "{case:?} phase {phase}: exit {code}: {out}"
             );
-            removed += reported_removals(&report);
+            if case.hostile.is_some_and(Hostile::stops_the_gc) {
+                prop_assert_eq!(code, 2, "{:?} phase {}: {}", case, phase, out);
+                // A killed mount's daemon cannot answer the check, and an injected fault may
+                // fail the store's opening first: another error then.
+                prop_assert!(
+                    killed || !case.faults.is_empty() || out.contains("not the store's own"),
+                    "{:?}: {}",
+                    case,
+                    out
+                );
+            }
+            let removals = reported_removals(&report);
+            if case.hostile.is_some_and(Hostile::stops_the_gc) {
+                prop_assert_eq!(removals, 0, "{:?}: {}", case, out);
+            }
+            removed += removals;
         }
+    }
+    if let Some((_, applied, other_before)) = hostile {
+        drop(applied);
+        assert_same_files(&other_before, &fingerprint(&other), "the other store");
     }
     let (code, r) = check(&store, true);
     prop_assert_eq!(

@@ -136,6 +136,7 @@ proptest! {
                         index(&root2, last_group, 50, &[late]);
                     }
                 })),
+                cutoff_fixed: None,
             };
             let start = chunkscope::fsutil::now_epoch_coarse();
             let report = gc::run(&store, &opts, &mut log, hooks).unwrap();

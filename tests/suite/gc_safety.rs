@@ -430,3 +430,28 @@ fn on_a_shadow_mount_the_report_counts_what_pbs_would_have_removed() {
         "a shadow mount changes nothing"
     );
 }
+
+/// Issue 40, point 7: a stat in the sweep that fails with anything but ENOENT was skipped
+/// silently (PBS's way); now the entry is kept, named in a warning, counted, and the run ends
+/// with warnings.
+#[test]
+fn a_stat_error_in_the_sweep_is_counted_named_and_kept() {
+    let run = gc_through_mount(
+        "11",
+        &["--fault", "getattr path=.chunks/*/* errno=EIO nth=3"],
+        &[],
+    );
+    let out = &run.out;
+    assert_eq!(run.code, 1, "{out}");
+    assert_eq!(n(&run.report["counters"]["stat_errors"]), 1, "{out}");
+    assert!(
+        out.contains("failed - Input/output error (os error 5): not removed")
+            && out.contains("Entries that could not be stat'ed (kept): 1"),
+        "{out}"
+    );
+    assert_eq!(
+        run.before - removable_files(&run.store),
+        n(&run.report["counters"]["unlinks"])
+    );
+    assert_nothing_referenced_lost(&run.store, "stat EIO");
+}

@@ -20,6 +20,7 @@ mod gc_props;
 mod gc_safety;
 mod gen_check;
 mod hostile;
+mod hostile_layout;
 mod live;
 mod machine_output;
 mod model_faults;

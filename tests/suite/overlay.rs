@@ -922,3 +922,83 @@ fn submounts_below_the_store_are_refused() {
     let e = std::fs::metadata(m.mnt.join("elsewhere/secret")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EXDEV), "{e}");
 }
+
+/// Issue 40, point 2: a request whose handler panics (a fault rule's `panic` action) is
+/// answered EIO, logged once with its operation and inode, counted in `ctl stats`, and the
+/// mount goes on serving, even with one worker thread (whose death would have hung it).
+#[test]
+fn a_panicking_request_is_answered_eio_and_the_mount_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::write(store.join("f"), b"x").unwrap();
+    let ino = std::fs::metadata(store.join("f")).unwrap().ino();
+    let mut m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--threads", "1", "--fault", "getattr path=f panic nth=3"],
+    );
+    let results: Vec<Option<i32>> = (0..10)
+        .map(|_| {
+            std::fs::metadata(m.path("f"))
+                .err()
+                .and_then(|e| e.raw_os_error())
+        })
+        .collect();
+    assert_eq!(
+        results.iter().filter(|r| r.is_some()).collect::<Vec<_>>(),
+        vec![&Some(libc::EIO)],
+        "{results:?}"
+    );
+    let socket = chunkscope::overlay::control::socket_for(&m.mnt);
+    let stats = chunkscope::overlay::control::Client::connect(&socket)
+        .unwrap()
+        .stats()
+        .unwrap();
+    assert_eq!(stats.panics, 1);
+    assert_eq!(std::fs::read(m.path("f")).unwrap(), b"x", "still serving");
+    let log = m.stop();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("panicked")).collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(
+        lines[0].contains(&format!("the getattr request on inode {ino} panicked"))
+            && lines[0].contains("injected by fault rule 1")
+            && lines[0].contains("answered EIO"),
+        "{log}"
+    );
+}
+
+/// Issue 40, point 2: times before 1970 pass through as on the disk (they became 1970).
+#[test]
+fn times_before_1970_pass_through_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::write(store.join("f"), b"x").unwrap();
+    std::fs::write(dir.path().join("plain"), b"x").unwrap();
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    for target in [m.path("f"), dir.path().join("plain")] {
+        for args in [
+            ["-a", "-d", "1960-01-01 UTC"],
+            ["-m", "-d", "1950-01-01 00:00:00.5 UTC"],
+        ] {
+            let o = std::process::Command::new("touch")
+                .args(args)
+                .arg(&target)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    drop(m);
+    let times = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())
+    };
+    assert_eq!(
+        times(&store.join("f")),
+        (-315_619_200, 0, -631_152_000, 500_000_000)
+    );
+    assert_eq!(times(&store.join("f")), times(&dir.path().join("plain")));
+}

@@ -1,0 +1,334 @@
+//! Is every chunk directory the store's own? The layout check a GC runs before it touches or
+//! removes anything.
+//!
+//! A chunk directory that is a symbolic link, or a mount of another filesystem, holds chunks
+//! that are not this store's: a GC that follows it touches another store's chunks in phase 1
+//! and removes them in phase 2 (this store's indexes do not reference them). [`odd_chunk_dirs`]
+//! finds them with one listing of `.chunks` (the entries' types, no `stat` per directory) and
+//! the process's mount table (`/proc/self/mountinfo`), so it costs a few hundred KiB of
+//! directory reads even on a store of millions of chunks, and changes no atime.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::datastore::paths::CHUNK_DIR;
+
+/// A chunk directory (or something under one) that is not a plain directory of the store's
+/// own filesystem.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OddDir {
+    /// The path, relative to the store's root (`.chunks/06d2`).
+    pub path: String,
+    /// What it is instead (`a symbolic link to /other/.chunks/06d2`, `the mount point of
+    /// ext4 /dev/sdb1`).
+    pub what: String,
+}
+
+impl std::fmt::Display for OddDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is {}", self.path, self.what)
+    }
+}
+
+/// The error a GC stops with when [`odd_chunk_dirs`] found any: every one named (the first
+/// 20), and what to do.
+pub fn refusal(root: &Path, odd: &[OddDir]) -> anyhow::Error {
+    let mut names: Vec<String> = odd.iter().take(20).map(|o| o.to_string()).collect();
+    if odd.len() > 20 {
+        names.push(format!("and {} more", odd.len() - 20));
+    }
+    anyhow::anyhow!(
+        "{} chunk director{} of {} {} not the store's own: {}. A GC would touch and remove \
+         chunks of another store there; nothing was touched or removed. Replace each by a \
+         plain directory of the store's filesystem (with the chunks it should hold), then \
+         run the GC again",
+        odd.len(),
+        if odd.len() == 1 { "y" } else { "ies" },
+        root.display(),
+        if odd.len() == 1 { "is" } else { "are" },
+        names.join("; ")
+    )
+}
+
+fn is_chunk_dir_name(name: &[u8]) -> bool {
+    name.len() == 4 && name.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// What a directory entry of type `d_type` is, for messages; `None` for a directory.
+fn d_type_name(d_type: u8) -> Option<&'static str> {
+    match d_type {
+        libc::DT_DIR => None,
+        libc::DT_LNK => Some("a symbolic link"),
+        libc::DT_REG => Some("a regular file"),
+        libc::DT_FIFO => Some("a FIFO"),
+        libc::DT_SOCK => Some("a socket"),
+        libc::DT_CHR => Some("a character device"),
+        libc::DT_BLK => Some("a block device"),
+        _ => Some("not a directory"),
+    }
+}
+
+/// Every chunk directory of the store at `root` that is not a plain directory of its
+/// filesystem: a symbolic link (named with its target), any other non-directory, or a mount
+/// point of another filesystem (and any mount below `.chunks`, a chunk file bind-mounted
+/// over included). Reads `.chunks` with `O_NOFOLLOW`: a symbolically linked `.chunks` is an
+/// error naming it, as any other failure to list it.
+pub fn odd_chunk_dirs(root: &Path) -> io::Result<Vec<OddDir>> {
+    let chunks = root.join(CHUNK_DIR);
+    let named = |e: io::Error, what: &str| {
+        io::Error::new(e.kind(), format!("{what} {}: {e}", chunks.display()))
+    };
+    let c = std::ffi::CString::new(chunks.as_os_str().as_bytes())?;
+    // SAFETY: a valid C string; the flags open nothing but a directory.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
+            let to = std::fs::read_link(&chunks)
+                .map(|t| format!(" (to {})", t.display()))
+                .unwrap_or_default();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} is not a directory{to}: a datastore's chunks are its own, in a \
+                     directory of the datastore",
+                    chunks.display()
+                ),
+            ));
+        }
+        return Err(named(e, "opening"));
+    }
+    // SAFETY: a new descriptor, ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut odd = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // SAFETY: buf is writable for its length.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(named(io::Error::last_os_error(), "listing"));
+        }
+        if n == 0 {
+            break;
+        }
+        let mut at = 0;
+        while at < n as usize {
+            let b = &buf[at..];
+            let reclen = u16::from_ne_bytes([b[16], b[17]]) as usize;
+            let d_type = b[18];
+            let raw = &b[19..reclen];
+            let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+            at += reclen;
+            if !is_chunk_dir_name(name) {
+                continue;
+            }
+            let what = match d_type {
+                libc::DT_UNKNOWN => stat_kind(&fd, name)?,
+                t => d_type_name(t).map(str::to_string),
+            };
+            if let Some(mut what) = what {
+                let path = chunks.join(std::ffi::OsStr::from_bytes(name));
+                if let Ok(target) = std::fs::read_link(&path) {
+                    what = format!("{what} to {}", target.display());
+                }
+                odd.push(OddDir {
+                    path: format!("{CHUNK_DIR}/{}", String::from_utf8_lossy(name)),
+                    what,
+                });
+            }
+        }
+    }
+    odd.extend(mounts_below(&std::fs::canonicalize(&chunks)?)?);
+    odd.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(odd)
+}
+
+/// `lstat` of `name` in `dir`, for a filesystem whose listing has no entry types: what it is
+/// if it is not a directory.
+fn stat_kind(dir: &OwnedFd, name: &[u8]) -> io::Result<Option<String>> {
+    let mut nb = [0u8; 8];
+    nb[..name.len()].copy_from_slice(name);
+    let c = CStr::from_bytes_until_nul(&nb).expect("a NUL after four bytes");
+    // SAFETY: a plain C struct; zeroes are a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor, name and out pointer.
+    if unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    } != 0
+    {
+        let e = io::Error::last_os_error();
+        // Removed since the listing: not a chunk directory any more, nothing to follow.
+        return if e.kind() == io::ErrorKind::NotFound {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok((st.st_mode & libc::S_IFMT != libc::S_IFDIR)
+        .then(|| crate::fsutil::file_type_name(st.st_mode).to_string()))
+}
+
+/// The mounts of this process's mount table below `chunks` (its canonical path).
+fn mounts_below(chunks: &Path) -> io::Result<Vec<OddDir>> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(parse_mounts_below(&info, chunks)
+        .into_iter()
+        .map(|(point, what)| OddDir {
+            path: point
+                .strip_prefix(chunks)
+                .map(|rel| Path::new(CHUNK_DIR).join(rel))
+                .unwrap_or_else(|_| point.clone())
+                .display()
+                .to_string(),
+            what: format!(
+                "a mount point ({what}): another filesystem, or a directory bound there from \
+                 elsewhere"
+            ),
+        })
+        .collect())
+}
+
+/// `(mount point, "FSTYPE SOURCE")` of each line of a mountinfo text whose mount point lies
+/// strictly below `dir`.
+fn parse_mounts_below(info: &str, dir: &Path) -> Vec<(PathBuf, String)> {
+    info.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            let point = PathBuf::from(std::ffi::OsString::from_vec(unescape(f.get(4)?)));
+            let sep = f.iter().position(|&x| x == "-")?;
+            let (fstype, source) = (f.get(sep + 1)?, f.get(sep + 2)?);
+            (point.starts_with(dir) && point != dir).then(|| {
+                (
+                    point,
+                    format!("{fstype} {}", String::from_utf8_lossy(&unescape(source))),
+                )
+            })
+        })
+        .collect()
+}
+
+/// A mountinfo field with its octal escapes (`\040` for a space) undone.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+use std::os::unix::ffi::OsStringExt;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["0000", "0001", "06d2", "ffff"] {
+            std::fs::create_dir_all(dir.path().join(".chunks").join(d)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_plain_store_has_no_odd_directory() {
+        let s = store();
+        assert_eq!(odd_chunk_dirs(s.path()).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_symlinked_or_non_directory_chunk_directory_is_named() {
+        let s = store();
+        let other = store();
+        let d = s.path().join(".chunks/06d2");
+        std::fs::remove_dir(&d).unwrap();
+        std::os::unix::fs::symlink(other.path().join(".chunks/06d2"), &d).unwrap();
+        std::fs::remove_dir(s.path().join(".chunks/0001")).unwrap();
+        std::fs::write(s.path().join(".chunks/0001"), b"").unwrap();
+        // Names that are no chunk directory's are not the check's business.
+        std::fs::write(s.path().join(".chunks/notes"), b"").unwrap();
+        let odd = odd_chunk_dirs(s.path()).unwrap();
+        assert_eq!(odd.len(), 2, "{odd:?}");
+        assert_eq!(odd[0].path, ".chunks/0001");
+        assert_eq!(odd[0].what, "a regular file");
+        assert_eq!(odd[1].path, ".chunks/06d2");
+        assert_eq!(
+            odd[1].what,
+            format!(
+                "a symbolic link to {}",
+                other.path().join(".chunks/06d2").display()
+            )
+        );
+        let e = refusal(s.path(), &odd).to_string();
+        assert!(
+            e.contains("2 chunk directories") && e.contains(".chunks/06d2 is a symbolic link"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_symlinked_chunks_directory_is_an_error() {
+        let s = store();
+        let other = store();
+        std::fs::rename(s.path().join(".chunks"), s.path().join("old")).unwrap();
+        std::os::unix::fs::symlink(other.path().join(".chunks"), s.path().join(".chunks")).unwrap();
+        let e = odd_chunk_dirs(s.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("is not a directory (to ") && e.contains(".chunks"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn mounts_below_the_chunks_directory_are_found_with_escapes() {
+        let info = "\
+22 1 0:21 / / rw - ext4 /dev/sda1 rw
+90 22 8:17 /y/.chunks/06d2 /srv/my\\040store/.chunks/06d2 rw - ext4 /dev/sdb1 rw
+91 22 8:17 / /srv/my\\040store/.chunks rw - ext4 /dev/sdc1 rw
+92 22 8:17 / /srv/my\\040storeX/.chunks/0000 rw - tmpfs none rw
+";
+        let found = parse_mounts_below(info, Path::new("/srv/my store/.chunks"));
+        assert_eq!(
+            found,
+            vec![(
+                PathBuf::from("/srv/my store/.chunks/06d2"),
+                "ext4 /dev/sdb1".to_string()
+            )]
+        );
+        assert_eq!(unescape("a\\134b\\0"), b"a\\b\\0");
+    }
+}
