@@ -376,3 +376,63 @@ mod tests {
         assert_eq!((m.mtime(), m.mtime_nsec()), (2_000_000, 7));
     }
 }
+
+/// One mount of `/proc/self/mountinfo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountEntry {
+    /// The device, `major:minor`.
+    pub dev: String,
+    /// Where it is mounted (escapes undone).
+    pub point: std::path::PathBuf,
+    /// The filesystem type (`ext4`, `fuse`, `fuse.chunkscope`, ...).
+    pub fstype: String,
+    /// The source (a device, `chunkscope:<store>`, ...; escapes undone).
+    pub source: String,
+}
+
+/// This process's mount table.
+pub fn mounts() -> io::Result<Vec<MountEntry>> {
+    Ok(parse_mountinfo(&std::fs::read_to_string(
+        "/proc/self/mountinfo",
+    )?))
+}
+
+/// The mounts of a mountinfo text (lines it cannot read are left out).
+pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    use std::os::unix::ffi::OsStringExt;
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            let sep = f.iter().position(|&x| x == "-")?;
+            Some(MountEntry {
+                dev: f.get(2)?.to_string(),
+                point: std::ffi::OsString::from_vec(unescape(f.get(4)?)).into(),
+                fstype: f.get(sep + 1)?.to_string(),
+                source: String::from_utf8_lossy(&unescape(f.get(sep + 2)?)).into_owned(),
+            })
+        })
+        .collect()
+}
+
+/// A mountinfo field with its octal escapes (`\040` for a space) undone.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}

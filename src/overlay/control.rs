@@ -27,16 +27,12 @@ use super::shadow::Shadow;
 
 /// The mountpoint of the chunkscope mount holding `path`, if any.
 pub fn mount_of(path: &Path) -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let sep = f.iter().position(|&x| x == "-")?;
-            // `chunkscope mount` sets the source to "chunkscope:<store>".
-            let fuse = f.get(sep + 1).is_some_and(|t| t.starts_with("fuse"));
-            let ours = f.get(sep + 2).is_some_and(|s| s.starts_with("chunkscope:"));
-            (fuse && ours).then(|| PathBuf::from(f[4]))
-        })
+    crate::fsutil::mounts()
+        .ok()?
+        .into_iter()
+        // `chunkscope mount` sets the source to "chunkscope:<store>".
+        .filter(|m| m.fstype.starts_with("fuse") && m.source.starts_with("chunkscope:"))
+        .map(|m| m.point)
         .filter(|m| path.starts_with(m))
         .max_by_key(|m| m.as_os_str().len())
 }

@@ -76,17 +76,18 @@ fn statx_dev_ino(fd: &OwnedFd) -> io::Result<(u64, u64)> {
     ))
 }
 
+/// `major:minor` of a device, as the mount table names it.
+fn dev_id(dev: u64) -> String {
+    format!("{}:{}", libc::major(dev), libc::minor(dev))
+}
+
 /// Whether device `dev` is a FUSE filesystem's, by the mount table (no request to it).
 fn is_fuse(dev: u64) -> bool {
-    let id = format!("{}:{}", libc::major(dev), libc::minor(dev));
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let fstype = f.iter().position(|&x| x == "-").and_then(|i| f.get(i + 1));
-        f.get(2) == Some(&id.as_str()) && fstype.is_some_and(|t| t.starts_with("fuse"))
-    })
+    let id = dev_id(dev);
+    crate::fsutil::mounts()
+        .unwrap_or_default()
+        .iter()
+        .any(|m| m.dev == id && m.fstype.starts_with("fuse"))
 }
 
 fn last_err() -> io::Error {

@@ -12,7 +12,7 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::datastore::paths::CHUNK_DIR;
 
@@ -190,67 +190,27 @@ fn stat_kind(dir: &OwnedFd, name: &[u8]) -> io::Result<Option<String>> {
 
 /// The mounts of this process's mount table below `chunks` (its canonical path).
 fn mounts_below(chunks: &Path) -> io::Result<Vec<OddDir>> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(parse_mounts_below(&info, chunks)
-        .into_iter()
-        .map(|(point, what)| OddDir {
-            path: point
-                .strip_prefix(chunks)
-                .map(|rel| Path::new(CHUNK_DIR).join(rel))
-                .unwrap_or_else(|_| point.clone())
+    Ok(below(&crate::fsutil::mounts()?, chunks))
+}
+
+/// The mounts of `mounts` strictly below `dir`, as odd directories.
+fn below(mounts: &[crate::fsutil::MountEntry], dir: &Path) -> Vec<OddDir> {
+    mounts
+        .iter()
+        .filter(|m| m.point.starts_with(dir) && m.point != dir)
+        .map(|m| OddDir {
+            path: Path::new(CHUNK_DIR)
+                .join(m.point.strip_prefix(dir).expect("below"))
                 .display()
                 .to_string(),
             what: format!(
-                "a mount point ({what}): another filesystem, or a directory bound there from \
-                 elsewhere"
+                "a mount point ({} {}): another filesystem, or a directory bound there from \
+                 elsewhere",
+                m.fstype, m.source
             ),
-        })
-        .collect())
-}
-
-/// `(mount point, "FSTYPE SOURCE")` of each line of a mountinfo text whose mount point lies
-/// strictly below `dir`.
-fn parse_mounts_below(info: &str, dir: &Path) -> Vec<(PathBuf, String)> {
-    info.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split(' ').collect();
-            let point = PathBuf::from(std::ffi::OsString::from_vec(unescape(f.get(4)?)));
-            let sep = f.iter().position(|&x| x == "-")?;
-            let (fstype, source) = (f.get(sep + 1)?, f.get(sep + 2)?);
-            (point.starts_with(dir) && point != dir).then(|| {
-                (
-                    point,
-                    format!("{fstype} {}", String::from_utf8_lossy(&unescape(source))),
-                )
-            })
         })
         .collect()
 }
-
-/// A mountinfo field with its octal escapes (`\040` for a space) undone.
-fn unescape(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-use std::os::unix::ffi::OsStringExt;
 
 #[cfg(test)]
 mod tests {
@@ -321,14 +281,11 @@ mod tests {
 91 22 8:17 / /srv/my\\040store/.chunks rw - ext4 /dev/sdc1 rw
 92 22 8:17 / /srv/my\\040storeX/.chunks/0000 rw - tmpfs none rw
 ";
-        let found = parse_mounts_below(info, Path::new("/srv/my store/.chunks"));
-        assert_eq!(
-            found,
-            vec![(
-                PathBuf::from("/srv/my store/.chunks/06d2"),
-                "ext4 /dev/sdb1".to_string()
-            )]
-        );
-        assert_eq!(unescape("a\\134b\\0"), b"a\\b\\0");
+        let mounts = crate::fsutil::parse_mountinfo(info);
+        let found = below(&mounts, Path::new("/srv/my store/.chunks"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].path, ".chunks/06d2");
+        assert!(found[0].what.starts_with("a mount point (ext4 /dev/sdb1)"));
+        assert_eq!(mounts[1].dev, "8:17");
     }
 }
