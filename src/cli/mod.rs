@@ -75,7 +75,13 @@ pub fn run() -> i32 {
     }
     let cli = Cli::parse();
     let log_file = match &cli.command {
-        Command::Mount(args) => args.log_file(),
+        Command::Mount(args) => {
+            if let Err(e) = args.check_outputs() {
+                log::final_error(&e);
+                return 2;
+            }
+            args.log_file()
+        }
         _ => None,
     };
     if let Err(e) = log::init(log::level(cli.verbose, cli.quiet), log_file) {

@@ -123,10 +123,55 @@ enum LayoutOrder {
 }
 
 impl MountArgs {
+    /// Refuses a `--trace`, `--stats` or `--log` file inside the store or under the
+    /// mountpoint: written there, the mount would trace (or fill) the store it watches, and
+    /// through the mountpoint its own writes would come back to it as requests. Checked
+    /// before the log file is opened (an option that names no existing directory is left to
+    /// the command's own error).
+    pub fn check_outputs(&self) -> Result<()> {
+        let (Ok(store), Ok(mnt)) = (self.store.canonicalize(), self.mountpoint.canonicalize())
+        else {
+            return Ok(());
+        };
+        let outputs = [
+            ("--trace", &self.trace),
+            ("--stats", &self.stats),
+            ("--log", &self.log),
+        ];
+        for (flag, path) in outputs {
+            let Some(path) = path else { continue };
+            let Some(resolved) = resolve_output(path) else {
+                continue;
+            };
+            for (inside, what) in [(&store, "inside the store"), (&mnt, "under the mountpoint")] {
+                if resolved.starts_with(inside) {
+                    bail!(
+                        "{flag} {} is {what} {}: the mount would write into what it watches; \
+                         put it elsewhere",
+                        path.display(),
+                        inside.display()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Where the log goes (`--log`), standard error if `None`.
     pub fn log_file(&self) -> Option<&std::path::Path> {
         self.log.as_deref()
     }
+}
+
+/// Where a file to be written would be: its directory's real path and its name (the file
+/// itself, followed, if it exists); `None` if the directory does not exist.
+fn resolve_output(path: &std::path::Path) -> Option<PathBuf> {
+    if let Ok(p) = path.canonicalize() {
+        return Some(p);
+    }
+    let abs = std::path::absolute(path).ok()?;
+    let dir = abs.parent()?.canonicalize().ok()?;
+    Some(dir.join(abs.file_name()?))
 }
 
 pub fn run(args: MountArgs) -> Result<Outcome> {
@@ -166,6 +211,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             store.display()
         );
     }
+    args.check_outputs()?;
     let datastore = store.join(crate::datastore::paths::CHUNK_DIR).is_dir();
     if !datastore {
         tracing::warn!(
@@ -315,23 +361,41 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         }
         stats.insert("faults".into(), serde_json::to_value(rules)?);
     }
-    let trace = match writer {
-        Some(w) => Some(w.finish().context("finishing the trace")?),
-        None => None,
+    // A failed trace (a full disk) still ends with the stats and a count of what was lost.
+    let (trace, failed) = match writer {
+        Some(w) => {
+            let (stats, error) = w.finish_all();
+            (Some(stats), error)
+        }
+        None => (None, None),
     };
     if let Some(path) = &args.stats {
         stats.insert("trace".into(), serde_json::to_value(trace)?);
+        if let Some(e) = &failed {
+            stats.insert("trace_error".into(), e.to_string().into());
+        }
         super::write_json(path, &stats)?;
     }
     if let Some(s) = trace {
+        let path = args.trace.as_ref().expect("trace path");
         tracing::info!(
             "unmounted; trace {}: {} records ({} stalls, {} lost), {}",
-            args.trace.as_ref().expect("trace path").display(),
+            path.display(),
             crate::units::thousands(s.written),
             crate::units::thousands(s.stalls),
             crate::units::thousands(s.lost),
             crate::units::human_bytes(s.bytes)
         );
+        if failed.is_some() || s.lost > 0 {
+            let why = failed.map_or_else(|| "the writer stopped".to_string(), |e| e.to_string());
+            bail!(
+                "the trace {} is incomplete: {why}; {} of {} records lost (every request was \
+                 served; the file is readable up to where the error struck)",
+                path.display(),
+                crate::units::thousands(s.lost),
+                crate::units::thousands(s.sent)
+            );
+        }
     } else {
         tracing::info!("unmounted");
     }

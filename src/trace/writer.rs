@@ -186,9 +186,13 @@ pub trait Observer: Send {
 
 /// The writer thread; [`TraceWriter::finish`] waits for it after every sink is dropped.
 pub struct TraceWriter {
-    handle: JoinHandle<io::Result<(u64, u64, u64)>>,
+    handle: JoinHandle<Written>,
     counters: Arc<Counters>,
 }
+
+/// What the writer thread wrote: records, strings, bytes, and the write error that stopped
+/// it (the records after it were counted as lost).
+type Written = (u64, u64, u64, Option<io::Error>);
 
 impl TraceWriter {
     /// Creates `path` (truncating it), writes the header, starts the writer thread.
@@ -229,9 +233,10 @@ impl TraceWriter {
         let header = encode_header(&meta, version);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
         let counters = Arc::new(Counters::default());
+        let (c, named) = (counters.clone(), path.to_path_buf());
         let handle = std::thread::Builder::new()
             .name("trace-writer".into())
-            .spawn(move || write_loop(file, &header, rx, observer, compress))?;
+            .spawn(move || write_loop(file, &header, rx, observer, compress, &c, &named))?;
         Ok((
             TraceWriter {
                 handle,
@@ -245,21 +250,41 @@ impl TraceWriter {
         ))
     }
 
-    /// Waits for the writer to drain and flush (every sink must have been dropped).
+    /// Waits for the writer to drain and flush (every sink must have been dropped); a write
+    /// error is an error.
     pub fn finish(self) -> io::Result<WriterStats> {
-        let (written, strings, bytes) = self
-            .handle
-            .join()
-            .map_err(|_| io::Error::other("trace writer thread panicked"))??;
+        match self.finish_all() {
+            (stats, None) => Ok(stats),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// [`TraceWriter::finish`], with what was written and lost even when a write failed
+    /// (a full disk), and the error that stopped the writer.
+    pub fn finish_all(self) -> (WriterStats, Option<io::Error>) {
+        let (written, strings, bytes, error) = self.handle.join().unwrap_or_else(|_| {
+            (
+                0,
+                0,
+                0,
+                Some(io::Error::other("trace writer thread panicked")),
+            )
+        });
         let c = &self.counters;
-        Ok(WriterStats {
-            sent: c.sent.load(Ordering::Relaxed),
+        let sent = c.sent.load(Ordering::Relaxed);
+        let stats = WriterStats {
+            sent,
             written,
             stalls: c.stalls.load(Ordering::Relaxed),
-            lost: c.lost.load(Ordering::Relaxed),
+            // Every record handed over and not written, once the writer stopped.
+            lost: c
+                .lost
+                .load(Ordering::Relaxed)
+                .max(sent.saturating_sub(written)),
             strings,
             bytes,
-        })
+        };
+        (stats, error)
     }
 }
 
@@ -354,10 +379,35 @@ struct Encoder {
     strings: HashMap<Box<[u8]>, u32>,
     slot: [u8; SLOT_SIZE],
     written: u64,
+    /// Records in the file for sure: those of the blocks written and flushes done.
+    durable: u64,
     bytes: u64,
 }
 
 impl Encoder {
+    /// The header written, an encoder for the records.
+    fn start(mut file: File, header: &[u8], compress: bool) -> io::Result<Encoder> {
+        file.write_all(header)?;
+        let out = if compress {
+            Sink::Blocks(Blocks {
+                file,
+                slots: Vec::with_capacity(BLOCK_BYTES + 8 * SLOT_SIZE + 4096),
+                packed: Vec::new(),
+                zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
+            })
+        } else {
+            Sink::Plain(BufWriter::with_capacity(1 << 20, file))
+        };
+        Ok(Encoder {
+            out,
+            strings: HashMap::new(),
+            slot: [0; SLOT_SIZE],
+            written: 0,
+            durable: 0,
+            bytes: header.len() as u64,
+        })
+    }
+
     fn write(&mut self, r: &RawRecord) -> io::Result<()> {
         let mut name = [0u8; 32];
         let raw = r.name();
@@ -378,8 +428,19 @@ impl Encoder {
         encode_record(r, kind, &name, &mut self.slot);
         let slot = self.slot;
         self.bytes += self.out.put(&slot)?;
-        self.bytes += self.out.end_record()?;
+        let block = self.out.end_record()?;
+        self.bytes += block;
         self.written += 1;
+        if block > 0 {
+            self.durable = self.written;
+        }
+        Ok(())
+    }
+
+    /// Writes what is buffered.
+    fn flush(&mut self) -> io::Result<()> {
+        self.bytes += self.out.flush()?;
+        self.durable = self.written;
         Ok(())
     }
 
@@ -406,26 +467,14 @@ fn write_loop(
     rx: Receiver<RawRecord>,
     mut observer: Option<Box<dyn Observer>>,
     compress: bool,
-) -> io::Result<(u64, u64, u64)> {
-    let mut file = file;
-    file.write_all(header)?;
-    let out = if compress {
-        Sink::Blocks(Blocks {
-            file,
-            slots: Vec::with_capacity(BLOCK_BYTES + 8 * SLOT_SIZE + 4096),
-            packed: Vec::new(),
-            zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
-        })
-    } else {
-        Sink::Plain(BufWriter::with_capacity(1 << 20, file))
+    counters: &Counters,
+    path: &Path,
+) -> Written {
+    let mut enc = match Encoder::start(file, header, compress) {
+        Ok(enc) => enc,
+        Err(e) => return (0, 0, 0, Some(e)),
     };
-    let mut enc = Encoder {
-        out,
-        strings: HashMap::new(),
-        slot: [0; SLOT_SIZE],
-        written: 0,
-        bytes: header.len() as u64,
-    };
+    let mut failed: Option<io::Error> = None;
     let mut last_flush = Instant::now();
     // The writer never blocks in recv: a sender that finds a receiver waiting has to wake it
     // (a futex call and a context switch per record on a busy mount). It drains what is
@@ -434,7 +483,17 @@ fn write_loop(
         loop {
             match rx.try_recv() {
                 Ok(r) => {
-                    enc.write(&r)?;
+                    if failed.is_none() {
+                        if let Err(e) = enc.write(&r) {
+                            failed = Some(stop(e, path));
+                        }
+                    }
+                    if failed.is_some() {
+                        // Counted, not written: the file ends where the error struck (a torn
+                        // tail at worst, which readers accept), and senders never wait on a
+                        // writer that cannot write.
+                        counters.lost.fetch_add(1, Ordering::Relaxed);
+                    }
                     if let Some(o) = &mut observer {
                         o.record(&r);
                     }
@@ -446,13 +505,37 @@ fn write_loop(
         if let Some(o) = &mut observer {
             o.drained();
         }
-        if last_flush.elapsed() >= FLUSH_INTERVAL {
-            enc.bytes += enc.out.flush()?;
+        if failed.is_none() && last_flush.elapsed() >= FLUSH_INTERVAL {
+            if let Err(e) = enc.flush() {
+                failed = Some(stop(e, path));
+            }
             last_flush = Instant::now();
         }
         std::thread::sleep(NAP);
     }
-    enc.bytes += enc.out.flush()?;
-    enc.out.file().sync_data()?;
-    Ok((enc.written, enc.strings.len() as u64, enc.bytes))
+    if failed.is_none() {
+        if let Err(e) = enc.flush().and_then(|()| enc.out.file().sync_data()) {
+            failed = Some(stop(e, path));
+        }
+    }
+    // After a failure, only what surely reached the file counts as written.
+    let written = if failed.is_some() {
+        enc.durable
+    } else {
+        enc.written
+    };
+    (written, enc.strings.len() as u64, enc.bytes, failed)
+}
+
+/// The first write error: said at once (the file, the error, what happens now), kept for the
+/// end.
+fn stop(e: io::Error, path: &Path) -> io::Error {
+    tracing::warn!(
+        "writing the trace {} failed: {e}. The trace stops here (it stays readable up to its \
+         last whole block); every record from now on is counted as lost (ctl stats, top, \
+         /metrics); the mount goes on serving, and will exit with an error saying how many \
+         were lost",
+        path.display()
+    );
+    io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
 }

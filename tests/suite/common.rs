@@ -78,8 +78,14 @@ pub struct TmpfsMount(std::ffi::CString);
 
 impl TmpfsMount {
     pub fn on(dir: &Path, flags: libc::c_ulong) -> TmpfsMount {
+        TmpfsMount::sized(dir, flags, None)
+    }
+
+    /// A tmpfs of `size` bytes at most (`None`: the default, half the memory).
+    pub fn sized(dir: &Path, flags: libc::c_ulong, size: Option<u64>) -> TmpfsMount {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let data = size.map(|n| std::ffi::CString::new(format!("size={n}")).unwrap());
         // SAFETY: valid C strings; the guard unmounts it.
         let rc = unsafe {
             libc::mount(
@@ -87,7 +93,8 @@ impl TmpfsMount {
                 c.as_ptr(),
                 c"tmpfs".as_ptr(),
                 flags,
-                std::ptr::null(),
+                data.as_ref()
+                    .map_or(std::ptr::null(), |d| d.as_ptr().cast()),
             )
         };
         assert_eq!(
@@ -251,6 +258,13 @@ impl Mount {
 
     /// Unmounts, waits for the process, returns what it printed on standard error.
     pub fn stop(&mut self) -> String {
+        self.stop_with_status().1
+    }
+
+    /// [`Mount::stop`], with the mount process's exit code (`None`: killed, or stopped
+    /// before).
+    pub fn stop_with_status(&mut self) -> (Option<i32>, String) {
+        let mut code = None;
         if let Some(mut child) = self.child.take() {
             let c = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
             // SAFETY: valid C string.
@@ -260,7 +274,8 @@ impl Mount {
             }
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
             loop {
-                if child.try_wait().unwrap().is_some() {
+                if let Some(status) = child.try_wait().unwrap() {
+                    code = status.code();
                     break;
                 }
                 if std::time::Instant::now() > deadline {
@@ -271,6 +286,11 @@ impl Mount {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
+        (code, std::fs::read_to_string(&self.log).unwrap_or_default())
+    }
+
+    /// The mount's log so far.
+    pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 

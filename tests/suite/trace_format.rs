@@ -678,3 +678,102 @@ fn a_failed_export_leaves_the_destination_as_it_was() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("/nonexistent"), "{}", stderr(&o));
 }
+
+/// Issue 40, point 3: a trace on a full disk (a 16 KiB tmpfs). The mount keeps serving, says
+/// at once which file failed and why, shows the lost records while it runs (`ctl stats`),
+/// writes `--stats` anyway and exits non-zero saying how many were lost; the trace reads up
+/// to where the error struck. Output files inside the store or under the mountpoint are
+/// refused before anything is written.
+#[test]
+fn a_full_disk_under_the_trace_loses_nothing_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    for i in 0..2000 {
+        std::fs::write(store.join(format!("f{i:05}")), b"x").unwrap();
+    }
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let _full = TmpfsMount::sized(&small, 0, Some(16 * 1024));
+    let trace = small.join("t.trace");
+    let stats = dir.path().join("stats.json");
+    let mount_dir = dir.path().join("m");
+    std::fs::create_dir(&mount_dir).unwrap();
+    let mut m = Mount::start(
+        &store,
+        &mount_dir,
+        false,
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+    );
+    let socket = chunkscope::overlay::control::socket_for(&m.mnt);
+    let mut client = chunkscope::overlay::control::Client::connect(&socket).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Requests until the writer has failed and counts what it cannot write.
+    while client.stats().unwrap().lost == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the trace never failed"
+        );
+        for e in std::fs::read_dir(&m.mnt).unwrap() {
+            std::fs::metadata(e.unwrap().path()).unwrap();
+        }
+    }
+    assert_eq!(
+        std::fs::read(m.path("f00000")).unwrap(),
+        b"x",
+        "still serving"
+    );
+    let log = m.log();
+    assert!(
+        log.contains(&format!("writing the trace {} failed", trace.display()))
+            && log.contains("No space left on device")
+            && log.contains("counted as lost"),
+        "said at once: {log}"
+    );
+    let (code, log) = m.stop_with_status();
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains("is incomplete") && log.contains("records lost"),
+        "{log}"
+    );
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    let (sent, written, lost) = (
+        s["trace"]["sent"].as_u64().unwrap(),
+        s["trace"]["written"].as_u64().unwrap(),
+        s["trace"]["lost"].as_u64().unwrap(),
+    );
+    assert!(lost > 0 && written + lost == sent, "{s}");
+    assert!(
+        s["trace_error"].as_str().unwrap().contains("No space left"),
+        "{s}"
+    );
+    // The trace reads (a torn tail at worst) and holds what was counted written.
+    let (records, _) = read_all(&trace);
+    assert_eq!(records.len() as u64, written);
+
+    // Outputs where the mount would write into what it watches are refused.
+    for (flag, inside) in [
+        ("--trace", store.join("t.trace")),
+        ("--stats", m.mnt.join("s.json")),
+        ("--log", store.join("mount.log")),
+    ] {
+        let o = run(&[
+            "mount",
+            "--store",
+            store.to_str().unwrap(),
+            "--mountpoint",
+            m.mnt.to_str().unwrap(),
+            flag,
+            inside.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        let e = stderr(&o);
+        assert!(e.contains(flag) && e.contains("put it elsewhere"), "{e}");
+        assert!(!inside.exists(), "nothing written: {}", inside.display());
+    }
+}
