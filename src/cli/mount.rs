@@ -20,8 +20,11 @@ use crate::trace::{TraceMeta, TraceWriter};
     chunkscope mount --store /dev/shm/tiny --mountpoint /mnt/cs --trace gc.trace\n  \
     chunkscope mount --store /datastore/pbs --mountpoint /mnt/cs --model zfs-hdd\n\n\
     Runs in the foreground until unmounted (umount MNT) or interrupted (Ctrl-C, SIGTERM),\n\
-    then flushes the trace. Every operation reaches the backing store; stat and directory\n\
-    listings show the backing inode numbers. Needs root (file handles) and /dev/fuse.")]
+    then flushes the trace. While files are open through it, Ctrl-C/SIGTERM is refused and\n\
+    the processes holding them are named; a second one within 10 s forces the unmount\n\
+    (their requests fail; exit status 2).\n\
+    Every operation reaches the backing store; stat and directory listings show the backing\n\
+    inode numbers. Needs root (file handles) and /dev/fuse.")]
 pub struct MountArgs {
     /// The backing directory (a PBS datastore, or any directory).
     #[arg(long, value_name = "DIR")]

@@ -226,7 +226,7 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
             Ok(false) => {
                 // A store that vanished under the GC (a mount detached) has every chunk
                 // missing: say that once, rather than warn of each.
-                self.store.check_identity()?;
+                self.store.check_identity(false)?;
                 // Missing: touch its .bad copies (a re-upload may still come), warn, go on.
                 for n in 0..10 {
                     self.counters.utimensat_calls += 1;

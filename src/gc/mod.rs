@@ -550,7 +550,7 @@ pub fn run<S: ChunkStore>(
 /// The store is still the directory the GC opened, and every chunk directory is its own (no
 /// symbolic link, no other filesystem's mount): otherwise the error that stops the run.
 fn check_layout<S: ChunkStore>(store: &S) -> Result<()> {
-    store.check_identity()?;
+    store.check_identity(false)?;
     let odd = store.odd_chunk_dirs()?;
     if !odd.is_empty() {
         return Err(crate::store::layout::refusal(store.root(), &odd));
@@ -561,7 +561,7 @@ fn check_layout<S: ChunkStore>(store: &S) -> Result<()> {
 /// The error that ended a phase, or, when the store vanished under the GC (every path then
 /// fails one way or another), that: the one message that says what happened.
 fn vanished_or<S: ChunkStore>(store: &S, e: anyhow::Error) -> anyhow::Error {
-    match store.check_identity() {
+    match store.check_identity(true) {
         Err(gone) => gone,
         Ok(()) => e,
     }

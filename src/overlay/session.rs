@@ -82,13 +82,36 @@ pub fn serve(
     };
     mounted(&socket);
     let target = mnt.clone();
+    // 0: not forced; FORCING: the connection is being aborted; FORCED: and the mount detached.
+    let forced = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let forced_by_signal = forced.clone();
+    let mut refused_at: Option<std::time::Instant> = None;
     signals.handle("signals", move || {
         tracing::debug!("a termination signal: unmounting {}", target.display());
-        match unmount(&target) {
-            Ok(Unmounted::Now) => {}
-            Ok(Unmounted::Detached) => {
-                tracing::warn!("mountpoint busy; detached it (lazy unmount)")
+        let again = refused_at.is_some_and(|t| t.elapsed() < FORCE_WINDOW);
+        let forcing = || {
+            // Before the connection is aborted: the session ends at once, and its end must
+            // see that it was forced.
+            forced_by_signal.store(FORCING, std::sync::atomic::Ordering::SeqCst);
+        };
+        let stopped = stop(&target, again, forcing);
+        if forced_by_signal.load(std::sync::atomic::Ordering::SeqCst) == FORCING {
+            forced_by_signal.store(FORCED, std::sync::atomic::Ordering::SeqCst);
+        }
+        match stopped {
+            Ok(Stopped::Unmounted) => {}
+            Ok(Stopped::Busy(holders)) => {
+                refused_at = Some(std::time::Instant::now());
+                tracing::warn!(
+                    "not unmounting {}: it is busy ({}). Stop them first, or send \
+                     SIGINT/SIGTERM again within {} s to force it (their requests then fail, \
+                     and the mount exits with an error)",
+                    target.display(),
+                    describe(&holders),
+                    FORCE_WINDOW.as_secs()
+                );
             }
+            Ok(Stopped::Forced) => {}
             Err(e) => tracing::error!("unmounting {}: {e}", target.display()),
         }
     })?;
@@ -102,7 +125,133 @@ pub fn serve(
     control::remove_if_ours(&socket, socket_ino);
     // SAFETY: plain syscall. The daemon's own files (--stats) get its own umask again.
     unsafe { libc::umask(own_umask) };
-    ran
+    // The aborted connection ends the session at once; the signal thread's detach that
+    // follows must happen before this process exits (or the dead mount stays in the tree).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while forced.load(std::sync::atomic::Ordering::SeqCst) == FORCING
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    ran?;
+    if forced.load(std::sync::atomic::Ordering::SeqCst) != 0 {
+        anyhow::bail!(
+            "{} was unmounted by force while files were open through it: their requests \
+             failed",
+            mnt.display()
+        );
+    }
+    Ok(())
+}
+
+const FORCING: u8 = 1;
+const FORCED: u8 = 2;
+
+/// How long after a refused stop a second signal forces it.
+pub const FORCE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a stop did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Unmounted (the session ends).
+    Unmounted,
+    /// Busy, left mounted: what holds it (pid, command, what it holds).
+    Busy(Vec<Holder>),
+    /// Busy, and forced: the connection aborted (every request fails), the mount detached.
+    Forced,
+}
+
+/// A process holding something under a mountpoint open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command (`comm`).
+    pub command: String,
+    /// How many of its descriptors, and whether its working directory or root, are there.
+    pub files: usize,
+}
+
+/// Unmounts `mnt` if nothing holds it; if something does, names it and leaves it mounted,
+/// unless `force`: then logs who held it, calls `forcing`, aborts the FUSE connection
+/// (`MNT_FORCE`: pending and later requests fail) and detaches it.
+pub fn stop(mnt: &Path, force: bool, forcing: impl FnOnce()) -> std::io::Result<Stopped> {
+    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(Stopped::Unmounted);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EBUSY) => {}
+        // Unmounted already (a signal after the first, while the trace is finished).
+        Some(libc::EINVAL) if !is_mounted(mnt) => return Ok(Stopped::Unmounted),
+        _ => return Err(e),
+    }
+    let holders = holders_of(mnt);
+    if !force {
+        return Ok(Stopped::Busy(holders));
+    }
+    tracing::warn!(
+        "forcing the unmount of {} while it is busy ({})",
+        mnt.display(),
+        describe(&holders)
+    );
+    forcing();
+    // SAFETY: a valid C string. MNT_FORCE makes FUSE abort the connection; the detach then
+    // takes the mount out of the tree whatever still holds it.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_FORCE) };
+    // SAFETY: as above.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Stopped::Forced)
+}
+
+/// The processes with a descriptor, working directory or root under `mnt` (from `/proc`).
+pub fn holders_of(mnt: &Path) -> Vec<Holder> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    let under = |link: &Path| std::fs::read_link(link).is_ok_and(|t| t.starts_with(mnt));
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let dir = p.path();
+        let mut files = ["cwd", "root"]
+            .iter()
+            .filter(|l| under(&dir.join(l)))
+            .count();
+        if let Ok(fds) = std::fs::read_dir(dir.join("fd")) {
+            files += fds.flatten().filter(|fd| under(&fd.path())).count();
+        }
+        if files > 0 {
+            let command = std::fs::read_to_string(dir.join("comm"))
+                .map(|c| c.trim_end().to_string())
+                .unwrap_or_default();
+            out.push(Holder {
+                pid,
+                command,
+                files,
+            });
+        }
+    }
+    out
+}
+
+/// "pid 123 (chunkscope, 2 open)" for each holder, or why none is named.
+fn describe(holders: &[Holder]) -> String {
+    if holders.is_empty() {
+        return "no process found holding it: perhaps a mount below it".into();
+    }
+    holders
+        .iter()
+        .map(|h| format!("pid {} ({}, {} open)", h.pid, h.command, h.files))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The mount's options: its name (`chunkscope:<store>`, which [`control::mount_of`] finds),

@@ -55,6 +55,15 @@ enum Identity {
 /// `(st_dev, st_ino)` of `fd` from the attributes the kernel holds (`AT_STATX_DONT_SYNC`):
 /// a FUSE filesystem is not asked.
 fn statx_dev_ino(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    statx_with(fd, libc::AT_STATX_DONT_SYNC)
+}
+
+/// The same, asking the filesystem (`AT_STATX_FORCE_SYNC`: a FUSE request).
+fn statx_dev_ino_sync(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    statx_with(fd, libc::AT_STATX_FORCE_SYNC)
+}
+
+fn statx_with(fd: &OwnedFd, sync: libc::c_int) -> io::Result<(u64, u64)> {
     // SAFETY: a plain C struct; zeroes are a valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: a valid descriptor, an empty path with AT_EMPTY_PATH, and an out pointer.
@@ -62,7 +71,7 @@ fn statx_dev_ino(fd: &OwnedFd) -> io::Result<(u64, u64)> {
         libc::statx(
             fd.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::AT_EMPTY_PATH | sync,
             libc::STATX_INO,
             &mut stx,
         )
@@ -428,10 +437,24 @@ impl ChunkStore for DirStore {
         Ok(false)
     }
 
-    fn check_identity(&self) -> anyhow::Result<()> {
+    fn check_identity(&self, thorough: bool) -> anyhow::Result<()> {
         let ids = match self.identity {
             Identity::Dir(ids) => ids,
             Identity::Fuse(dev) => {
+                if thorough {
+                    // A request: a connection aborted (a forced unmount) or a daemon gone
+                    // answers ENOTCONN or ECONNABORTED while the mount table still lists it.
+                    if let Err(e) = statx_dev_ino_sync(&self.chunks) {
+                        if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) {
+                            anyhow::bail!(
+                                "the store vanished under the GC: the mount {} no longer \
+                                 answers ({e}: unmounted by force, or its process ended): \
+                                 stopped before sweeping anything more",
+                                self.root.display()
+                            );
+                        }
+                    }
+                }
                 let (major, minor) = (libc::major(dev), libc::minor(dev));
                 let id = format!("{major}:{minor}");
                 let info = std::fs::read_to_string("/proc/self/mountinfo")?;

@@ -51,8 +51,9 @@ struct Case {
     /// Fault rules; empty and `mount == false`: directly on the store.
     faults: Vec<String>,
     mount: bool,
-    /// Kill the mount this long after the GC started.
-    kill_after_ms: Option<u64>,
+    /// Kill the mount once it has answered this many requests of the GC (counted by the
+    /// mount itself, not a clock: the same case kills at the same point of the run).
+    kill_after_requests: Option<u64>,
     /// Something of another store in this one's chunk directories.
     hostile: Option<Hostile>,
 }
@@ -168,7 +169,7 @@ fn case() -> impl Strategy<Value = Case> {
         ],
         prop::collection::vec(fault(), 0..3),
         0u32..4,
-        prop::option::weighted(0.25, 0u64..400),
+        prop::option::weighted(0.25, 0u64..6000),
         prop::option::weighted(
             0.25,
             prop::sample::select(vec![
@@ -187,7 +188,7 @@ fn case() -> impl Strategy<Value = Case> {
                 plan,
                 faults: if mount { faults } else { Vec::new() },
                 mount,
-                kill_after_ms: if mount { kill } else { None },
+                kill_after_requests: if mount { kill } else { None },
                 hostile,
             }
         })
@@ -284,8 +285,8 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
         for phase in phases {
             let args = gc_args(case, phase);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let (code, report, out) = match (case.kill_after_ms, mount.as_mut()) {
-                (Some(ms), Some(m)) if !killed => {
+            let (code, report, out) = match (case.kill_after_requests, mount.as_mut()) {
+                (Some(n), Some(m)) if !killed => {
                     // The GC in the background; the mount killed under it.
                     let t = {
                         let target = target.clone();
@@ -295,7 +296,18 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                             gc(&target, &a)
                         })
                     };
-                    std::thread::sleep(Duration::from_millis(ms));
+                    // Requests answered so far, from the mount's own counters; a GC that ends
+                    // first leaves the mount to be killed after it.
+                    let socket = chunkscope::overlay::control::socket_for(&m.mnt);
+                    let mut client = chunkscope::overlay::control::Client::connect(&socket).ok();
+                    let answered = |c: &mut chunkscope::overlay::control::Client| {
+                        c.stats()
+                            .map(|s| s.ops.iter().map(|o| o.requests).sum::<u64>())
+                            .unwrap_or(u64::MAX)
+                    };
+                    while !t.is_finished() && client.as_mut().is_some_and(|c| answered(c) < n) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                     m.kill();
                     killed = true;
                     t.join().unwrap()

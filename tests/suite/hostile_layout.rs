@@ -158,3 +158,62 @@ fn a_store_that_vanishes_in_phase_1_stops_the_gc_with_one_message() {
     let after = fingerprint(&gone.join(".chunks"));
     assert_eq!(after.len(), before.len());
 }
+
+/// Point 6, both sides: a mount stopped under a running GC. The first SIGINT is refused and
+/// names the GC's process; the second forces the unmount; the GC then stops before its sweep
+/// with one message that the store vanished (it listed an empty tree and warned of tens of
+/// missing chunks before), and the backing store lost nothing.
+#[test]
+fn a_mount_forced_away_under_a_gc_stops_it_with_one_message() {
+    let dir = store_dir();
+    let (s, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "4"]);
+    let before = fingerprint(&s.join(".chunks")).len();
+    let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
+    let mut m = Mount::start(
+        &s,
+        mount_dir.path(),
+        false,
+        &["--fault", "setattr-atime nth=2 stall=3s"],
+    );
+    let gc_run = bin()
+        .args(["gc", "--no-atime-check", "--json", m.mnt.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let socket = chunkscope::overlay::control::socket_for(&m.mnt);
+    let mut client = chunkscope::overlay::control::Client::connect(&socket).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while client.stats().unwrap().held_replies.unwrap_or(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the GC never touched");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let pid = m.pid().unwrap() as i32;
+    // SAFETY: signals to the mount this test started.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    while !m.log().contains("not unmounting") {
+        assert!(std::time::Instant::now() < deadline, "{}", m.log());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        m.log()
+            .contains(&format!("pid {} (chunkscope", gc_run.id())),
+        "{}",
+        m.log()
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let o = gc_run.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("the store vanished under the GC"), "{out}");
+    assert!(out.contains("before anything was removed"), "{out}");
+    assert!(!out.contains("non-existent chunk"), "{out}");
+    let (code, log) = m.stop_with_status();
+    assert_eq!(code, Some(2), "{log}");
+    assert_eq!(
+        fingerprint(&s.join(".chunks")).len(),
+        before,
+        "nothing removed"
+    );
+}

@@ -324,9 +324,14 @@ fn the_systemd_unit_s_command_mounts_and_its_stop_flushes_the_trace() {
     assert!(o.status.success(), "ExecStartPost: {}", stderr(&o));
     let _guard = Mount::adopt(&mnt);
     std::fs::read_dir(mnt.join(".chunks")).unwrap().count();
-    // systemctl stop: SIGTERM to the service's process (sh exec'd the mount: the same pid).
-    // SAFETY: a signal to the child this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // systemctl stop: ExecStop with MAINPID, the service's process (sh exec'd the mount: the
+    // same pid, the child this test started); it signals it and waits for it to exit.
+    let o = Command::new("/bin/sh")
+        .args(["-c", &shell(line("ExecStop"))])
+        .env("MAINPID", child.id().to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "ExecStop: {}", stderr(&o));
     let status = child.wait().unwrap();
     assert!(status.success(), "the mount exited {status}");
     assert!(!mounted_under(dir.path()));

@@ -1002,3 +1002,51 @@ fn times_before_1970_pass_through_the_mount() {
     );
     assert_eq!(times(&store.join("f")), times(&dir.path().join("plain")));
 }
+
+/// Issue 40, point 6: stopping a busy mount is explicit. The first SIGINT while a file is open
+/// through the mount refuses and names the process holding it; a second within the window
+/// forces the unmount, and the mount exits non-zero.
+#[test]
+fn a_busy_mount_refuses_the_first_signal_and_a_second_forces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::write(store.join("f"), b"x").unwrap();
+    let mut m = Mount::start(&store, dir.path(), false, &[]);
+    let pid = m.pid().unwrap() as i32;
+    let open = std::fs::File::open(m.path("f")).unwrap();
+    let refused = |log: &str| log.contains("not unmounting");
+    // SAFETY: a signal to the mount this test started.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !refused(&m.log()) {
+        assert!(std::time::Instant::now() < deadline, "{}", m.log());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let log = m.log();
+    assert!(
+        log.contains(&format!("pid {} (", std::process::id())) && log.contains("1 open"),
+        "names the holder: {log}"
+    );
+    assert!(m.is_live(), "still serving");
+    assert_eq!(std::fs::read(m.path("f")).unwrap(), b"x");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    // The mount goes by itself (the helper's own unmount would race the daemon's).
+    while m.is_live() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}\n{}",
+            m.log(),
+            std::fs::read_to_string("/proc/self/mountinfo").unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (code, log) = m.stop_with_status();
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains("forcing the unmount") && log.contains("by force"),
+        "{log}"
+    );
+    drop(open);
+}
