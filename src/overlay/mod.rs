@@ -431,6 +431,17 @@ impl Overlay {
         Ok(st)
     }
 
+    /// Whether `mode` is the file's mode less its set-user-ID and/or set-group-ID bits, and
+    /// nothing else changed (what the kernel asks to drop privileges after a write).
+    fn only_drops_setid(&self, fd: RawFd, mode: u32) -> bool {
+        let setid = libc::S_ISUID | libc::S_ISGID;
+        fstat(fd).is_ok_and(|st| {
+            let cur = st.st_mode & 0o7777;
+            let new = mode & 0o7777;
+            new != cur && new == cur & !(cur & setid & !new)
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn setattr_of(
         &self,
@@ -456,7 +467,19 @@ impl Overlay {
         let proc = ProcPath::new(fd.as_raw_fd());
         if let Some(mode) = mode {
             // SAFETY: valid path.
-            sys::rc(unsafe { libc::chmod(proc.as_cstr().as_ptr(), mode) })?;
+            let chmod = || sys::rc(unsafe { libc::chmod(proc.as_cstr().as_ptr(), mode) });
+            match chmod() {
+                // The kernel clearing set-user-ID and set-group-ID on a write or truncate by
+                // another user (`file_remove_privs`, forced past permissions on a plain
+                // filesystem) sends the file's own mode less those bits: done as the daemon,
+                // which only ever takes privilege away. A user's own chmod was checked by the
+                // kernel before it came (`default_permissions`, which other users' access
+                // requires).
+                Err(libc::EPERM) if self.only_drops_setid(fd.as_raw_fd(), mode) => {
+                    creds::as_root(chmod)?
+                }
+                r => r?,
+            }
         }
         if uid.is_some() || gid.is_some() {
             let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));

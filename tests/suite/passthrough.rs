@@ -672,3 +672,38 @@ impl Drop for ChildGuard {
         }
     }
 }
+
+/// Issue 40, point 7 (pjdfstest chmod/12.t): a write by another user clears the file's
+/// set-user-ID and set-group-ID bits, through the mount as on the disk; that user still may
+/// not clear them with chmod. (Through the mount the write failed with EIO and the bits stayed:
+/// the kernel's request to drop them came as the writer, who does not own the file.)
+#[test]
+fn a_write_by_another_user_clears_set_id_bits_as_on_the_disk() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = store_dir();
+    let (plain, store) = (dir.path().join("plain"), dir.path().join("store"));
+    lay_out(&plain);
+    lay_out(&store);
+    let m = Mount::start(&store, dir.path(), false, &["--allow-other"]);
+    let mut results = Vec::new();
+    for base in [plain.clone(), m.mnt.clone()] {
+        for (name, mode) in [("both", 0o6777), ("uid", 0o4777), ("gid", 0o2777)] {
+            let f = base.join("pub").join(name);
+            std::fs::write(&f, b"x").unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let out = run_as(
+            1000,
+            1000,
+            &base,
+            "r sh -c 'echo y >> pub/both'\nr sh -c 'echo y >> pub/uid'\nr chmod g-s pub/gid",
+        );
+        let modes: Vec<u32> = ["both", "uid", "gid"]
+            .iter()
+            .map(|n| std::fs::metadata(base.join("pub").join(n)).unwrap().mode() & 0o7777)
+            .collect();
+        results.push((out, modes));
+    }
+    assert_eq!(results[0].1, vec![0o777, 0o777, 0o2777], "{:?}", results[0]);
+    assert_eq!(results[1], results[0], "through the mount as on the disk");
+}
