@@ -181,6 +181,16 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     // Every file a client holds open through the mount holds one here too: 20,000 open
     // directories would otherwise make every lookup fail with EMFILE.
     crate::fsutil::raise_nofile_limit();
+    // The inode table's shards grow by doubling; glibc would raise its mmap threshold at the
+    // first big table freed and put the later ones on the heap, where the halves left behind
+    // by each growth stay as resident free memory. A fixed threshold keeps every table of
+    // 64 KiB or more in its own mapping, returned to the system when freed (BENCHMARKS.md,
+    // "Memory per inode").
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets an allocator parameter.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024);
+    }
     let store = args
         .store
         .canonicalize()

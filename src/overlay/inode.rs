@@ -113,10 +113,94 @@ pub fn open_handle(mount_fd: RawFd, h: &Handle, flags: libc::c_int) -> io::Resul
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Handle bytes kept in an entry itself: ext4's (8), tmpfs's (12) and xfs's fit; longer
+/// ones (btrfs, ZFS's long fids), or a handle type over 255, go whole to the shard's side
+/// table.
+const PACKED: usize = 14;
+/// `len` of an entry whose handle is in the side table.
+const LONG: u8 = u8::MAX;
+
+/// What the table keeps of one inode: 24 bytes, 32 with its key (a slot of the shard's map),
+/// so that a kernel knowing millions of inodes costs tens of MB, not hundreds
+/// (BENCHMARKS.md, "Memory per inode").
+#[derive(Clone, Copy)]
 struct Entry {
-    handle: Handle,
-    nlookup: u64,
-    generation: u64,
+    /// Lookups the kernel holds; saturates (an entry at `u32::MAX` is never dropped).
+    nlookup: u32,
+    generation: u32,
+    /// The handle's `handle_type`.
+    kind: u8,
+    /// Bytes of `bytes` in use, or [`LONG`].
+    len: u8,
+    bytes: [u8; PACKED],
+}
+
+impl Entry {
+    /// The entry for `h`, and `h`'s bytes for the side table when it does not fit.
+    fn pack(h: &Handle) -> (Entry, Option<&[u8]>) {
+        let b = h.bytes();
+        let kind = i32::from_ne_bytes(b[4..8].try_into().expect("a handle's header"));
+        let body = &b[8..];
+        let mut e = Entry {
+            nlookup: 0,
+            generation: 0,
+            kind: 0,
+            len: LONG,
+            bytes: [0; PACKED],
+        };
+        match u8::try_from(kind) {
+            Ok(kind) if body.len() <= PACKED => {
+                e.kind = kind;
+                e.len = body.len() as u8;
+                e.bytes[..body.len()].copy_from_slice(body);
+                (e, None)
+            }
+            _ => (e, Some(b)),
+        }
+    }
+
+    /// The same handle as `h` (with `long`, the side table's bytes for this entry)?
+    fn same(&self, h: &Handle, long: Option<&[u8]>) -> bool {
+        let (other, other_long) = Entry::pack(h);
+        self.kind == other.kind
+            && self.len == other.len
+            && self.bytes == other.bytes
+            && long == other_long
+    }
+
+    fn unpack(&self, long: Option<&[u8]>) -> Handle {
+        if self.len == LONG {
+            return Handle::from_bytes(long.unwrap_or_default());
+        }
+        // On the stack: no allocation.
+        let mut b = [0u8; 8 + PACKED];
+        let n = self.len as usize;
+        b[..4].copy_from_slice(&(n as u32).to_ne_bytes());
+        b[4..8].copy_from_slice(&(self.kind as i32).to_ne_bytes());
+        b[8..8 + n].copy_from_slice(&self.bytes[..n]);
+        Handle::from_bytes(&b[..8 + n])
+    }
+}
+
+/// One shard: the entries, and the handles too long to keep in one.
+#[derive(Default)]
+struct Shard {
+    map: HashMap<u64, Entry>,
+    long: HashMap<u64, Box<[u8]>>,
+}
+
+impl Shard {
+    /// Gives memory back once the kernel has forgotten most of what the shard held: the map
+    /// shrinks to twice what it holds when it is under a quarter full.
+    fn shrink(&mut self) -> bool {
+        let (len, cap) = (self.map.len(), self.map.capacity());
+        if cap > 256 && len < cap / 4 {
+            self.map.shrink_to(len * 2);
+            self.long.shrink_to(self.long.len() * 2);
+            return true;
+        }
+        false
+    }
 }
 
 /// A descriptor for an operation: the store root (borrowed) or one opened from a handle.
@@ -138,19 +222,19 @@ impl AsRawFd for Fd<'_> {
 
 /// Inodes the kernel knows, by node id.
 pub struct InodeTable {
-    shards: Box<[Mutex<HashMap<u64, Entry>>]>,
+    shards: Box<[Mutex<Shard>]>,
 }
 
 impl Default for InodeTable {
     fn default() -> Self {
         InodeTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
         }
     }
 }
 
 impl InodeTable {
-    fn shard(&self, ino: u64) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+    fn shard(&self, ino: u64) -> std::sync::MutexGuard<'_, Shard> {
         // A poisoned shard means a panic while holding it, which never happens across a
         // syscall; the data is still consistent, so keep serving.
         self.shards[(ino as usize) % SHARDS]
@@ -162,50 +246,72 @@ impl InodeTable {
     /// handle for a known inode number means the number was reused: the generation moves on.
     pub fn looked_up(&self, ino: u64, handle: Handle) -> u64 {
         let mut shard = self.shard(ino);
-        match shard.get_mut(&ino) {
+        let Shard { map, long } = &mut *shard;
+        match map.get_mut(&ino) {
             Some(e) => {
-                if e.handle != handle {
-                    e.handle = handle;
-                    e.generation += 1;
+                if !e.same(&handle, long.get(&ino).map(|b| &b[..])) {
+                    let (mut new, body) = Entry::pack(&handle);
+                    new.nlookup = e.nlookup;
+                    new.generation = e.generation.wrapping_add(1);
+                    *e = new;
+                    match body {
+                        Some(b) => long.insert(ino, b.into()),
+                        None => long.remove(&ino),
+                    };
                 }
-                e.nlookup += 1;
-                e.generation
+                e.nlookup = e.nlookup.saturating_add(1);
+                e.generation as u64
             }
             None => {
-                shard.insert(
-                    ino,
-                    Entry {
-                        handle,
-                        nlookup: 1,
-                        generation: 0,
-                    },
-                );
+                let (mut e, body) = Entry::pack(&handle);
+                e.nlookup = 1;
+                if let Some(b) = body {
+                    long.insert(ino, b.into());
+                }
+                map.insert(ino, e);
                 0
             }
         }
     }
 
-    /// Drops `n` lookups; removes the entry at zero.
+    /// Drops `n` lookups; removes the entry at zero, and gives memory back when most of a
+    /// shard is gone (`Shard::shrink`, then `malloc_trim`: freed table memory returns to the
+    /// system, not only to the allocator).
     pub fn forget(&self, ino: u64, n: u64) {
         let mut shard = self.shard(ino);
-        if let Some(e) = shard.get_mut(&ino) {
-            e.nlookup = e.nlookup.saturating_sub(n);
-            if e.nlookup == 0 {
-                shard.remove(&ino);
+        let Some(e) = shard.map.get_mut(&ino) else {
+            return;
+        };
+        if e.nlookup == u32::MAX {
+            return; // saturated: kept for good
+        }
+        e.nlookup = e.nlookup.saturating_sub(n.min(u32::MAX as u64) as u32);
+        if e.nlookup == 0 {
+            shard.map.remove(&ino);
+            shard.long.remove(&ino);
+            if shard.shrink() {
+                drop(shard);
+                #[cfg(target_env = "gnu")]
+                // SAFETY: no preconditions; returns free heap memory to the system.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
             }
         }
     }
 
     /// The handle of a known inode.
     pub fn handle(&self, ino: u64) -> Option<Handle> {
-        self.shard(ino).get(&ino).map(|e| e.handle.clone())
+        let shard = self.shard(ino);
+        let e = shard.map.get(&ino)?;
+        Some(e.unpack(shard.long.get(&ino).map(|b| &b[..])))
     }
 
     /// Number of inodes known.
     pub fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).map.len())
             .sum()
     }
 
@@ -247,5 +353,63 @@ mod tests {
         t.forget(42, 1);
         assert!(t.is_empty());
         assert!(t.handle(42).is_none());
+    }
+
+    /// Issue 40, point 4: an entry is 24 bytes (32 with its key); handles of any length and
+    /// type come back as they went in; a table the kernel has mostly forgotten gives its
+    /// memory back.
+    #[test]
+    fn entries_are_compact_handles_round_trip_and_forgotten_memory_is_freed() {
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
+        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 32);
+        let t = InodeTable::default();
+        let handle = |kind: i32, body: &[u8]| {
+            let mut b = (body.len() as u32).to_ne_bytes().to_vec();
+            b.extend_from_slice(&kind.to_ne_bytes());
+            b.extend_from_slice(body);
+            Handle::from_bytes(&b)
+        };
+        let cases = [
+            (0, 1),
+            (8, 1),
+            (12, 1),
+            (14, 1),
+            (15, 1),
+            (40, 1),
+            (128, 1),
+            (8, 0x4f1),
+        ];
+        for (ino, &(len, kind)) in (1u64..).zip(cases.iter()) {
+            let body: Vec<u8> = (0..len as u8).collect();
+            let h = handle(kind, &body);
+            t.looked_up(ino, h.clone());
+            assert!(t.handle(ino) == Some(h.clone()), "{len} bytes, type {kind}");
+            // The same handle again is the same inode; another one a new generation.
+            assert_eq!(t.looked_up(ino, h), 0);
+            assert_eq!(t.looked_up(ino, handle(kind + 1, &body)), 1, "{len} bytes");
+            assert!(t.handle(ino) == Some(handle(kind + 1, &body)));
+        }
+        let many = 200_000u64;
+        for ino in 100..100 + many {
+            t.looked_up(ino, handle(1, &ino.to_ne_bytes()));
+        }
+        let full: usize = t
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap().map.capacity())
+            .sum();
+        for ino in 100..100 + many {
+            t.forget(ino, 1);
+        }
+        let left: usize = t
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap().map.capacity())
+            .sum();
+        assert!(
+            left * 4 < full && left <= SHARDS * 512,
+            "capacity {full} -> {left}"
+        );
+        assert_eq!(t.len(), cases.len());
     }
 }

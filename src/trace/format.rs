@@ -38,6 +38,9 @@
 //! 8       8     length in bytes (at most 4096)
 //! 16      96    zero
 //! then ceil(length / 112) slots holding the bytes, zero padded
+//! (a definition comes before the first record that uses its id; ids count from 0, and
+//! start again from 0 when the writer's table is full (65,536 names): a definition of an id
+//! replaces the earlier one for the records after it)
 //!
 //! version 2: after the header, blocks (each the slots of up to ~1 MiB, written when full
 //! and at least every second, so a live trace can be read as it grows)

@@ -304,6 +304,10 @@ struct Blocks {
     zstd: zstd::bulk::Compressor<'static>,
 }
 
+/// Names the writer's string table holds at most before it starts again (each a
+/// definition in the trace; a name used again after a restart is defined again).
+pub const MAX_NAMES: usize = 65_536;
+
 /// zstd's level for trace blocks: its fastest regular level (BENCHMARKS.md "Compressed
 /// traces").
 const ZSTD_LEVEL: i32 = 1;
@@ -381,6 +385,8 @@ struct Encoder {
     written: u64,
     /// Records in the file for sure: those of the blocks written and flushes done.
     durable: u64,
+    /// String definitions written (the table holds at most [`MAX_NAMES`] of them).
+    defined: u64,
     bytes: u64,
 }
 
@@ -404,6 +410,7 @@ impl Encoder {
             slot: [0; SLOT_SIZE],
             written: 0,
             durable: 0,
+            defined: 0,
             bytes: header.len() as u64,
         })
     }
@@ -445,7 +452,15 @@ impl Encoder {
     }
 
     fn define(&mut self, s: &[u8]) -> io::Result<u32> {
+        if self.strings.len() >= MAX_NAMES {
+            // Names by the million (PBS's `<digest>.tmp_XXXXXX`, each used once) must not
+            // grow the table for a week: start again, ids from 0 (a reader takes the newest
+            // definition of an id).
+            self.strings.clear();
+            self.strings.shrink_to(MAX_NAMES);
+        }
         let id = self.strings.len() as u32;
+        self.defined += 1;
         let mut head = [0u8; SLOT_SIZE];
         head[0..8].copy_from_slice(&(id as u64).to_le_bytes());
         head[8..16].copy_from_slice(&(s.len() as u64).to_le_bytes());
@@ -524,7 +539,7 @@ fn write_loop(
     } else {
         enc.written
     };
-    (written, enc.strings.len() as u64, enc.bytes, failed)
+    (written, enc.defined, enc.bytes, failed)
 }
 
 /// The first write error: said at once (the file, the error, what happens now), kept for the

@@ -794,3 +794,38 @@ fn a_full_disk_under_the_trace_loses_nothing_silently() {
         assert!(!inside.exists(), "nothing written: {}", inside.display());
     }
 }
+
+/// Issue 40, point 4: the writer's name table is bounded. Past 65,536 names it starts again
+/// (ids from 0), and every record still reads back with its own name, a name seen before the
+/// restart included.
+#[test]
+fn names_past_the_writers_table_read_back_with_their_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("names.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    let max = chunkscope::trace::writer::MAX_NAMES as u64;
+    let name = |i: u64| format!("{:064x}.tmp_{i:06}", i).into_bytes();
+    let n = 2 * max + 10;
+    for i in 0..n {
+        sink.record(rec(Op::Lookup, i, &name(i)));
+    }
+    // The first name again, after two restarts of the table.
+    sink.record(rec(Op::Lookup, n, &name(0)));
+    drop(sink);
+    let stats = writer.finish().unwrap();
+    assert_eq!(
+        stats.strings,
+        n + 1,
+        "every name defined, the first one twice"
+    );
+    let (recs, torn) = read_all(&path);
+    assert_eq!(torn, None);
+    assert_eq!(recs.len() as u64, n + 1);
+    for (i, r) in recs.iter().enumerate() {
+        let want = name(if i as u64 == n { 0 } else { i as u64 });
+        match &r.name {
+            Name::Text(t) => assert_eq!(t.as_bytes(), &want[..], "record {i}"),
+            other => panic!("record {i}: {other:?}"),
+        }
+    }
+}
