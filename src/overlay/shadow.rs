@@ -21,14 +21,12 @@ pub struct Shadow {
     removed: Mutex<HashMap<u64, HashSet<Box<[u8]>>>>,
 }
 
+/// The time asked for, as the kernel's `(sec, nsec)`: before 1970 too (issue 40, point 2).
 fn resolve(t: TimeOrNow) -> Time {
-    let d = match t {
+    super::convert::from_time(match t {
         TimeOrNow::Now => std::time::SystemTime::now(),
         TimeOrNow::SpecificTime(t) => t,
-    }
-    .duration_since(std::time::UNIX_EPOCH)
-    .unwrap_or_default();
-    (d.as_secs() as i64, d.subsec_nanos() as i64)
+    })
 }
 
 impl Shadow {

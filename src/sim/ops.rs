@@ -390,7 +390,7 @@ impl ChunkStore for SimStore {
             let ino = self.ino_of(&self.chunks[i as usize]);
             st.req(Req {
                 flags: flags::SET_ATIME,
-                arg: now as u64 * 1_000_000_000,
+                arg: (now.max(0) as u64).saturating_mul(1_000_000_000),
                 ..Req::on(Op::Setattr, ino, At::Chunk(digest))
             })
             .map(|()| i)
