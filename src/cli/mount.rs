@@ -231,6 +231,19 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             "{} has no .chunks directory; mounting it anyway",
             store.display()
         );
+    } else {
+        // Said now rather than when a GC through the mount refuses to run.
+        match crate::store::layout::odd_chunk_dirs(&store) {
+            Ok(odd) => {
+                for o in &odd {
+                    tracing::warn!(
+                        "{o}: not the store's own chunk directory; a GC through this mount \
+                         will refuse to run until it is"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("checking the chunk directories of {}: {e}", store.display()),
+        }
     }
     let dir_ttl = args.dir_ttl.unwrap_or(if datastore {
         crate::trace::KernelCache::DATASTORE_DIR_TTL_S

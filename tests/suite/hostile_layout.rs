@@ -73,9 +73,15 @@ fn a_symlinked_chunk_directory_stops_the_gc_directly_and_through_a_mount() {
 
     // Through a (non-shadow) mount the link resolves outside the mount, to `y` itself.
     let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
-    let m = Mount::start(&x, mount_dir.path(), false, &[]);
+    let mut m = Mount::start(&x, mount_dir.path(), false, &[]);
     assert_refused(&m.mnt, &x, &y, &odd, &what);
-    drop(m);
+    let log = m.stop();
+    assert!(
+        log.contains(&format!(
+            "{odd} is {what}: not the store's own chunk directory"
+        )),
+        "the mount said so when it started: {log}"
+    );
     let (code, r) = check(&y, true);
     assert_eq!(code, 0, "{r}");
 }
