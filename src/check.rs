@@ -39,14 +39,7 @@ pub struct CheckOptions {
     pub threads: usize,
 }
 
-/// A problem with a file.
-#[derive(Clone, Debug, Serialize)]
-pub struct Problem {
-    /// The file (or, for a missing chunk, its digest).
-    pub path: String,
-    /// What is wrong with it.
-    pub problem: String,
-}
+pub use crate::datastore::error::Problem;
 
 /// Everything `check` counted.
 #[derive(Clone, Debug, Default, Serialize)]

@@ -436,3 +436,57 @@ fn unescape(s: &str) -> Vec<u8> {
     }
     out
 }
+
+/// Opens the directory `name` below `at` (a directory descriptor, or `AT_FDCWD` for a path)
+/// read-only with `O_NOFOLLOW` (a symbolic link fails with `ELOOP`, never followed) and
+/// `O_NOATIME` where permitted (see [`open_noatime`]: the second value says whether it was).
+/// Listing a directory updates its atime otherwise.
+pub fn open_dir_noatime(
+    at: std::os::unix::io::RawFd,
+    name: &std::ffi::CStr,
+) -> io::Result<(std::os::fd::OwnedFd, bool)> {
+    use std::os::fd::FromRawFd;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let open = |extra: i32| {
+        // SAFETY: a valid C string; the flags open nothing but a directory.
+        let fd = unsafe { libc::openat(at, name.as_ptr(), flags | extra) };
+        if fd < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            // SAFETY: a new descriptor, ours.
+            Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+        }
+    };
+    match open(libc::O_NOATIME) {
+        Ok(fd) => Ok((fd, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok((open(0)?, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// One `getdents64` call on the directory `fd` into `buf`: calls `f(name, d_ino, d_type)`
+/// for each entry ("." and ".." included: callers skip them as they must); `Ok(false)` once
+/// the directory has no more entries.
+pub fn getdents(
+    fd: std::os::unix::io::RawFd,
+    buf: &mut [u8],
+    f: &mut dyn FnMut(&[u8], u64, u8),
+) -> io::Result<bool> {
+    // SAFETY: buf is writable for its length.
+    let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    let mut at = 0;
+    while at < n {
+        let b = &buf[at..n];
+        let ino = u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"));
+        let reclen = u16::from_ne_bytes([b[16], b[17]]) as usize;
+        let raw = &b[19..reclen];
+        let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+        f(name, ino, b[18]);
+        at += reclen;
+    }
+    Ok(n > 0)
+}

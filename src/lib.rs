@@ -12,6 +12,7 @@
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`replay`]: a recorded trace through any cost model, offline.
 //! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
+//! * [`survey`]: a real store's layout and references read without a mount, for the simulator.
 //! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
 //! * [`analysis`]: access order, locality, miss-ratio curves and write-back of a trace; SVG plots.
 //! * [`demo`]: the whole experiment in one command: generate, mount, GC per strategy, report.
@@ -43,6 +44,7 @@ pub mod replay;
 pub mod rng;
 pub mod sim;
 pub mod store;
+pub mod survey;
 pub mod table;
 pub mod time;
 pub mod trace;

@@ -16,6 +16,7 @@ mod model_args;
 mod mount;
 mod replay;
 mod simulate;
+mod survey;
 mod top;
 mod trace;
 
@@ -55,6 +56,7 @@ enum Command {
     Gc(gc::GcArgs),
     Replay(replay::ReplayArgs),
     Analyze(analyze::AnalyzeArgs),
+    Survey(survey::SurveyArgs),
     Simulate(simulate::SimulateArgs),
     Fidelity(fidelity::FidelityArgs),
 }
@@ -108,6 +110,7 @@ pub fn run() -> i32 {
         Command::Replay(args) => replay::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Survey(args) => survey::run(args),
         Command::Fidelity(args) => fidelity::run(args),
     };
     match result {

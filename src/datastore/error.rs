@@ -198,3 +198,12 @@ impl From<FormatErrorKind> for FormatError {
         FormatError::new(kind)
     }
 }
+
+/// A problem with a file, for reports (`check`, `survey`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    /// The file (or, for a missing chunk, its digest).
+    pub path: String,
+    /// What is wrong with it.
+    pub problem: String,
+}

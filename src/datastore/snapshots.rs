@@ -76,29 +76,8 @@ impl Tree for Fs {
             let name = match entry.file_name().into_string() {
                 Ok(name) => name,
                 Err(raw) => {
-                    // PBS's scan (walkdir) reads indexes below any name; this walk cannot
-                    // name such a path, and skipping it could cost the chunks its indexes
-                    // reference. Hidden names and plain files that are no index are safe
-                    // to leave out, as PBS does.
-                    let bytes = raw.as_encoded_bytes();
-                    let index_like = bytes.ends_with(b".fidx") || bytes.ends_with(b".didx");
-                    if bytes.starts_with(b".") || (!ty.is_dir() && !index_like) {
-                        continue;
-                    }
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "{} holds {} whose name is not UTF-8 ({}): chunkscope cannot \
-                             read indexes there (PBS would); rename it to go on",
-                            dir.display(),
-                            if ty.is_dir() {
-                                "a directory"
-                            } else {
-                                "an index file"
-                            },
-                            raw.to_string_lossy()
-                        ),
-                    ));
+                    non_utf8_entry(dir, raw.as_encoded_bytes(), ty.is_dir())?;
+                    continue;
                 }
             };
             let kind = if ty.is_dir() {
@@ -112,6 +91,31 @@ impl Tree for Fs {
         }
         Ok(out)
     }
+}
+
+/// An entry of `dir` whose name is not UTF-8: `Ok` when a walk may leave it out (hidden, or
+/// a plain file that is no index, as PBS leaves them), an error naming it otherwise. PBS's
+/// scan (walkdir) reads indexes below any name; this walk cannot name such a path, and
+/// skipping it could cost the chunks its indexes reference.
+pub fn non_utf8_entry(dir: &Path, bytes: &[u8], is_dir: bool) -> io::Result<()> {
+    let index_like = bytes.ends_with(b".fidx") || bytes.ends_with(b".didx");
+    if bytes.starts_with(b".") || (!is_dir && !index_like) {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} holds {} whose name is not UTF-8 ({}): chunkscope cannot read indexes there \
+             (PBS would); rename it to go on",
+            dir.display(),
+            if is_dir {
+                "a directory"
+            } else {
+                "an index file"
+            },
+            String::from_utf8_lossy(bytes)
+        ),
+    ))
 }
 
 /// A walk was told ENOENT for `path` (below `root`): accepts that only if the directory

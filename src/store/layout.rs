@@ -10,7 +10,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -82,16 +82,10 @@ pub fn odd_chunk_dirs(root: &Path) -> io::Result<Vec<OddDir>> {
         io::Error::new(e.kind(), format!("{what} {}: {e}", chunks.display()))
     };
     let c = std::ffi::CString::new(chunks.as_os_str().as_bytes())?;
-    // SAFETY: a valid C string; the flags open nothing but a directory.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
+    // O_NOATIME where permitted: looking at the layout changes nothing of the store.
+    let fd = match crate::fsutil::open_dir_noatime(libc::AT_FDCWD, &c) {
+        Ok((fd, _)) => fd,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
             let to = std::fs::read_link(&chunks)
                 .map(|t| format!(" (to {})", t.display()))
                 .unwrap_or_default();
@@ -104,39 +98,24 @@ pub fn odd_chunk_dirs(root: &Path) -> io::Result<Vec<OddDir>> {
                 ),
             ));
         }
-        return Err(named(e, "opening"));
-    }
-    // SAFETY: a new descriptor, ours.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Err(e) => return Err(named(e, "opening")),
+    };
     let mut odd = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut entries: Vec<(Vec<u8>, u8)> = Vec::new();
     loop {
-        // SAFETY: buf is writable for its length.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                fd.as_raw_fd(),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        if n < 0 {
-            return Err(named(io::Error::last_os_error(), "listing"));
-        }
-        if n == 0 {
+        entries.clear();
+        let more = crate::fsutil::getdents(fd.as_raw_fd(), &mut buf, &mut |name, _, d_type| {
+            if is_chunk_dir_name(name) {
+                entries.push((name.to_vec(), d_type));
+            }
+        })
+        .map_err(|e| named(e, "listing"))?;
+        if !more {
             break;
         }
-        let mut at = 0;
-        while at < n as usize {
-            let b = &buf[at..];
-            let reclen = u16::from_ne_bytes([b[16], b[17]]) as usize;
-            let d_type = b[18];
-            let raw = &b[19..reclen];
-            let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
-            at += reclen;
-            if !is_chunk_dir_name(name) {
-                continue;
-            }
+        for (name, d_type) in &entries {
+            let (name, d_type) = (name.as_slice(), *d_type);
             let what = match d_type {
                 libc::DT_UNKNOWN => stat_kind(&fd, name)?,
                 t => d_type_name(t).map(str::to_string),

@@ -29,4 +29,5 @@ mod overlay;
 mod passthrough;
 mod phases;
 mod simulate;
+mod survey;
 mod trace_format;

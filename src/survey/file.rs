@@ -1,0 +1,586 @@
+//! The survey file (`survey --out FILE`): what the simulator needs of a real store, compact
+//! and versioned, so that a store surveyed once can be simulated again (here or elsewhere)
+//! without reading it.
+//!
+//! Layout: the 8 bytes `CSSURVEY`, a little-endian `u32` version ([`VERSION`]), then one zstd
+//! frame (with its content checksum: a truncated or damaged file is an error, never a
+//! shorter store) holding, little-endian throughout:
+//!
+//! 1. the header: `u32` length, then JSON ([`FileHeader`]);
+//! 2. the chunks: `u32` directory count, each directory's `u32` chunk count, then every
+//!    chunk in readdir order, directory by directory, as its 32-byte digest and `u64` inode
+//!    number; a chunk's *number* is its place in this list;
+//! 3. the walk, in the order the survey's phase-1 walk made it, records until a `0` tag:
+//!    * `1` a directory listed: path (`u16` length, bytes, relative to the store, empty for
+//!      its root), `u64` inode, `u32` entries, each a kind byte (`0` directory, `1` file,
+//!      `2` other), `u64` inode, name (`u16` length, bytes);
+//!    * `2` an index file read: path, a kind byte (`b'f'` fixed, `b'd'` dynamic), `u64`
+//!      references, each a `u32` chunk number, or `u32::MAX` and the 32-byte digest of a
+//!      chunk not listed;
+//! 4. the unreferenced chunks, each a `u64` chunk number, `i64` atime (epoch seconds) and
+//!    `u64` size, until the number `u64::MAX`;
+//! 5. the trailer: `u64` chunks, references and unreferenced chunks (checked against what
+//!    was read).
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::datastore::snapshots::EntryKind;
+use crate::datastore::Digest;
+use crate::model::Layout;
+
+/// The file's first bytes.
+pub const MAGIC: &[u8; 8] = b"CSSURVEY";
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+/// A reference to a chunk that was not listed (its digest follows).
+const NOT_LISTED: u32 = u32::MAX;
+/// The chunk number that ends the unreferenced chunks.
+const END: u64 = u64::MAX;
+
+/// What the file says of the survey.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileHeader {
+    /// The store surveyed.
+    pub store: String,
+    /// Its filesystem (`zfs`, `ext4`, `tmpfs`, ...).
+    pub filesystem: String,
+    /// Where its inodes' metadata lives, as the survey counted blocks.
+    pub layout: Layout,
+    /// When the survey started, epoch seconds.
+    pub surveyed_at: i64,
+    /// Chunk directories (65,536).
+    pub chunk_dirs: u32,
+}
+
+/// A directory the walk listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirRecord {
+    /// Its path relative to the store (empty: the root).
+    pub path: PathBuf,
+    /// Its inode number.
+    pub ino: u64,
+    /// Its entries in readdir order: name, kind, inode.
+    pub entries: Vec<(String, EntryKind, u64)>,
+}
+
+/// A chunk an index references.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkRef {
+    /// A listed chunk, by number.
+    Listed(u32),
+    /// A chunk that was not listed (missing, or created after its directory was listed).
+    NotListed(Digest),
+}
+
+/// An index file the walk read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexRecord {
+    /// Its path relative to the store.
+    pub path: PathBuf,
+    /// Fixed (`.fidx`) or dynamic.
+    pub fixed: bool,
+    /// Its references in order.
+    pub refs: Vec<ChunkRef>,
+}
+
+/// An unreferenced chunk's state when surveyed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unreferenced {
+    /// Its number.
+    pub number: u64,
+    /// Its atime, epoch seconds.
+    pub atime: i64,
+    /// Its size, bytes.
+    pub size: u64,
+}
+
+/// A survey file, read whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SurveyFile {
+    /// Its header.
+    pub header: FileHeader,
+    /// Chunks per directory.
+    pub dir_chunks: Vec<u32>,
+    /// Every chunk in readdir order, directory by directory: digest and inode.
+    pub chunks: Vec<(Digest, u64)>,
+    /// The directories the walk listed, in its order.
+    pub dirs: Vec<DirRecord>,
+    /// The index files the walk read, in its order.
+    pub indexes: Vec<IndexRecord>,
+    /// The unreferenced chunks.
+    pub unreferenced: Vec<Unreferenced>,
+}
+
+/// Writes a survey file: into a temporary file beside the destination, renamed over it by
+/// [`SurveyWriter::finish`] (a survey that fails leaves no file, and no half of one).
+pub struct SurveyWriter {
+    w: Option<BufWriter<zstd::Encoder<'static, File>>>,
+    tmp: PathBuf,
+    dest: PathBuf,
+    chunks: u64,
+    references: u64,
+    unreferenced: u64,
+    /// The references of the index being written (its count goes first).
+    pending: Vec<ChunkRef>,
+}
+
+fn put_bytes(w: &mut impl Write, b: &[u8]) -> io::Result<()> {
+    let len = u16::try_from(b.len()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a path or name longer than 65,535 bytes",
+        )
+    })?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(b)
+}
+
+fn path_bytes(p: &Path) -> &[u8] {
+    std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str())
+}
+
+impl SurveyWriter {
+    /// Starts the file `dest` with `header`.
+    pub fn create(dest: &Path, header: &FileHeader) -> Result<SurveyWriter> {
+        let name = dest
+            .file_name()
+            .with_context(|| format!("{}: not a file name", dest.display()))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp-{}", std::process::id()));
+        let tmp = dest.with_file_name(tmp_name);
+        let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut out = SurveyWriter {
+            w: None,
+            tmp,
+            dest: dest.to_path_buf(),
+            chunks: 0,
+            references: 0,
+            unreferenced: 0,
+            pending: Vec::new(),
+        };
+        let mut file = file;
+        file.write_all(MAGIC)?;
+        file.write_all(&VERSION.to_le_bytes())?;
+        let mut enc = zstd::Encoder::new(file, 1)?;
+        enc.include_checksum(true)?;
+        let mut w = BufWriter::with_capacity(1 << 20, enc);
+        let json = serde_json::to_vec(header)?;
+        w.write_all(&(json.len() as u32).to_le_bytes())?;
+        w.write_all(&json)?;
+        out.w = Some(w);
+        Ok(out)
+    }
+
+    fn w(&mut self) -> &mut BufWriter<zstd::Encoder<'static, File>> {
+        self.w.as_mut().expect("written after finish")
+    }
+
+    /// The chunks: counts per directory, then each chunk (digest, inode) in readdir order.
+    pub fn chunks(
+        &mut self,
+        counts: &[u32],
+        chunks: impl Iterator<Item = (Digest, u64)>,
+    ) -> Result<()> {
+        let w = self.w();
+        w.write_all(&(counts.len() as u32).to_le_bytes())?;
+        for c in counts {
+            w.write_all(&c.to_le_bytes())?;
+        }
+        let mut n = 0u64;
+        for (d, ino) in chunks {
+            w.write_all(&d.0)?;
+            w.write_all(&ino.to_le_bytes())?;
+            n += 1;
+        }
+        let expected: u64 = counts.iter().map(|&c| c as u64).sum();
+        if n != expected {
+            bail!("{n} chunks written for {expected} counted");
+        }
+        self.chunks = n;
+        Ok(())
+    }
+
+    /// A directory the walk listed.
+    pub fn dir(
+        &mut self,
+        path: &Path,
+        ino: u64,
+        entries: &[(Vec<u8>, EntryKind, u64)],
+    ) -> Result<()> {
+        let w = self.w();
+        w.write_all(&[1])?;
+        put_bytes(w, path_bytes(path))?;
+        w.write_all(&ino.to_le_bytes())?;
+        w.write_all(&(entries.len() as u32).to_le_bytes())?;
+        for (name, kind, ino) in entries {
+            let k = match kind {
+                EntryKind::Dir => 0u8,
+                EntryKind::File => 1,
+                EntryKind::Other => 2,
+            };
+            w.write_all(&[k])?;
+            w.write_all(&ino.to_le_bytes())?;
+            put_bytes(w, name)?;
+        }
+        Ok(())
+    }
+
+    /// A reference of the index being read (see [`SurveyWriter::end_index`]).
+    #[inline]
+    pub fn reference(&mut self, r: ChunkRef) {
+        self.pending.push(r);
+    }
+
+    /// The index file at `path` (relative) with the references given since the last one.
+    pub fn end_index(&mut self, path: &Path, fixed: bool) -> Result<()> {
+        let refs = std::mem::take(&mut self.pending);
+        self.references += refs.len() as u64;
+        let w = self.w();
+        w.write_all(&[2])?;
+        put_bytes(w, path_bytes(path))?;
+        w.write_all(&[if fixed { b'f' } else { b'd' }])?;
+        w.write_all(&(refs.len() as u64).to_le_bytes())?;
+        for r in &refs {
+            match r {
+                ChunkRef::Listed(n) => w.write_all(&n.to_le_bytes())?,
+                ChunkRef::NotListed(d) => {
+                    w.write_all(&NOT_LISTED.to_le_bytes())?;
+                    w.write_all(&d.0)?;
+                }
+            }
+        }
+        self.pending = refs;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Forgets the references given since the last index (an index found bad while read).
+    pub fn drop_index(&mut self) {
+        self.pending.clear();
+    }
+
+    /// Ends the walk: the unreferenced chunks follow.
+    pub fn end_walk(&mut self) -> Result<()> {
+        self.w().write_all(&[0])?;
+        Ok(())
+    }
+
+    /// An unreferenced chunk (after [`SurveyWriter::end_walk`]).
+    pub fn unreferenced(&mut self, u: &Unreferenced) -> Result<()> {
+        self.unreferenced += 1;
+        let w = self.w();
+        w.write_all(&u.number.to_le_bytes())?;
+        w.write_all(&u.atime.to_le_bytes())?;
+        w.write_all(&u.size.to_le_bytes())?;
+        Ok(())
+    }
+
+    /// Writes the trailer, syncs the file and renames it into place.
+    pub fn finish(mut self) -> Result<()> {
+        let counts = [self.chunks, self.references, self.unreferenced];
+        let mut w = self.w.take().expect("finished once");
+        w.write_all(&END.to_le_bytes())?;
+        for c in counts {
+            w.write_all(&c.to_le_bytes())?;
+        }
+        let file = w
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .finish()
+            .with_context(|| format!("writing {}", self.tmp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("writing {}", self.tmp.display()))?;
+        std::fs::rename(&self.tmp, &self.dest).with_context(|| {
+            format!("renaming {} to {}", self.tmp.display(), self.dest.display())
+        })?;
+        Ok(())
+    }
+}
+
+impl Drop for SurveyWriter {
+    fn drop(&mut self) {
+        if self.w.is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+struct Reader<R> {
+    r: R,
+}
+
+impl<R: Read> Reader<R> {
+    fn bytes<const N: usize>(&mut self) -> io::Result<[u8; N]> {
+        let mut b = [0u8; N];
+        self.r.read_exact(&mut b)?;
+        Ok(b)
+    }
+    fn u8(&mut self) -> io::Result<u8> {
+        Ok(self.bytes::<1>()?[0])
+    }
+    fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_le_bytes(self.bytes()?))
+    }
+    fn u64(&mut self) -> io::Result<u64> {
+        Ok(u64::from_le_bytes(self.bytes()?))
+    }
+    fn var(&mut self) -> io::Result<Vec<u8>> {
+        let len = u16::from_le_bytes(self.bytes()?) as usize;
+        let mut v = vec![0; len];
+        self.r.read_exact(&mut v)?;
+        Ok(v)
+    }
+}
+
+/// A count read from the file, refused when it is more than the file could hold.
+fn bounded(n: u64, limit: u64, what: &str) -> Result<usize> {
+    if n > limit {
+        bail!("{what}: {n} is more than a survey file holds (damaged?)");
+    }
+    Ok(n as usize)
+}
+
+impl SurveyFile {
+    /// Reads the survey file at `path`; a file that is not one, of another version,
+    /// truncated or damaged is an error naming it and what is wrong.
+    pub fn read(path: &Path) -> Result<SurveyFile> {
+        let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        Self::read_from(f).with_context(|| format!("reading the survey file {}", path.display()))
+    }
+
+    fn read_from(mut f: File) -> Result<SurveyFile> {
+        let mut head = [0u8; 12];
+        f.read_exact(&mut head)
+            .context("shorter than a survey file's first 12 bytes")?;
+        if &head[..8] != MAGIC {
+            bail!("not a chunkscope survey file (it does not start with CSSURVEY)");
+        }
+        let version = u32::from_le_bytes(head[8..].try_into().expect("4"));
+        if version != VERSION {
+            bail!("format version {version}; this chunkscope reads version {VERSION}");
+        }
+        let dec = zstd::Decoder::new(f)?;
+        let mut r = Reader {
+            r: BufReader::with_capacity(1 << 20, dec),
+        };
+        let truncated = |e: io::Error| anyhow::anyhow!("truncated or damaged: {e}");
+        let len = bounded(r.u32().map_err(truncated)? as u64, 1 << 20, "header length")?;
+        let mut json = vec![0; len];
+        r.r.read_exact(&mut json).map_err(truncated)?;
+        let header: FileHeader = serde_json::from_slice(&json).context("its header")?;
+        let ndirs = bounded(r.u32().map_err(truncated)? as u64, 1 << 16, "directories")?;
+        let mut dir_chunks = Vec::with_capacity(ndirs);
+        for _ in 0..ndirs {
+            dir_chunks.push(r.u32().map_err(truncated)?);
+        }
+        let total: u64 = dir_chunks.iter().map(|&c| c as u64).sum();
+        let mut chunks = Vec::with_capacity(bounded(total, u32::MAX as u64, "chunks")?);
+        for _ in 0..total {
+            let d = Digest(r.bytes::<32>().map_err(truncated)?);
+            chunks.push((d, r.u64().map_err(truncated)?));
+        }
+        let (mut dirs, mut indexes) = (Vec::new(), Vec::new());
+        let path_of = |b: Vec<u8>| {
+            PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
+        };
+        let mut references = 0u64;
+        loop {
+            match r.u8().map_err(truncated)? {
+                0 => break,
+                1 => {
+                    let path = path_of(r.var().map_err(truncated)?);
+                    let ino = r.u64().map_err(truncated)?;
+                    let n = r.u32().map_err(truncated)?;
+                    let mut entries = Vec::with_capacity(n.min(1 << 16) as usize);
+                    for _ in 0..n {
+                        let kind = match r.u8().map_err(truncated)? {
+                            0 => EntryKind::Dir,
+                            1 => EntryKind::File,
+                            2 => EntryKind::Other,
+                            k => bail!("an entry of kind {k} in {}", path.display()),
+                        };
+                        let ino = r.u64().map_err(truncated)?;
+                        let name = String::from_utf8(r.var().map_err(truncated)?)
+                            .with_context(|| format!("a name in {}", path.display()))?;
+                        entries.push((name, kind, ino));
+                    }
+                    dirs.push(DirRecord { path, ino, entries });
+                }
+                2 => {
+                    let path = path_of(r.var().map_err(truncated)?);
+                    let fixed = match r.u8().map_err(truncated)? {
+                        b'f' => true,
+                        b'd' => false,
+                        k => bail!("index {} of kind {k}", path.display()),
+                    };
+                    let n = r.u64().map_err(truncated)?;
+                    let mut refs = Vec::with_capacity(n.min(1 << 24) as usize);
+                    for _ in 0..n {
+                        refs.push(match r.u32().map_err(truncated)? {
+                            NOT_LISTED => {
+                                ChunkRef::NotListed(Digest(r.bytes().map_err(truncated)?))
+                            }
+                            c if (c as u64) < total => ChunkRef::Listed(c),
+                            c => bail!("index {} references chunk {c} of {total}", path.display()),
+                        });
+                    }
+                    references += n;
+                    indexes.push(IndexRecord { path, fixed, refs });
+                }
+                t => bail!("a record of tag {t} in the walk (damaged?)"),
+            }
+        }
+        let mut unreferenced = Vec::new();
+        loop {
+            let number = r.u64().map_err(truncated)?;
+            if number == END {
+                break;
+            }
+            if number >= total {
+                bail!("unreferenced chunk {number} of {total}");
+            }
+            let atime = r.u64().map_err(truncated)? as i64;
+            let size = r.u64().map_err(truncated)?;
+            unreferenced.push(Unreferenced {
+                number,
+                atime,
+                size,
+            });
+        }
+        let trailer = [(); 3].map(|_| r.u64());
+        let [t_chunks, t_refs, t_unref] = trailer;
+        let (t_chunks, t_refs, t_unref) = (
+            t_chunks.map_err(truncated)?,
+            t_refs.map_err(truncated)?,
+            t_unref.map_err(truncated)?,
+        );
+        let held = (total, references, unreferenced.len() as u64);
+        if (t_chunks, t_refs, t_unref) != held {
+            bail!(
+                "its trailer counts {t_chunks} chunks, {t_refs} references and {t_unref} \
+                 unreferenced chunks; the file holds {}, {} and {}",
+                held.0,
+                held.1,
+                held.2
+            );
+        }
+        // The end of the frame, where zstd checks the content checksum.
+        let mut rest = Vec::new();
+        r.r.read_to_end(&mut rest).map_err(truncated)?;
+        if !rest.is_empty() {
+            bail!("{} bytes after the trailer", rest.len());
+        }
+        Ok(SurveyFile {
+            header,
+            dir_chunks,
+            chunks,
+            dirs,
+            indexes,
+            unreferenced,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(dir: &Path) -> (PathBuf, SurveyFile) {
+        let header = FileHeader {
+            store: "/s".into(),
+            filesystem: "tmpfs".into(),
+            layout: Layout::Zfs { per_block: 32 },
+            surveyed_at: 1_800_000_000,
+            chunk_dirs: 3,
+        };
+        let d = |b: u8| Digest([b; 32]);
+        let dest = dir.join("s.survey");
+        let mut w = SurveyWriter::create(&dest, &header).unwrap();
+        w.chunks(&[2, 0, 1], [(d(1), 10), (d(2), 11), (d(3), 5)].into_iter())
+            .unwrap();
+        let entries = vec![(b"vm".to_vec(), EntryKind::Dir, 7)];
+        w.dir(Path::new(""), 2, &entries).unwrap();
+        w.reference(ChunkRef::Listed(2));
+        w.reference(ChunkRef::NotListed(d(9)));
+        w.end_index(Path::new("vm/1/x.fidx"), true).unwrap();
+        w.reference(ChunkRef::Listed(0));
+        w.drop_index();
+        let unref = [Unreferenced {
+            number: 1,
+            atime: -5,
+            size: 4096,
+        }];
+        w.end_walk().unwrap();
+        w.unreferenced(&unref[0]).unwrap();
+        w.finish().unwrap();
+        let expected = SurveyFile {
+            header,
+            dir_chunks: vec![2, 0, 1],
+            chunks: vec![(d(1), 10), (d(2), 11), (d(3), 5)],
+            dirs: vec![DirRecord {
+                path: "".into(),
+                ino: 2,
+                entries: vec![("vm".into(), EntryKind::Dir, 7)],
+            }],
+            indexes: vec![IndexRecord {
+                path: "vm/1/x.fidx".into(),
+                fixed: true,
+                refs: vec![ChunkRef::Listed(2), ChunkRef::NotListed(d(9))],
+            }],
+            unreferenced: unref.to_vec(),
+        };
+        (dest, expected)
+    }
+
+    /// What is written is read back; nothing of the temporary file is left.
+    #[test]
+    fn a_survey_file_reads_back_what_was_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dest, expected) = sample(tmp.path());
+        assert_eq!(SurveyFile::read(&dest).unwrap(), expected);
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "only the survey file");
+    }
+
+    /// A truncated, damaged, foreign or newer file is an error naming it; a writer dropped
+    /// before it finished leaves nothing.
+    #[test]
+    fn bad_survey_files_are_refused_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dest, _) = sample(tmp.path());
+        let bytes = std::fs::read(&dest).unwrap();
+        let err = |b: &[u8]| {
+            let p = tmp.path().join("bad.survey");
+            std::fs::write(&p, b).unwrap();
+            let e = format!("{:#}", SurveyFile::read(&p).unwrap_err());
+            assert!(e.contains("bad.survey"), "{e}");
+            e
+        };
+        for cut in [3, 12, 20, bytes.len() - 6, bytes.len() - 1] {
+            let e = err(&bytes[..cut]);
+            assert!(
+                e.contains("truncated") || e.contains("shorter") || e.contains("damaged"),
+                "cut at {cut}: {e}"
+            );
+        }
+        let mut flipped = bytes.clone();
+        let at = bytes.len() - 10;
+        flipped[at] ^= 0x40;
+        err(&flipped);
+        assert!(err(b"PK\x03\x04 not a survey").contains("not a chunkscope survey file"));
+        let mut newer = bytes.clone();
+        newer[8] = 9;
+        assert!(err(&newer).contains("version 9"));
+        let header = SurveyFile::read(&dest).unwrap().header;
+        let w = SurveyWriter::create(&tmp.path().join("gone.survey"), &header).unwrap();
+        drop(w);
+        assert!(!tmp.path().join("gone.survey").exists());
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+    }
+}

@@ -1,0 +1,344 @@
+//! `chunkscope survey`: counts equal `check`'s and an independent `find`'s, the layout
+//! figures equal ones computed here from `stat`, nothing of the store changes (atimes of
+//! files and directories included) while another process writes and removes files in it,
+//! and bad input is refused by name.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+fn survey_json(store: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let mut args = vec!["survey", "--json"];
+    args.extend_from_slice(extra);
+    args.push(store.to_str().unwrap());
+    let o = run(&args);
+    let report = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)));
+    (o.status.code().unwrap(), report, stderr(&o))
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Chunk files counted by `find` (regular files named by 64 hex digits).
+fn find_count(store: &Path) -> u64 {
+    let o = std::process::Command::new("find")
+        .arg(store.join(".chunks"))
+        .args([
+            "-type",
+            "f",
+            "-regextype",
+            "posix-extended",
+            "-regex",
+            ".*/[0-9a-f]{64}",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    o.stdout.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// Per chunk directory, its chunks' inode numbers from `stat` (the test's own count).
+fn inodes_by_dir(store: &Path) -> Vec<Vec<u64>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(store.join(".chunks")).unwrap() {
+        let e = e.unwrap();
+        let mut inos: Vec<u64> = std::fs::read_dir(e.path())
+            .unwrap()
+            .map(|f| f.unwrap())
+            .filter(|f| f.file_name().len() == 64)
+            .map(|f| f.path().symlink_metadata().unwrap().ino())
+            .collect();
+        inos.sort();
+        out.push(inos);
+    }
+    out
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let mid = v.len() / 2;
+    *v.select_nth_unstable(mid).1
+}
+
+/// Chunks, references, garbage: `check`'s and `find`'s; blocks per chunk and the median
+/// inode gap: computed here from each chunk's `stat` (ZFS's 32 dnodes a block, which the
+/// survey assumes on tmpfs and says so); the survey file holds what the report counts.
+#[test]
+fn a_surveys_counts_are_checks_finds_and_stats() {
+    let tmp = store_dir();
+    let (store, _) = gen(tmp.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let out = tmp.path().join("s.survey");
+    let (code, r, err) = survey_json(&store, &["--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (_, c) = check(&store, false);
+    assert_eq!(u(&r["chunks"]), u(&c["chunk_files"]));
+    assert_eq!(u(&r["chunks"]), find_count(&store));
+    assert_eq!(u(&r["referenced"]), u(&c["referenced_chunks"]));
+    assert_eq!(u(&r["references"]), u(&c["references"]));
+    assert_eq!(u(&r["index_files"]), u(&c["index_files"]));
+    for k in ["chunks", "removable", "pending", "bytes"] {
+        assert_eq!(u(&r["garbage"][k]), u(&c["garbage"][k]), "garbage {k}");
+    }
+    assert_eq!(u(&r["unreferenced"]), u(&c["garbage"]["chunks"]));
+    assert_eq!(
+        (u(&r["chunk_dirs"]), u(&r["missing_chunk_dirs"])),
+        (65_536, 0)
+    );
+    assert_eq!(u(&r["referenced_not_listed"]), 0);
+    assert_eq!(u(&r["noatime_refused"]), 0, "root may always use O_NOATIME");
+
+    let dirs = inodes_by_dir(&store);
+    let with: Vec<&Vec<u64>> = dirs.iter().filter(|d| !d.is_empty()).collect();
+    let blocks_per_chunk = with
+        .iter()
+        .map(|d| {
+            let mut b: Vec<u64> = d.iter().map(|i| i / 32).collect();
+            b.dedup();
+            b.len() as f64 / d.len() as f64
+        })
+        .sum::<f64>()
+        / with.len() as f64;
+    let got = r["blocks_per_chunk"].as_f64().unwrap();
+    assert!(
+        (got - blocks_per_chunk).abs() < 1e-9,
+        "{got} vs {blocks_per_chunk}"
+    );
+    let gap = median(
+        with.iter()
+            .filter(|d| d.len() > 1)
+            .map(|d| median(d.windows(2).map(|w| w[1] - w[0]).collect()))
+            .collect(),
+    );
+    assert_eq!(u(&r["median_inode_gap"]), gap);
+    let mut all: Vec<u64> = dirs.iter().flatten().map(|i| i / 32).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(u(&r["store_blocks"]), all.len() as u64);
+    if statfs_type(&store) == Some(0x0102_1994) {
+        assert!(r["layout_assumed"].as_bool().unwrap());
+        assert!(r["layout"].as_str().unwrap().contains("assumed"));
+    }
+
+    let f = chunkscope::survey::file::SurveyFile::read(&out).unwrap();
+    assert_eq!(f.chunks.len() as u64, u(&r["chunks"]));
+    assert_eq!(f.indexes.len() as u64, u(&r["index_files"]));
+    let refs: usize = f.indexes.iter().map(|i| i.refs.len()).sum();
+    assert_eq!(refs as u64, u(&r["references"]));
+    assert_eq!(f.unreferenced.len() as u64, u(&r["garbage"]["chunks"]));
+    // Each chunk's inode in the file is the one `stat` gives.
+    for (d, ino) in f.chunks.iter().step_by(97) {
+        let p = store
+            .join(".chunks")
+            .join(&d.to_hex()[..4])
+            .join(d.to_hex());
+        assert_eq!(p.symlink_metadata().unwrap().ino(), *ino);
+    }
+    let bytes: u64 = f.unreferenced.iter().map(|x| x.size).sum();
+    assert_eq!(bytes, u(&r["garbage"]["bytes"]));
+}
+
+/// The names in `dir`, listed with O_NOATIME (as the survey lists: a listing of std's
+/// would set the atimes this test watches).
+fn names(dir: &Path) -> Vec<PathBuf> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    let (fd, noatime) = chunkscope::fsutil::open_dir_noatime(libc::AT_FDCWD, &c).unwrap();
+    assert!(noatime);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::new();
+    while chunkscope::fsutil::getdents(fd.as_raw_fd(), &mut buf, &mut |n, _, _| {
+        if n != b"." && n != b".." {
+            out.push(dir.join(std::ffi::OsString::from_vec(n.to_vec())));
+        }
+    })
+    .unwrap()
+    {}
+    out
+}
+
+/// Every path below `dir` (directories included) with its atime, mtime and size.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, i128, i128, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for p in names(&d) {
+            let m = p.symlink_metadata().unwrap();
+            let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
+            out.push((
+                p.clone(),
+                ns(m.atime(), m.atime_nsec()),
+                ns(m.mtime(), m.mtime_nsec()),
+                m.size(),
+            ));
+            if m.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Sets the atime of `p` (not following a link) to 2020-01-01, its mtime unchanged.
+fn age_atime(p: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let times = [
+        libc::timespec {
+            tv_sec: 1_577_836_800,
+            tv_nsec: 0,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    let rc = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    assert_eq!(rc, 0, "{}", p.display());
+}
+
+/// Ends the writer process on drop (test failure included) and reaps it.
+struct Writer(std::process::Child, PathBuf);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.1, b"");
+        let _ = self.0.wait();
+    }
+}
+
+/// A survey beside another process that writes and removes chunk files and snapshot
+/// directories (as backups and prunes do) succeeds every time and changes nothing: every
+/// atime (files and directories, all aged to 2020 first, so that a read or a listing
+/// without O_NOATIME would set them on a relatime mount), every mtime but those of the
+/// directories the writer changed, every size, every file there.
+#[test]
+fn a_survey_changes_nothing_while_another_process_writes() {
+    let tmp = store_dir();
+    let (store, _) = gen(tmp.path(), "s", &["--preset", "tiny", "--seed", "5"]);
+    let before_all = snapshot(&store);
+    for (p, ..) in &before_all {
+        age_atime(p);
+    }
+    age_atime(&store);
+    let before = snapshot(&store);
+    // An index file to link into the writer's snapshots (a hard link reads nothing).
+    let index = before
+        .iter()
+        .map(|e| &e.0)
+        .find(|p| p.extension().is_some_and(|x| x == "fidx" || x == "didx"))
+        .unwrap()
+        .clone();
+    let stop = tmp.path().join("stop");
+    let script = r#"
+        s="$1"; idx="$2"; stop="$3"; i=0
+        while [ ! -e "$stop" ]; do
+            i=$((i + 1))
+            n=$(printf 'abcd%060x' "$i")
+            echo chunk > "$s/.chunks/abcd/$n"
+            [ $i -gt 1 ] && rm -f "$s/.chunks/abcd/$(printf 'abcd%060x' $((i - 1)))"
+            d="$s/vm/999/2031-01-01T00:00:$(printf '%02d' $((i % 60)))Z"
+            mkdir -p "$d" && ln "$idx" "$d/drive-scsi0.img.fidx" 2>/dev/null
+            rm -rf "$s/vm/999"
+        done
+        rm -f "$s/.chunks/abcd/$(printf 'abcd%060x' "$i")"
+    "#;
+    let child = std::process::Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&store)
+        .arg(&index)
+        .arg(&stop)
+        .spawn()
+        .unwrap();
+    let writer = Writer(child, stop);
+    for _ in 0..3 {
+        let (code, r, err) = survey_json(&store, &[]);
+        assert_eq!(code, 0, "{err}");
+        assert!(u(&r["chunks"]) > 2000);
+        assert_eq!(u(&r["noatime_refused"]), 0);
+    }
+    drop(writer);
+    let after = snapshot(&store);
+    // The writer changed the mtimes of .chunks/abcd and vm (its entries came and went).
+    let changed = [store.join(".chunks/abcd"), store.join("vm")];
+    let strip = |v: &[(PathBuf, i128, i128, u64)]| -> Vec<(PathBuf, i128, i128, u64)> {
+        v.iter()
+            .map(|(p, a, m, s)| {
+                let m = if changed.contains(p) { 0 } else { *m };
+                let s = if changed.contains(p) { 0 } else { *s };
+                (p.clone(), *a, m, s)
+            })
+            .collect()
+    };
+    let (b, a) = (strip(&before), strip(&after));
+    let first = b.iter().zip(&a).find(|(x, y)| x != y);
+    assert!(
+        first.is_none() && b.len() == a.len(),
+        "{} entries before, {} after; first difference: {first:?}",
+        b.len(),
+        a.len()
+    );
+    assert_eq!(
+        store.symlink_metadata().unwrap().atime(),
+        1_577_836_800,
+        "the store's own atime"
+    );
+}
+
+/// A missing store, a store with a corrupt index, a destination inside the store, ext4
+/// figures without --layout ext4: each refused or reported by name, with its exit status.
+#[test]
+fn bad_input_is_named() {
+    let tmp = store_dir();
+    let missing = tmp.path().join("nothing-here");
+    let o = run(&["survey", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("nothing-here") && stderr(&o).contains("not a datastore"),
+        "{}",
+        stderr(&o)
+    );
+
+    let (store, _) = gen(tmp.path(), "s", &["--preset", "tiny", "--seed", "7"]);
+    let inside = store.join("x.survey");
+    let o = run(&[
+        "survey",
+        "--out",
+        inside.to_str().unwrap(),
+        store.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("inside the store"), "{}", stderr(&o));
+    assert!(!inside.exists());
+    let o = run(&["survey", "--inode-size", "256", store.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--layout ext4"), "{}", stderr(&o));
+
+    let (_, good, _) = survey_json(&store, &[]);
+    let index = snapshot(&store)
+        .into_iter()
+        .map(|e| e.0)
+        .find(|p| p.extension().is_some_and(|x| x == "didx"))
+        .unwrap();
+    std::fs::write(&index, b"not an index").unwrap();
+    let (code, r, err) = survey_json(&store, &[]);
+    assert_eq!(code, 1, "{err}");
+    let bad = &r["unreadable_indexes"][0];
+    assert_eq!(bad["path"].as_str().unwrap(), index.to_str().unwrap());
+    assert!(err.contains(index.to_str().unwrap()), "{err}");
+    assert_eq!(u(&r["index_files"]) + 1, u(&good["index_files"]));
+    assert_eq!(u(&r["chunks"]), u(&good["chunks"]));
+}
