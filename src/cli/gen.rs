@@ -56,7 +56,7 @@ pub struct GenArgs {
 }
 
 /// The shape of a generated (or simulated) store, over its preset.
-#[derive(Args, Debug, Default)]
+#[derive(Args, Debug, Default, PartialEq)]
 pub struct ShapeArgs {
     /// Multiply the chunk counts of disks and archives (`gen --preset thread000` defaults to
     /// 0.01; `simulate` runs the presets of the threads at 1, their real size).

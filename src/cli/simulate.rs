@@ -13,18 +13,30 @@ use crate::store::IndexOrder;
 use crate::table::Table;
 use crate::units::{duration_ns, human_bytes, thousands};
 
-/// Run GC strategies on an in-memory store built from the generator's history, through the
-/// metadata cost model: what each strategy would cost on a store that is not on this machine.
+/// Run GC strategies on an in-memory store, through the metadata cost model: a store built
+/// from the generator's history (what each strategy would cost on a store that is not on
+/// this machine), or a real store's layout from a survey (`--store`, `--survey`).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope simulate --preset small\n  \
     chunkscope simulate --preset small --strategy lru,inode-order --cache 1GiB\n  \
-    chunkscope simulate --preset thread000 --digests hashed --json\n\n\
-    The store is what `chunkscope gen` would write for the same preset and seed, created in\n\
-    the same order (inode numbers follow it, as on ZFS and tmpfs); every strategy starts from\n\
-    that state with a cold model. The GC is the same code as `chunkscope gc`; the requests\n\
+    chunkscope simulate --preset thread000 --digests hashed --json\n  \
+    chunkscope simulate --store /dev/shm/tiny --strategy lru,batched\n  \
+    chunkscope simulate --survey tiny.survey --model zfs-raidz-hdd\n\n\
+    With --preset, the store is what `chunkscope gen` would write for the same preset and\n\
+    seed, created in the same order (inode numbers follow it, as on ZFS and tmpfs); with\n\
+    --store or --survey, the real store as a survey saw it (its inode numbers, readdir\n\
+    orders and references). Every strategy starts from that state with a cold model. The GC is the same code as `chunkscope gc`; the requests\n\
     charged are those a chunkscope mount of the real store receives.")]
 pub struct SimulateArgs {
+    /// Simulate a real datastore: a read-only survey of it first (as `chunkscope survey`:
+    /// its chunks' real inode numbers, its index files' references), then every strategy on
+    /// that layout.
+    #[arg(long, value_name = "STORE", conflicts_with_all = ["survey", "preset", "seed", "slice", "digests", "first_ino"])]
+    store: Option<std::path::PathBuf>,
+    /// Simulate the store a saved survey saw (`chunkscope survey --out FILE`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["preset", "seed", "slice", "digests", "first_ino"])]
+    survey: Option<std::path::PathBuf>,
     /// Store shape: a generator preset (tiny, small, thread000, datastore-b, datastore-a; the
     /// last three, shaped like the threads' stores, at their real size unless --scale).
     #[arg(long, default_value = "small", value_name = "PRESET")]
@@ -130,19 +142,26 @@ pub struct SimulateArgs {
     trace_sample: String,
 }
 
+/// A simulated store ready to run, and what was estimated of it.
+struct Prepared {
+    store: sim::SimStore,
+    /// Chunks it holds (estimated before it was built, for the jobs side by side).
+    chunks: u64,
+    /// Its estimated peak memory.
+    peak_bytes: u64,
+    /// The memory the simulation may take.
+    limit: Option<u64>,
+    /// What it was built from, for the trace's header.
+    origin: Origin,
+    slice: sim::Slice,
+}
+
+enum Origin {
+    Preset,
+    Survey(String),
+}
+
 pub fn run(args: SimulateArgs) -> Result<Outcome> {
-    let mut cfg = GenConfig::preset(&args.preset).map_err(|e| {
-        anyhow::anyhow!(
-            "--preset {}: {e} (generator presets: {})",
-            args.preset,
-            PRESETS.join(", ")
-        )
-    })?;
-    cfg.seed = args.seed;
-    if args.shape.scale.is_none() && crate::gen::THREAD_PRESETS.contains(&args.preset.as_str()) {
-        cfg.scale = 1.0; // the thread's store, not the generator's 1% of it
-    }
-    args.shape.apply(&mut cfg);
     validate_cache_capacity(args.cache_capacity)?;
     if let Some(0) = args.batch_size.iter().min() {
         bail!("--batch-size 0: a batch holds at least one digest");
@@ -155,32 +174,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         .model
         .params_or(Some("zfs-hdd"))?
         .expect("a default model");
-    let setup = SimSetup {
-        cfg,
-        params: params.clone(),
-        digests: args.digests,
-        first_ino: args.first_ino,
-        now: crate::fsutil::now_epoch_coarse(),
-        slice: sim::Slice::new(args.slice)?,
-    };
-    if let Some(w) = setup.slice.cache_warning(&params) {
-        tracing::warn!("{w}");
-    }
     let progress = !super::to_stdout(&args.json) && super::stderr_is_terminal();
-    let spinner = if progress {
-        let s = indicatif::ProgressBar::new_spinner();
-        s.set_message(format!(
-            "building the simulated {} store (the history, then its chunks in creation order)",
-            args.preset
-        ));
-        s.enable_steady_tick(std::time::Duration::from_millis(100));
-        s
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let built = std::time::Instant::now();
-    let history = crate::gen::build_history(&setup.slice.config(&setup.cfg))?;
-    let estimate = sim::estimate_memory(&history, args.digests);
     let (limit, what) = match &args.max_memory {
         Some(m) => (
             Some(parse_size::parse_size(m).map_err(|e| anyhow::anyhow!("--max-memory {m}: {e}"))?),
@@ -191,45 +185,34 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             "what this process can still take (MemAvailable, the cgroup's memory.max, ulimit -v)",
         ),
     };
-    if let Some(limit) = limit.filter(|&l| estimate.peak_bytes > l && !args.force) {
-        spinner.finish_and_clear();
-        // Chunks grow with the scale (disks and archives); the rest does not.
-        let fit = match estimate.fit(limit) {
-            Some(f) => format!("--scale {} fits", format_scale(setup.cfg.scale * f)),
-            None => "no scale fits".into(),
-        };
-        let hashed = if args.digests == DigestMode::Exact {
-            ", --digests hashed needs less"
-        } else {
-            ""
-        };
-        bail!(
-            "--preset {} --scale {}: the simulated store would hold about {} chunks and need \
-             about {} at its peak, more than {what} ({}); {fit}{hashed}, --force builds it \
-             anyway",
-            args.preset,
-            setup.cfg.scale,
-            thousands(estimate.chunks),
-            human_bytes(estimate.peak_bytes),
-            human_bytes(limit),
-        );
-    }
-    let store = sim::build_from(&setup, history)?;
+    let built = std::time::Instant::now();
+    let prepared = if args.store.is_some() || args.survey.is_some() {
+        surveyed(&args, &params, limit, what, progress)?
+    } else {
+        generated(&args, &params, limit, what, progress)?
+    };
+    let Prepared {
+        store,
+        chunks: estimated_chunks,
+        peak_bytes,
+        limit,
+        origin,
+        slice,
+    } = prepared;
     store.set_faults(Some(faults));
     if let Some(ttl) = args.dir_ttl {
         store.set_dir_ttl(super::seconds(ttl, "--dir-ttl")?);
     }
-    spinner.finish_and_clear();
     store.fill_dir_entries(&mut params);
     if !super::to_stdout(&args.json) {
-        let slice = match setup.slice.of {
+        let slice_text = match slice.of {
             1 => String::new(),
             _ => format!(
                 ", slice {} ({} chunk directories, {} chunks each; the model's cache {})",
-                setup.slice.label(),
-                thousands(setup.slice.chunk_dirs() as u64),
+                slice.label(),
+                thousands(slice.chunk_dirs() as u64),
                 thousands(store.dir_entries()),
-                human_bytes(setup.slice.params(&params).cache_bytes)
+                human_bytes(slice.params(&params).cache_bytes)
             ),
         };
         let mechanisms = params.mechanisms();
@@ -237,10 +220,12 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             .index_order
             .map(|o| format!("; index order {}", o.name()))
             .unwrap_or_default();
+        let name = match &origin {
+            Origin::Preset => format!("{} (seed {}{slice_text})", args.preset, args.seed),
+            Origin::Survey(s) => format!("{s} (surveyed)"),
+        };
         tracing::info!(
-            "simulated store {} (seed {}{slice}): {} chunks, built in {:.1} s; model {} (mechanisms: {}){order}",
-            args.preset,
-            args.seed,
+            "simulated store {name}: {} chunks, built in {:.1} s; model {} (mechanisms: {}){order}",
             thousands(store.chunks_created() as u64),
             built.elapsed().as_secs_f64(),
             params.name,
@@ -263,15 +248,22 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         Some(path) => {
             let rate = super::parse_rate(&args.trace_sample, "--trace-sample")?;
             let mut meta = crate::trace::TraceMeta {
-                store: format!("/simulated/{}", args.preset),
+                store: crate::store::ChunkStore::root(&store).display().to_string(),
                 ..Default::default()
             };
             let o = &mut meta.options;
             o.insert("simulated".into(), true.into());
-            o.insert("preset".into(), args.preset.clone().into());
-            o.insert("seed".into(), args.seed.into());
-            if setup.slice.of > 1 {
-                o.insert("slice".into(), setup.slice.of.into());
+            match &origin {
+                Origin::Preset => {
+                    o.insert("preset".into(), args.preset.clone().into());
+                    o.insert("seed".into(), args.seed.into());
+                }
+                Origin::Survey(s) => {
+                    o.insert("survey".into(), s.clone().into());
+                }
+            }
+            if slice.of > 1 {
+                o.insert("slice".into(), slice.of.into());
             }
             o.insert("sample_rate".into(), rate.into());
             let rules = store.fault_stats();
@@ -281,7 +273,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
                 o.insert("fault_seed".into(), args.fault_seed.into());
             }
             // The model that charged the requests: the slice's.
-            meta.set_model(serde_json::to_value(setup.slice.params(&params))?, false);
+            meta.set_model(serde_json::to_value(slice.params(&params))?, false);
             meta.set_kernel_cache(&crate::trace::KernelCache {
                 dir_ttl_s: store.dir_ttl_s(),
                 ..Default::default()
@@ -353,9 +345,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         .max(1);
     // Each run beside the first takes its own atimes, removed bits, referenced set and
     // caches: as many as fit next to the store's estimated peak.
-    let per_job = sim::run_state_bytes(estimate.chunks);
+    let per_job = sim::run_state_bytes(estimated_chunks);
     if let Some(limit) = limit.filter(|_| !args.force) {
-        let room = limit.saturating_sub(estimate.peak_bytes) / per_job.max(1);
+        let room = limit.saturating_sub(peak_bytes) / per_job.max(1);
         if (jobs as u64 - 1) > room {
             let fit = room as usize + 1;
             tracing::info!(
@@ -387,6 +379,163 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     }
     print!("{}", table(&runs, params.block_bytes).text());
     Ok(Outcome::Ok)
+}
+
+/// A spinner on standard error while a store is built (hidden without a terminal).
+fn spinner(progress: bool, message: String) -> indicatif::ProgressBar {
+    if !progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let s = indicatif::ProgressBar::new_spinner();
+    s.set_message(message);
+    s.enable_steady_tick(std::time::Duration::from_millis(100));
+    s
+}
+
+/// The store of `--preset`: its history, checked against the memory it may take, built.
+fn generated(
+    args: &SimulateArgs,
+    params: &crate::model::ModelParams,
+    limit: Option<u64>,
+    what: &str,
+    progress: bool,
+) -> Result<Prepared> {
+    let mut cfg = GenConfig::preset(&args.preset).map_err(|e| {
+        anyhow::anyhow!(
+            "--preset {}: {e} (generator presets: {})",
+            args.preset,
+            PRESETS.join(", ")
+        )
+    })?;
+    cfg.seed = args.seed;
+    if args.shape.scale.is_none() && crate::gen::THREAD_PRESETS.contains(&args.preset.as_str()) {
+        cfg.scale = 1.0; // the thread's store, not the generator's 1% of it
+    }
+    args.shape.apply(&mut cfg);
+    let setup = SimSetup {
+        cfg,
+        params: params.clone(),
+        digests: args.digests,
+        first_ino: args.first_ino,
+        now: crate::fsutil::now_epoch_coarse(),
+        slice: sim::Slice::new(args.slice)?,
+    };
+    if let Some(w) = setup.slice.cache_warning(params) {
+        tracing::warn!("{w}");
+    }
+    let spinner = spinner(
+        progress,
+        format!(
+            "building the simulated {} store (the history, then its chunks in creation order)",
+            args.preset
+        ),
+    );
+    let history = crate::gen::build_history(&setup.slice.config(&setup.cfg))?;
+    let estimate = sim::estimate_memory(&history, args.digests);
+    if let Some(limit) = limit.filter(|&l| estimate.peak_bytes > l && !args.force) {
+        spinner.finish_and_clear();
+        // Chunks grow with the scale (disks and archives); the rest does not.
+        let fit = match estimate.fit(limit) {
+            Some(f) => format!("--scale {} fits", format_scale(setup.cfg.scale * f)),
+            None => "no scale fits".into(),
+        };
+        let hashed = if args.digests == DigestMode::Exact {
+            ", --digests hashed needs less"
+        } else {
+            ""
+        };
+        bail!(
+            "--preset {} --scale {}: the simulated store would hold about {} chunks and need \
+             about {} at its peak, more than {what} ({}); {fit}{hashed}, --force builds it \
+             anyway",
+            args.preset,
+            setup.cfg.scale,
+            thousands(estimate.chunks),
+            human_bytes(estimate.peak_bytes),
+            human_bytes(limit),
+        );
+    }
+    let store = sim::build_from(&setup, history)?;
+    spinner.finish_and_clear();
+    Ok(Prepared {
+        store,
+        chunks: estimate.chunks,
+        peak_bytes: estimate.peak_bytes,
+        limit,
+        origin: Origin::Preset,
+        slice: setup.slice,
+    })
+}
+
+/// The store of `--store` (surveyed now) or `--survey` (read from the file).
+fn surveyed(
+    args: &SimulateArgs,
+    params: &crate::model::ModelParams,
+    limit: Option<u64>,
+    what: &str,
+    progress: bool,
+) -> Result<Prepared> {
+    if args.shape != super::gen::ShapeArgs::default() {
+        bail!("--scale, --dedup and the other shape options describe a generated store, not a surveyed one");
+    }
+    let (file, name) = match (&args.store, &args.survey) {
+        (Some(store), _) => {
+            // A survey of its own, in a file that goes when it has been read.
+            let tmp = tempfile::Builder::new()
+                .prefix("chunkscope-simulate-")
+                .suffix(".survey")
+                .tempfile()?;
+            let opts = crate::survey::SurveyOptions {
+                layout: crate::survey::LayoutChoice::Auto { dnode_size: 512 },
+                cutoff_minutes: 1445,
+                now: crate::fsutil::now_epoch(),
+                out: Some(tmp.path().to_path_buf()),
+                progress,
+            };
+            let report = crate::survey::survey(store, &opts)?;
+            if !report.complete() {
+                bail!(
+                    "the survey of {} is incomplete ({} unreadable index files, {} chunk \
+                     directories not the store's own): a GC would stop there; run \
+                     `chunkscope survey` on it for the details",
+                    store.display(),
+                    report.unreadable_indexes.len(),
+                    report.odd_chunk_dirs.len()
+                );
+            }
+            let file = crate::survey::file::SurveyFile::read(tmp.path())?;
+            (file, store.display().to_string())
+        }
+        (None, Some(path)) => (
+            crate::survey::file::SurveyFile::read(path)?,
+            path.display().to_string(),
+        ),
+        (None, None) => unreachable!("called with --store or --survey"),
+    };
+    let chunks = file.chunks.len() as u64;
+    let references: u64 = file.indexes.iter().map(|i| i.refs.len() as u64).sum();
+    let peak_bytes = sim::survey_peak_bytes(chunks, references);
+    if let Some(limit) = limit.filter(|&l| peak_bytes > l && !args.force) {
+        bail!(
+            "{name}: the simulated store of {} chunks and {} references would need about {} \
+             at its peak, more than {what} ({}); --force builds it anyway",
+            thousands(chunks),
+            thousands(references),
+            human_bytes(peak_bytes),
+            human_bytes(limit)
+        );
+    }
+    let spinner = spinner(progress, format!("building the simulated store of {name}"));
+    let store = sim::build_survey(file, params)?;
+    spinner.finish_and_clear();
+    Ok(Prepared {
+        store,
+        chunks,
+        peak_bytes,
+        limit,
+        origin: Origin::Survey(name),
+        slice: sim::Slice::WHOLE,
+    })
 }
 
 /// A scale factor with two significant digits, rounded down (what still fits).

@@ -7,7 +7,7 @@ use crate::datastore::snapshots::{EntryKind, Tree};
 use crate::datastore::IndexFile;
 use crate::store::Phase1Visitor;
 
-use super::store::{DigestMode, NodeKind, SimStore};
+use super::store::{NodeKind, SimStore};
 
 impl SimStore {
     /// The index walk of hashed stores: a second thread runs the same walk over the same
@@ -26,7 +26,7 @@ impl SimStore {
                 visitor,
             )
         };
-        if self.mode == DigestMode::Exact {
+        if !self.indexes.builds_ahead() {
             return walk(None, visitor);
         }
         // Both walks visit the indexes in the same order.
@@ -38,8 +38,8 @@ impl SimStore {
                 let mut build = |p: &Path| {
                     let node = self.node_at(p);
                     if let Some(n) = node {
-                        if let NodeKind::Index { event, archive } = self.nodes[n as usize].kind {
-                            let bytes = self.index_bytes(&event, archive as usize);
+                        if let NodeKind::Index(id) = self.nodes[n as usize].kind {
+                            let bytes = self.index_bytes(id);
                             if tx.send((n, bytes)).is_err() {
                                 // The GC's walk ended (an error): stop.
                                 return Err(FormatError::io(p, io::ErrorKind::Interrupted.into()));

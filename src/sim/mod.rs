@@ -7,12 +7,15 @@
 //! the store as built and a cold model ([`SimStore::reset`]), as the demo's shadow mounts do.
 
 mod ahead;
+pub mod builder;
 mod dentries;
 mod digest_table;
 pub mod fidelity;
+pub mod history_source;
 mod ops;
 mod requests;
 pub mod store;
+pub mod survey_source;
 
 use std::time::Instant;
 
@@ -270,6 +273,34 @@ pub fn build_from(setup: &SimSetup, history: crate::gen::history::History) -> Re
         setup.now,
         setup.slice,
         Model::new(setup.slice.params(&setup.params)),
+    )
+}
+
+/// Peak bytes of a simulated store built from a survey of `chunks` chunks and `references`
+/// references: the survey file read (40 bytes a chunk, 4 a reference), the store's chunk
+/// records, atimes, digest table and directories (about 65 bytes a chunk, as a generated
+/// store's), its index references (kept: 4 bytes each), and [`BASE_BYTES`].
+pub fn survey_peak_bytes(chunks: u64, references: u64) -> u64 {
+    BASE_BYTES + chunks * (40 + 65) + references * 8
+}
+
+/// Builds the store a survey saw, simulated at the survey's time with `params`' model.
+pub fn build_survey(
+    file: crate::survey::file::SurveyFile,
+    params: &ModelParams,
+) -> Result<SimStore> {
+    let now = file.header.surveyed_at;
+    let chunks = file.chunks.len();
+    let source = survey_source::SurveySource { file };
+    let (root, first_ino) = (source.root(), source.first_ino());
+    SimStore::from_source(
+        Box::new(source),
+        root,
+        first_ino,
+        chunks,
+        Slice::WHOLE,
+        now,
+        Model::new(params.clone()),
     )
 }
 

@@ -78,10 +78,13 @@ impl SimStore {
         Ok(at)
     }
 
-    /// Inode of chunk directory `prefix`.
+    /// Inode of chunk directory `prefix` (0 outside a slice's directories: none).
     #[inline]
     fn chunk_dir_ino(&self, prefix: u16) -> u64 {
-        self.chunk_dir_first_ino + prefix as u64
+        self.chunk_dir_inos
+            .get(prefix as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Node of chunk directory `prefix`.
@@ -180,7 +183,7 @@ impl SimStore {
                 .map_err(|e| io(io::Error::from_raw_os_error(e)))?;
             n
         };
-        let NodeKind::Index { event, archive } = self.nodes[node as usize].kind else {
+        let NodeKind::Index(id) = self.nodes[node as usize].kind else {
             return Err(crate::datastore::error::FormatError::io(
                 path,
                 io::Error::new(io::ErrorKind::InvalidData, "not an index file"),
@@ -191,9 +194,9 @@ impl SimStore {
             Some(None) => {
                 // The thread building ahead did not build it (it stopped): build it here.
                 self.lock().indexes_not_ahead += 1;
-                self.index_bytes(&event, archive as usize)
+                self.index_bytes(id)
             }
-            None => self.index_bytes(&event, archive as usize),
+            None => self.index_bytes(id),
         };
         // The bytes were made by the writer's own function, checksum included: verifying it
         // would check SHA-256 against itself, at a tenth of a naive run's time.

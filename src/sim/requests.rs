@@ -9,11 +9,36 @@ use std::path::Path;
 use crate::datastore::paths::{chunk_subdir_name, CHUNK_DIR};
 use crate::datastore::Digest;
 use crate::faults::Decision;
-use crate::instrument::{Done, Instruments};
+use crate::instrument::{Done, Instruments, Trace};
 use crate::trace::format::flags;
 use crate::trace::{Extra, ListingEntries, Op};
 
-use super::store::State;
+/// What one run changes: the chunks' atimes and removals, the model, the counts. Each
+/// [`SimStore::fork`] has its own, so runs side by side share only what was built.
+pub(super) struct State {
+    /// Fault rules and the model, as a mount's (see [`crate::instrument`]).
+    pub(super) inst: Instruments,
+    /// Each chunk's atime, epoch seconds as `u32` (1970 to 2106), by chunk number.
+    pub(super) atimes: Vec<u32>,
+    /// Each chunk's removed flag, a bit by chunk number.
+    pub(super) removed: Vec<u64>,
+    pub(super) counts: RequestCounts,
+    /// Listing scratch: the inodes a readdir returned.
+    pub(super) listing: Vec<u64>,
+    pub(super) trace: Option<Trace>,
+    /// This process: the caller in the trace's records.
+    pub(super) pid: u32,
+    /// The model's clock when the first index file was opened since the reset.
+    pub(super) first_index_ns: Option<u64>,
+    /// Before the first index file: modelled time per calling thread (the prefetch pass's
+    /// jobs), see [`State::end_pass`].
+    pub(super) lanes: Vec<(std::thread::ThreadId, u64)>,
+    /// The directories the kernel of a mount with a directory TTL would have cached.
+    pub(super) dentries: super::dentries::Dentries,
+    /// Index files of a walk with a thread building ahead that the GC's thread built itself
+    /// (0 unless that thread stopped early: a test checks it).
+    pub(super) indexes_not_ahead: u64,
+}
 
 /// Requests emitted, by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

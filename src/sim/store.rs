@@ -1,17 +1,13 @@
-//! An in-memory chunk store built from the generator's history, answering the GC through the
-//! same [`ChunkStore`](crate::store::ChunkStore) and [`Tree`](crate::datastore::snapshots::Tree)
+//! An in-memory chunk store, answering the GC through the same
+//! [`ChunkStore`](crate::store::ChunkStore) and [`Tree`](crate::datastore::snapshots::Tree)
 //! traits as a real datastore, and charging the cost model with the requests a FUSE mount of
 //! that datastore would receive.
 //!
-//! **What exists.** Exactly what `chunkscope gen` would write for the same configuration,
-//! created in the same order: the root, `.chunks`, `.lock`, the 65,536 chunk directories, then
-//! per backup event its new chunks and (for a kept snapshot) the group directories on first
-//! use, the owner file, the snapshot directory, the config blob, the index files and the
-//! manifest. Inode numbers are allocated in that order from `first_ino`, as ZFS allocates
-//! object ids and tmpfs numbers inodes; listings return entries newest first, as tmpfs does.
-//! (tmpfs numbers from one counter per filesystem: a store matches its simulation block for
-//! block only if nothing else created files on that tmpfs while it was generated.)
-//! Index files are not stored: their bytes are built from the history when the walk opens one.
+//! **What exists** is what its [`Source`](super::builder::Source) built
+//! ([`super::builder`]): the store `chunkscope gen` would write, from the generator's
+//! history ([`super::history_source`]), or a real store as a survey saw it
+//! ([`super::survey_source`]). Index files are not stored: their bytes are made when the
+//! walk opens one ([`super::builder::IndexSource`]).
 //!
 //! **What the filesystem sees** is in `src/sim/ops.rs`: each operation as the FUSE
 //! requests a mount would receive.
@@ -19,29 +15,22 @@
 //! Memory per chunk: one record of its digest, inode and size (40 bytes), its atime as built
 //! (4, for [`SimStore::reset`]), a run's atime and removed bit (4 and 1/8, per run side by
 //! side: [`SimStore::fork`]), a 4-byte slot in its directory's list, an 8-byte slot in the
-//! digest table (which is 4/7 to 7/8 full: 9-14 bytes), and, for exact digests, a content map
-//! entry (about 20; hashed digests never fill it): around 65 bytes with hashed digests, 85
-//! with exact ones. The peak is higher, during the build (the history's content sets): 107
-//! bytes a chunk at datastore A's size (BENCHMARKS.md).
+//! digest table (which is 4/7 to 7/8 full: 9-14 bytes), and what its source keeps (for the
+//! history's exact digests a content map entry, about 20; nothing for hashed ones): around
+//! 65 bytes with hashed digests, 85 with exact ones. The peak is higher, during the build
+//! (the history's content sets): 107 bytes a chunk at datastore A's size (BENCHMARKS.md).
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use hashbrown::HashMap;
-
+use super::builder::{Builder, IndexSource, Source};
 use super::digest_table::DigestTable;
 pub use super::requests::RequestCounts;
+pub(super) use super::requests::State;
 
-use crate::datastore::paths::{
-    chunk_subdir_name, CHUNK_DIR, GROUP_OWNER_FILE, LOCK_FILE, MANIFEST_BLOB_NAME,
-};
 use crate::datastore::snapshots::EntryKind;
 use crate::datastore::Digest;
 use crate::faults::Faults;
-use crate::gen::history::{ContentId, Event, History};
-use crate::gen::payload::PayloadModel;
-use crate::gen::writer::{archive_index_bytes, config_blob_name, group_dir};
-use crate::gen::GenConfig;
 use crate::instrument::{Instruments, Trace};
 use crate::model::Model;
 
@@ -56,7 +45,7 @@ pub enum DigestMode {
 }
 
 /// A node of the index tree (everything but chunk files).
-pub(super) struct Node {
+pub struct Node {
     pub(super) name: Box<str>,
     pub(super) ino: u64,
     pub(super) kind: NodeKind,
@@ -64,23 +53,26 @@ pub(super) struct Node {
     pub(super) children: Vec<u32>,
 }
 
+/// What a node of the simulated store is.
 #[derive(Clone, Copy)]
-pub(super) enum NodeKind {
+pub enum NodeKind {
+    /// A directory.
     Dir,
-    /// Chunk directory `prefix`.
+    /// A chunk directory (`.chunks/XXXX`).
     ChunkDir,
-    Index {
-        event: Event,
-        archive: u32,
-    },
+    /// An index file: its id in the store's [`IndexSource`].
+    Index(u32),
+    /// Any other regular file.
     File,
+    /// Anything else (a symbolic link, a device): listed, never followed or read.
+    Other,
 }
 
 /// A chunk file as built: its digest, inode and size, shared by every run (its atime and
 /// whether a run removed it are the run's, in [`State`]). 40 bytes: the inode as an offset
 /// from the store's first.
 #[derive(Clone, Copy)]
-pub(super) struct Chunk {
+pub struct Chunk {
     pub(super) digest: Digest,
     ino_off: u32,
     size: u32,
@@ -88,7 +80,7 @@ pub(super) struct Chunk {
 
 impl Chunk {
     /// A chunk as built: inode `first_ino + ino_off`.
-    fn new(digest: Digest, ino_off: u32, size: u32) -> Chunk {
+    pub(super) fn new(digest: Digest, ino_off: u32, size: u32) -> Chunk {
         Chunk {
             digest,
             ino_off,
@@ -102,45 +94,12 @@ impl Chunk {
     }
 }
 
-/// Epoch seconds as a chunk keeps them, or an error naming the time.
-fn chunk_time(t: i64) -> anyhow::Result<u32> {
-    u32::try_from(t).map_err(|_| anyhow::anyhow!("time {t} is outside 1970-2106"))
-}
-
-/// What one run changes: the chunks' atimes and removals, the model, the counts. Each
-/// [`SimStore::fork`] has its own, so runs side by side share only what was built.
-pub(super) struct State {
-    /// Fault rules and the model, as a mount's (see [`crate::instrument`]).
-    pub(super) inst: Instruments,
-    /// Each chunk's atime, epoch seconds as `u32` (1970 to 2106), by chunk number.
-    pub(super) atimes: Vec<u32>,
-    /// Each chunk's removed flag, a bit by chunk number.
-    pub(super) removed: Vec<u64>,
-    pub(super) counts: RequestCounts,
-    /// Listing scratch: the inodes a readdir returned.
-    pub(super) listing: Vec<u64>,
-    pub(super) trace: Option<Trace>,
-    /// This process: the caller in the trace's records.
-    pub(super) pid: u32,
-    /// The model's clock when the first index file was opened since the reset.
-    pub(super) first_index_ns: Option<u64>,
-    /// Before the first index file: modelled time per calling thread (the prefetch pass's
-    /// jobs), see [`State::end_pass`].
-    pub(super) lanes: Vec<(std::thread::ThreadId, u64)>,
-    /// The directories the kernel of a mount with a directory TTL would have cached.
-    pub(super) dentries: super::dentries::Dentries,
-    /// Index files of a walk with a thread building ahead that the GC's thread built itself
-    /// (0 unless that thread stopped early: a test checks it).
-    pub(super) indexes_not_ahead: u64,
-}
-
 /// The simulated datastore: what was built, shared by its forks, and one run's state.
 pub struct SimStore {
     built: std::sync::Arc<Built>,
     pub(super) state: Mutex<State>,
-    /// Where the index walk stands in the history of the archive it reads (index files are
-    /// read one at a time: never contended).
-    pub(super) cursor: Mutex<crate::gen::history::VersionCursor>,
+    /// The index source's scratch (index files are read one at a time: never contended).
+    pub(super) scratch: Mutex<Box<dyn std::any::Any + Send>>,
 }
 
 impl std::ops::Deref for SimStore {
@@ -157,234 +116,78 @@ pub struct Built {
     pub(super) root: PathBuf,
     pub(super) nodes: Vec<Node>,
     pub(super) chunks_node: u32,
-    /// Chunk directory `p` is node `chunk_dir_nodes + p`, inode `chunk_dir_first_ino + p`.
+    /// Chunk directory `p` is node `chunk_dir_nodes + p`.
     pub(super) chunk_dir_nodes: u32,
-    pub(super) chunk_dir_first_ino: u64,
-    /// The root's inode; a chunk keeps its own as an offset from it.
+    /// Chunk directory `p`'s inode.
+    pub(super) chunk_dir_inos: Vec<u64>,
+    /// A chunk keeps its inode as an offset from this one.
     pub(super) first_ino: u64,
-    /// Bytes the build's content sets took (freed when it ended).
-    pub(super) sets_bytes: u64,
-    /// Chunk numbers (indices of `State::chunks`) by digest.
+    /// Bytes the build took beyond what it keeps (freed when it ended).
+    pub(super) build_bytes: u64,
+    /// Chunk numbers (indices of `chunks`) by digest.
     pub(super) by_digest: DigestTable,
-    /// Per chunk directory, its chunks in creation order.
+    /// Per chunk directory, its chunks, listed last first.
     pub(super) dirs: Vec<Vec<u32>>,
     /// Each chunk's atime as built (what [`SimStore::reset`] restores).
     pub(super) initial_atimes: Vec<u32>,
-    /// Content -> chunk, for exact digests (emptied after the build for hashed ones).
-    pub(super) content: HashMap<ContentId, u32>,
-    pub(super) mode: DigestMode,
     /// The simulated clock (epoch seconds): the time the store was built for.
     pub(super) now: i64,
-    pub(super) history: History,
     /// Distinct chunks the snapshots present reference.
     pub(super) referenced: usize,
-    pub(super) cfg: GenConfig,
-    pub(super) payload: PayloadModel,
-    /// The chunks, by chunk number (creation order).
+    /// The chunks, by chunk number.
     pub(super) chunks: Vec<Chunk>,
     /// The part of the store this is: its chunk directories, and the model's scale.
     pub(super) slice: super::Slice,
-}
-
-fn hashed_digest(seed: u64, c: ContentId) -> Digest {
-    let mut d = [0u8; 32];
-    for (i, part) in d.chunks_mut(8).enumerate() {
-        part.copy_from_slice(&crate::rng::hash(&[seed, 0x0053_494d, c.0, i as u64]).to_le_bytes());
-    }
-    Digest(d)
+    /// Where the index files' bytes come from.
+    pub(super) indexes: Box<dyn IndexSource>,
 }
 
 impl SimStore {
     /// Builds the store `gen` would write for `cfg`, as it stands `now` (epoch seconds: the
     /// generation time, which shifts every atime as the writer does).
     pub fn build(
-        cfg: &GenConfig,
-        history: History,
+        cfg: &crate::gen::GenConfig,
+        history: crate::gen::history::History,
         mode: DigestMode,
         first_ino: u64,
         now: i64,
         slice: super::Slice,
         model: Model,
     ) -> anyhow::Result<SimStore> {
-        if cfg.damage != crate::gen::Damage::default() {
-            anyhow::bail!(
-                "the simulator does not model damaged stores (missing, bad or temp chunks)"
-            );
-        }
-        let shift = now - history.now;
-        let payload = PayloadModel {
-            seed: cfg.seed,
-            chunk_size: cfg.chunk_size,
-            entropy: cfg.entropy,
-            incompressible: cfg.incompressible,
-        };
-        let mut sets = history.chunk_sets();
-        let present = sets.present_len();
-        let mut s = Built {
-            root: PathBuf::from(format!("/simulated/{}", cfg.preset)),
-            nodes: Vec::new(),
-            chunks_node: 0,
-            chunk_dir_nodes: 0,
-            chunk_dir_first_ino: 0,
-            first_ino,
-            sets_bytes: sets.heap_bytes(),
-            by_digest: DigestTable::with_capacity(present),
-            dirs: vec![Vec::new(); slice.chunk_dirs()],
-            slice,
-            initial_atimes: Vec::with_capacity(present),
-            // Hashed digests need no map from content to chunk: the sets mark what was made.
-            content: match mode {
-                DigestMode::Exact => HashMap::with_capacity(present),
-                DigestMode::Hashed => HashMap::new(),
-            },
-            mode,
-            now,
-            history,
-            referenced: sets.referenced_len(),
+        let source = super::history_source::HistorySource {
             cfg: cfg.clone(),
-            payload,
-            chunks: Vec::new(),
+            history,
+            mode,
+            first_ino,
         };
-        let mut ino = first_ino;
-        let mut alloc = || {
-            let i = ino;
-            ino += 1;
-            i
-        };
-        // The root, `.chunks`, `.lock`, the chunk directories (datastore::create).
-        s.nodes.push(Node {
-            name: "".into(),
-            ino: alloc(),
-            kind: NodeKind::Dir,
-            children: Vec::new(),
-        });
-        s.chunks_node = s.add_node(0, CHUNK_DIR, alloc(), NodeKind::Dir);
-        s.add_node(0, LOCK_FILE, alloc(), NodeKind::File);
-        s.chunk_dir_nodes = s.nodes.len() as u32;
-        for p in (0..slice.chunk_dirs()).map(|p| p as u16) {
-            let dir_ino = alloc();
-            if p == 0 {
-                s.chunk_dir_first_ino = dir_ino;
-            }
-            debug_assert_eq!(dir_ino, s.chunk_dir_first_ino + p as u64);
-            s.add_node(
-                s.chunks_node,
-                &chunk_subdir_name(p),
-                dir_ino,
-                NodeKind::ChunkDir,
-            );
-        }
-        let mut chunks: Vec<Chunk> = Vec::with_capacity(present);
-        // The history, in the writer's creation order.
-        let mut data = Vec::new();
-        let mut contents = Vec::new();
-        let mut groups_created = hashbrown::HashSet::new();
-        // The history stays out of `s` while nodes are added, so it can be borrowed.
-        let placeholder = History {
-            namespaces: Vec::new(),
-            groups: Vec::new(),
-            model: s.history.model,
-            now: s.history.now,
-            prev_gc: s.history.prev_gc,
-            prev2_gc: s.history.prev2_gc,
-        };
-        let history = std::mem::replace(&mut s.history, placeholder);
-        let mut cursors = history.cursors();
-        for e in history.events() {
-            let g = &history.groups[e.group as usize];
-            for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
-                contents.clear();
-                // Contents this archive had at its previous backup were seen there.
-                history.for_each_new_content_cached(cursor, &e, ai, |c| contents.push(c));
-                for &c in &contents {
-                    // Each content present gets its chunk once.
-                    if !sets.mark(c) {
-                        continue;
-                    }
-                    let digest = slice.digest(match mode {
-                        DigestMode::Exact => {
-                            s.payload.fill(c, &mut data);
-                            Digest::of(&data)
-                        }
-                        DigestMode::Hashed => hashed_digest(cfg.seed, c),
-                    });
-                    let atime = history.initial_atime(&sets, c, e.time);
-                    let idx = u32::try_from(chunks.len())
-                        .ok()
-                        .filter(|&i| i < u32::MAX)
-                        .ok_or_else(|| anyhow::anyhow!("more than 2^32 - 2 chunks"))?;
-                    s.by_digest
-                        .insert(&digest.0, idx, |i| chunks[i as usize].digest.0);
-                    s.dirs[digest.prefix() as usize].push(idx);
-                    let atime = chunk_time(atime + shift)?;
-                    s.initial_atimes.push(atime);
-                    let ino_off = u32::try_from(alloc() - first_ino)
-                        .map_err(|_| anyhow::anyhow!("more than 2^32 inodes"))?;
-                    chunks.push(Chunk::new(digest, ino_off, s.payload.len(c) as u32));
-                    if mode == DigestMode::Exact {
-                        s.content.insert(c, idx);
-                    }
-                }
-            }
-            if !history.is_retained(&e) {
-                continue;
-            }
-            // write_snapshot: group directories on first use, owner, snapshot, files.
-            let rel = group_dir(&history, e.group as usize);
-            let mut at = 0u32;
-            for comp in rel.components() {
-                let Component::Normal(name) = comp else {
-                    continue;
-                };
-                let name = name.to_str().expect("generated names are UTF-8");
-                at = match s.child(at, name) {
-                    Some(n) => n,
-                    None => s.add_node(at, name, alloc(), NodeKind::Dir),
-                };
-            }
-            if groups_created.insert(e.group) {
-                s.add_node(at, GROUP_OWNER_FILE, alloc(), NodeKind::File);
-            }
-            let snap = s.add_node(
-                at,
-                &crate::time::rfc3339_utc(e.time),
-                alloc(),
-                NodeKind::Dir,
-            );
-            if let Some(name) = config_blob_name(g.ty) {
-                s.add_node(snap, name, alloc(), NodeKind::File);
-            }
-            for (ai, a) in g.archives.iter().enumerate() {
-                s.add_node(
-                    snap,
-                    &a.name,
-                    alloc(),
-                    NodeKind::Index {
-                        event: e,
-                        archive: ai as u32,
-                    },
-                );
-            }
-            s.add_node(snap, MANIFEST_BLOB_NAME, alloc(), NodeKind::File);
-        }
-        s.history = history;
-        s.chunks = chunks;
-        if mode == DigestMode::Hashed {
-            // Index files name their chunks by a hash of the content: the map from content to
-            // chunk is not needed any more (at datastore A's size it is ~1.5 GiB, and its
-            // random lookups were half of a run's time).
-            s.content = HashMap::new();
-        }
+        let root = super::history_source::HistorySource::root(cfg);
+        SimStore::from_source(Box::new(source), root, first_ino, 0, slice, now, model)
+    }
+
+    /// Builds the store `source` describes, with `model` for its runs.
+    pub fn from_source(
+        source: Box<dyn Source>,
+        root: PathBuf,
+        first_ino: u64,
+        chunks: usize,
+        slice: super::Slice,
+        now: i64,
+        model: Model,
+    ) -> anyhow::Result<SimStore> {
+        let mut b = Builder::new(root, first_ino, chunks, slice, now);
+        let indexes = source.build(&mut b)?;
+        let built = b.finish(indexes)?;
         let mut st = State::new(Instruments::simulated(None, model));
-        st.atimes = s.initial_atimes.clone();
-        st.removed = vec![0; s.chunks.len().div_ceil(64)];
+        st.atimes = built.initial_atimes.clone();
+        st.removed = vec![0; built.chunks.len().div_ceil(64)];
         // As a default mount of a datastore (`mount --dir-ttl`).
         let ttl_ns = (crate::trace::KernelCache::DATASTORE_DIR_TTL_S * 1e9) as u64;
-        st.dentries = super::dentries::Dentries::new(ttl_ns, s.nodes.len());
+        st.dentries = super::dentries::Dentries::new(ttl_ns, built.nodes.len());
+        let scratch = Mutex::new(built.indexes.scratch());
         Ok(SimStore {
-            built: std::sync::Arc::new(s),
+            built: std::sync::Arc::new(built),
             state: Mutex::new(st),
-            cursor: Mutex::default(),
+            scratch,
         })
     }
 
@@ -403,26 +206,14 @@ impl SimStore {
         fork.removed = vec![0; self.chunks.len().div_ceil(64)];
         fork.dentries = super::dentries::Dentries::new(st.dentries.ttl_ns(), self.nodes.len());
         Some(SimStore {
+            scratch: Mutex::new(self.built.indexes.scratch()),
             built: std::sync::Arc::clone(&self.built),
             state: Mutex::new(fork),
-            cursor: Mutex::default(),
         })
     }
 }
 
 impl Built {
-    fn add_node(&mut self, parent: u32, name: &str, ino: u64, kind: NodeKind) -> u32 {
-        let id = self.nodes.len() as u32;
-        self.nodes.push(Node {
-            name: name.into(),
-            ino,
-            kind,
-            children: Vec::new(),
-        });
-        self.nodes[parent as usize].children.push(id);
-        id
-    }
-
     pub(super) fn child(&self, parent: u32, name: &str) -> Option<u32> {
         if parent == self.chunks_node {
             // 65,536 children: computed, not searched.
@@ -459,7 +250,7 @@ impl SimStore {
     pub fn memory_by_structure(&self) -> Vec<(&'static str, u64)> {
         let st = self.lock();
         let dirs: usize = self.dirs.iter().map(|d| d.capacity()).sum();
-        vec![
+        let mut out = vec![
             (
                 "chunk records",
                 (self.chunks.capacity() * std::mem::size_of::<Chunk>()) as u64,
@@ -477,15 +268,10 @@ impl SimStore {
                 "initial atimes",
                 (self.initial_atimes.capacity() * 4) as u64,
             ),
-            (
-                "content map (exact digests)",
-                crate::gen::history::hash_table_bytes(
-                    self.content.capacity(),
-                    std::mem::size_of::<(ContentId, u32)>(),
-                ),
-            ),
-            ("content sets (during the build)", self.sets_bytes),
-        ]
+        ];
+        out.extend(self.indexes.memory());
+        out.push(("content sets (during the build)", self.build_bytes));
+        out
     }
 
     /// The part of the store this is.
@@ -635,27 +421,10 @@ impl SimStore {
             .find(&d.0, |i| chunks[i as usize].digest == *d)
     }
 
-    /// The bytes of an index file, built from the history as the writer builds them.
-    pub(super) fn index_bytes(&self, e: &Event, ai: usize) -> Vec<u8> {
-        let g = &self.history.groups[e.group as usize];
-        let a = &g.archives[ai];
-        let mut refs: Vec<(Digest, u32)> = Vec::new();
-        // Exact digests are read from the chunks' records (hashed ones are computed).
-        let mut cursor = self.cursor.lock().expect("version cursor poisoned");
-        self.history
-            .for_each_content_cached(&mut cursor, e, ai, |c| match self.mode {
-                // Every content of a snapshot that exists has its chunk (`present`).
-                DigestMode::Hashed => refs.push((
-                    self.slice.digest(hashed_digest(self.cfg.seed, c)),
-                    self.payload.len(c) as u32,
-                )),
-                DigestMode::Exact => {
-                    if let Some(&i) = self.content.get(&c) {
-                        refs.push((self.chunks[i as usize].digest, self.payload.len(c) as u32));
-                    }
-                }
-            });
-        archive_index_bytes(&self.cfg, e, ai, &a.name, &refs).0
+    /// The bytes of index file `id`, from the store's source.
+    pub(super) fn index_bytes(&self, id: u32) -> Vec<u8> {
+        let mut scratch = self.scratch.lock().expect("index scratch poisoned");
+        self.indexes.bytes(&self.built, id, &mut **scratch)
     }
 
     /// The node at `path`, without requests.
@@ -680,7 +449,8 @@ impl SimStore {
                 let child = &self.nodes[c as usize];
                 let kind = match child.kind {
                     NodeKind::Dir | NodeKind::ChunkDir => EntryKind::Dir,
-                    NodeKind::Index { .. } | NodeKind::File => EntryKind::File,
+                    NodeKind::Index(_) | NodeKind::File => EntryKind::File,
+                    NodeKind::Other => EntryKind::Other,
                 };
                 (child.name.to_string(), kind)
             })
@@ -710,6 +480,7 @@ mod tests {
         st.set_removed(63, false);
         assert!(!st.is_removed(63) && st.is_removed(129));
         assert_eq!(std::mem::size_of::<Chunk>(), 40);
-        assert!(chunk_time(-1).is_err() && chunk_time(1 << 33).is_err());
+        let t = super::super::builder::chunk_time;
+        assert!(t(-1).is_err() && t(1 << 33).is_err());
     }
 }

@@ -7,7 +7,8 @@
 //! shorter store) holding, little-endian throughout:
 //!
 //! 1. the header: `u32` length, then JSON ([`FileHeader`]);
-//! 2. the chunks: `u32` directory count, each directory's `u32` chunk count, then every
+//! 2. the chunks: `u32` directory count, each directory's `u32` chunk count, each one's
+//!    `u64` inode number (0: not listed), then every
 //!    chunk in readdir order, directory by directory, as its 32-byte digest and `u64` inode
 //!    number; a chunk's *number* is its place in this list;
 //! 3. the walk, in the order the survey's phase-1 walk made it, records until a `0` tag:
@@ -84,8 +85,9 @@ pub struct IndexRecord {
     pub path: PathBuf,
     /// Fixed (`.fidx`) or dynamic.
     pub fixed: bool,
-    /// Its references in order.
-    pub refs: Vec<ChunkRef>,
+    /// Its references in order, 4 bytes each: a listed chunk's number, or (from the file's
+    /// chunk count on) a chunk not listed ([`SurveyFile::chunk_ref`]).
+    pub refs: Vec<u32>,
 }
 
 /// An unreferenced chunk's state when surveyed.
@@ -106,12 +108,16 @@ pub struct SurveyFile {
     pub header: FileHeader,
     /// Chunks per directory.
     pub dir_chunks: Vec<u32>,
+    /// Each chunk directory's inode number (0: not listed).
+    pub dir_inos: Vec<u64>,
     /// Every chunk in readdir order, directory by directory: digest and inode.
     pub chunks: Vec<(Digest, u64)>,
     /// The directories the walk listed, in its order.
     pub dirs: Vec<DirRecord>,
     /// The index files the walk read, in its order.
     pub indexes: Vec<IndexRecord>,
+    /// The digests of the chunks referenced but not listed, each once.
+    pub not_listed: Vec<Digest>,
     /// The unreferenced chunks.
     pub unreferenced: Vec<Unreferenced>,
 }
@@ -181,16 +187,21 @@ impl SurveyWriter {
         self.w.as_mut().expect("written after finish")
     }
 
-    /// The chunks: counts per directory, then each chunk (digest, inode) in readdir order.
+    /// The chunks: counts and inodes per directory, then each chunk (digest, inode) in
+    /// readdir order.
     pub fn chunks(
         &mut self,
         counts: &[u32],
+        dir_inos: &[u64],
         chunks: impl Iterator<Item = (Digest, u64)>,
     ) -> Result<()> {
         let w = self.w();
         w.write_all(&(counts.len() as u32).to_le_bytes())?;
         for c in counts {
             w.write_all(&c.to_le_bytes())?;
+        }
+        for i in dir_inos {
+            w.write_all(&i.to_le_bytes())?;
         }
         let mut n = 0u64;
         for (d, ino) in chunks {
@@ -347,6 +358,14 @@ fn bounded(n: u64, limit: u64, what: &str) -> Result<usize> {
 }
 
 impl SurveyFile {
+    /// What the reference `r` of an [`IndexRecord`] names.
+    pub fn chunk_ref(&self, r: u32) -> ChunkRef {
+        match r.checked_sub(self.chunks.len() as u32) {
+            Some(i) => ChunkRef::NotListed(self.not_listed[i as usize]),
+            None => ChunkRef::Listed(r),
+        }
+    }
+
     /// Reads the survey file at `path`; a file that is not one, of another version,
     /// truncated or damaged is an error naming it and what is wrong.
     pub fn read(path: &Path) -> Result<SurveyFile> {
@@ -379,6 +398,10 @@ impl SurveyFile {
         for _ in 0..ndirs {
             dir_chunks.push(r.u32().map_err(truncated)?);
         }
+        let mut dir_inos = Vec::with_capacity(ndirs);
+        for _ in 0..ndirs {
+            dir_inos.push(r.u64().map_err(truncated)?);
+        }
         let total: u64 = dir_chunks.iter().map(|&c| c as u64).sum();
         let mut chunks = Vec::with_capacity(bounded(total, u32::MAX as u64, "chunks")?);
         for _ in 0..total {
@@ -390,6 +413,8 @@ impl SurveyFile {
             PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
         };
         let mut references = 0u64;
+        let mut not_listed: Vec<Digest> = Vec::new();
+        let mut not_listed_at: hashbrown::HashMap<Digest, u32> = hashbrown::HashMap::new();
         loop {
             match r.u8().map_err(truncated)? {
                 0 => break,
@@ -424,9 +449,14 @@ impl SurveyFile {
                     for _ in 0..n {
                         refs.push(match r.u32().map_err(truncated)? {
                             NOT_LISTED => {
-                                ChunkRef::NotListed(Digest(r.bytes().map_err(truncated)?))
+                                let d = Digest(r.bytes().map_err(truncated)?);
+                                let next = (total as usize + not_listed.len()) as u32;
+                                *not_listed_at.entry(d).or_insert_with(|| {
+                                    not_listed.push(d);
+                                    next
+                                })
                             }
-                            c if (c as u64) < total => ChunkRef::Listed(c),
+                            c if (c as u64) < total => c,
                             c => bail!("index {} references chunk {c} of {total}", path.display()),
                         });
                     }
@@ -479,9 +509,11 @@ impl SurveyFile {
         Ok(SurveyFile {
             header,
             dir_chunks,
+            dir_inos,
             chunks,
             dirs,
             indexes,
+            not_listed,
             unreferenced,
         })
     }
@@ -502,8 +534,12 @@ mod tests {
         let d = |b: u8| Digest([b; 32]);
         let dest = dir.join("s.survey");
         let mut w = SurveyWriter::create(&dest, &header).unwrap();
-        w.chunks(&[2, 0, 1], [(d(1), 10), (d(2), 11), (d(3), 5)].into_iter())
-            .unwrap();
+        w.chunks(
+            &[2, 0, 1],
+            &[100, 101, 102],
+            [(d(1), 10), (d(2), 11), (d(3), 5)].into_iter(),
+        )
+        .unwrap();
         let entries = vec![(b"vm".to_vec(), EntryKind::Dir, 7)];
         w.dir(Path::new(""), 2, &entries).unwrap();
         w.reference(ChunkRef::Listed(2));
@@ -522,6 +558,7 @@ mod tests {
         let expected = SurveyFile {
             header,
             dir_chunks: vec![2, 0, 1],
+            dir_inos: vec![100, 101, 102],
             chunks: vec![(d(1), 10), (d(2), 11), (d(3), 5)],
             dirs: vec![DirRecord {
                 path: "".into(),
@@ -531,8 +568,9 @@ mod tests {
             indexes: vec![IndexRecord {
                 path: "vm/1/x.fidx".into(),
                 fixed: true,
-                refs: vec![ChunkRef::Listed(2), ChunkRef::NotListed(d(9))],
+                refs: vec![2, 3],
             }],
+            not_listed: vec![d(9)],
             unreferenced: unref.to_vec(),
         };
         (dest, expected)
@@ -543,7 +581,10 @@ mod tests {
     fn a_survey_file_reads_back_what_was_written() {
         let tmp = tempfile::tempdir().unwrap();
         let (dest, expected) = sample(tmp.path());
-        assert_eq!(SurveyFile::read(&dest).unwrap(), expected);
+        let read = SurveyFile::read(&dest).unwrap();
+        assert_eq!(read, expected);
+        assert_eq!(read.chunk_ref(2), ChunkRef::Listed(2));
+        assert_eq!(read.chunk_ref(3), ChunkRef::NotListed(Digest([9; 32])));
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "only the survey file");
     }

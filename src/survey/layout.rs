@@ -111,31 +111,70 @@ fn ext4_geometry(root: &Path) -> Option<(u64, u64, u64)> {
     parse_ext4_superblock(&sb)
 }
 
+/// Inodes per group of an ext4 filesystem of `files` inodes and `blocks` usable blocks of
+/// `block` bytes (what `statfs` says, where the device cannot be read): it has `files /
+/// groups` inodes in each of its groups of `8 * block` blocks, and at least as many groups
+/// as its usable blocks fill (the overhead is not counted in them), so the smallest such
+/// count that divides the inodes into whole inode-table blocks (of `per_block` inodes).
+pub(super) fn inodes_per_group(files: u64, blocks: u64, block: u64, per_block: u64) -> Option<u64> {
+    let least = blocks.div_ceil(8 * block).max(1);
+    (least..least + least / 8 + 2)
+        .find(|&g| files.is_multiple_of(g) && (files / g).is_multiple_of(per_block.max(1)))
+        .map(|g| files / g)
+}
+
+/// The ext4 geometry of the filesystem of `root` from `statfs` (inode size assumed 256).
+fn ext4_geometry_statfs(root: &Path) -> Option<(u64, u64, u64)> {
+    let c =
+        std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(root.as_os_str())).ok()?;
+    // SAFETY: a plain C struct; zeroes are a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and out pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let block = st.f_bsize as u64;
+    let ipg = inodes_per_group(st.f_files as u64, st.f_blocks as u64, block, block / 256)?;
+    Some((256, block, ipg))
+}
+
 /// The filesystem of `root`, its layout under `choice`, a description, and whether the
 /// layout was assumed rather than read.
 pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<(String, Layout, String, bool)> {
     let (fs, magic) = filesystem(root)?;
     let ext4 = |inode_size: Option<u64>, ipg: Option<u64>| -> Result<(Layout, String, bool)> {
-        let read = if magic == EXT4_MAGIC {
-            ext4_geometry(root)
-        } else {
-            None
+        let on_ext4 = magic == EXT4_MAGIC;
+        let read = on_ext4.then(|| ext4_geometry(root)).flatten();
+        let from_statfs = match read {
+            None if on_ext4 => ext4_geometry_statfs(root),
+            _ => None,
         };
-        let (size, block, per_group) = read.unwrap_or((256, 4096, 8192));
+        let (size, block, per_group) = read.or(from_statfs).unwrap_or((256, 4096, 8192));
         let (size, per_group) = (inode_size.unwrap_or(size), ipg.unwrap_or(per_group));
         if !size.is_power_of_two() || size < 128 || size > block || per_group == 0 {
-            bail!("an ext4 inode size of {size} bytes in {block}-byte blocks, {per_group} inodes a group: not a valid geometry");
+            bail!(
+                "an ext4 inode size of {size} bytes in {block}-byte blocks, {per_group} inodes \
+                 a group: not a valid geometry"
+            );
         }
         let per_block = block / size;
         let assumed = read.is_none() && (inode_size.is_none() || ipg.is_none());
+        let how = match from_statfs {
+            _ if !assumed => "",
+            Some(_) => {
+                " (the superblock could not be read: inodes a group from statfs, the inode \
+                 size assumed 256, mke2fs's default; --layout ext4 --inode-size to give it)"
+            }
+            None => " (mke2fs defaults: the superblock could not be read)",
+        };
         Ok((
             Layout::Ext4 {
                 inodes_per_group: per_group,
                 per_block,
             },
             format!(
-                "ext4: {per_block} inodes of {size} bytes a {block}-byte inode-table block, {per_group} inodes a group{}",
-                if assumed { " (mke2fs defaults: the superblock could not be read)" } else { "" }
+                "ext4: {per_block} inodes of {size} bytes a {block}-byte inode-table block, \
+                 {per_group} inodes a group{how}"
             ),
             assumed,
         ))
@@ -195,6 +234,18 @@ mod tests {
         assert_eq!(parse_ext4_superblock(&sb), Some((128, 4096, 8192)));
         sb[56] = 0;
         assert_eq!(parse_ext4_superblock(&sb), None);
+    }
+
+    /// This machine's root filesystem: 16,777,216 inodes, 66,053,021 usable blocks of 4 KiB
+    /// (2,048 groups of 8,192 inodes); a small one of 1 KiB blocks, 16 groups of 2,048.
+    #[test]
+    fn inodes_per_group_from_statfs() {
+        assert_eq!(
+            inodes_per_group(16_777_216, 66_053_021, 4096, 16),
+            Some(8192)
+        );
+        assert_eq!(inodes_per_group(32_768, 120_000, 1024, 4), Some(2048));
+        assert_eq!(inodes_per_group(7, 1, 4096, 16), None);
     }
 
     /// The dense numbering counts the blocks [`Layout::block`] tells apart.

@@ -245,8 +245,12 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
             let mut w = file::SurveyWriter::create(dest, &header)?;
             let counts: Vec<u32> = table.dirs.iter().map(|d| d.chunks).collect();
             let order = (0..CHUNK_SUBDIRS as u32).flat_map(|p| table.readdir_order(p as u16));
-            w.chunks(&counts, order.map(|i| (table.digest(i), table.ino(i))))
-                .with_context(|| format!("writing {}", dest.display()))?;
+            w.chunks(
+                &counts,
+                &table.dir_inos,
+                order.map(|i| (table.digest(i), table.ino(i))),
+            )
+            .with_context(|| format!("writing {}", dest.display()))?;
             Some(w)
         }
         None => None,

@@ -51,6 +51,8 @@ pub struct ChunkTable {
     referenced: Vec<u64>,
     /// Per directory, its layout.
     pub dirs: Vec<DirSummary>,
+    /// Per directory, its inode number (0: not listed).
+    pub dir_inos: Vec<u64>,
     /// What else the directories held.
     pub other: OtherEntries,
     /// Chunk directories that were not there.
@@ -61,6 +63,9 @@ pub struct ChunkTable {
     /// `stat` calls made (entries whose `d_type` was unknown).
     pub stats: u64,
 }
+
+/// Directories listed before the table reserves room for the whole store.
+const ESTIMATE_AFTER: usize = 256;
 
 /// Scratch of one directory's listing.
 #[derive(Default)]
@@ -181,17 +186,35 @@ impl ChunkTable {
         };
         for p in 0..skip.len() {
             let p = p as u16;
-            let summary = if skip[p as usize] {
-                DirSummary::default()
+            let (summary, ino) = if skip[p as usize] {
+                (DirSummary::default(), 0)
             } else {
                 t.list_dir(&chunks_fd, &chunks, p, layout, &mut s)?
             };
+            t.dir_inos.push(ino);
             t.dirs.push(summary);
             t.starts.push(t.digests.len() as u64);
+            if p as usize + 1 == ESTIMATE_AFTER && skip.len() > ESTIMATE_AFTER {
+                t.reserve_estimate(skip.len());
+            }
             progress(p);
         }
         t.referenced = vec![0; t.digests.len().div_ceil(64)];
         Ok(t)
+    }
+
+    /// Reserves room for the whole store from the chunks of the directories listed so far:
+    /// digests spread evenly over the directories, so the first 256 of 65,536 tell the
+    /// total within a few percent; a tenth more is reserved, where growing by doubling
+    /// would leave up to half the arrays unused (the table's budget is 48 bytes a chunk).
+    fn reserve_estimate(&mut self, dirs: usize) {
+        let listed = self.dirs.len().max(1);
+        let estimate = self.digests.len() * dirs / listed;
+        let want = estimate + estimate / 10 + 1024;
+        let more = want.saturating_sub(self.digests.len());
+        self.digests.reserve_exact(more);
+        self.inos.reserve_exact(more);
+        self.pos.reserve_exact(more);
     }
 
     fn list_dir(
@@ -201,7 +224,7 @@ impl ChunkTable {
         p: u16,
         layout: &Layout,
         s: &mut Scratch,
-    ) -> anyhow::Result<DirSummary> {
+    ) -> anyhow::Result<(DirSummary, u64)> {
         let name = chunk_subdir_name(p);
         let path = || chunks.join(&name);
         let c = std::ffi::CString::new(name.as_bytes()).expect("no NUL");
@@ -212,12 +235,19 @@ impl ChunkTable {
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 self.missing_dirs.push(p);
-                return Ok(DirSummary::default());
+                return Ok((DirSummary::default(), 0));
             }
             Err(e) => {
                 return Err(anyhow::anyhow!("opening {}: {e}", path().display()));
             }
         };
+        // SAFETY: a plain C struct; zeroes are a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid descriptor and out pointer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            let e = std::io::Error::last_os_error();
+            anyhow::bail!("stat {}: {e}", path().display());
+        }
         s.entries.clear();
         let mut stat_failed = None;
         let (other, stats) = (&mut self.other, &mut self.stats);
@@ -276,7 +306,7 @@ impl ChunkTable {
         }
         s.inos.clear();
         s.inos.extend(s.entries.iter().map(|e| e.1));
-        Ok(summarize(&mut s.inos, &mut s.gaps, layout))
+        Ok((summarize(&mut s.inos, &mut s.gaps, layout), st.st_ino))
     }
 }
 
