@@ -145,7 +145,7 @@ fn print_report(r: &SurveyReport) {
         n(r.median_inode_gap)
     );
     let m = &r.median_dir;
-    if m.chunks > 0 {
+    if m.chunks > 1 {
         println!(
             "median directory the {} chunks in {} map to {} distinct metadata blocks, {} shared, \
              with a median gap of {} between consecutive inode numbers",

@@ -277,11 +277,14 @@ pub fn build_from(setup: &SimSetup, history: crate::gen::history::History) -> Re
 }
 
 /// Peak bytes of a simulated store built from a survey of `chunks` chunks and `references`
-/// references: the survey file read (40 bytes a chunk, 4 a reference), the store's chunk
-/// records, atimes, digest table and directories (about 65 bytes a chunk, as a generated
-/// store's), its index references (kept: 4 bytes each), and [`BASE_BYTES`].
+/// references, with a run: the survey file read (40 bytes a chunk, 4 a reference), the
+/// store (chunk records, atimes, digest table, directories: about 65 bytes a chunk), its
+/// index references (4 bytes each), a run's referenced set and caches, and [`BASE_BYTES`].
+/// Calibrated on a survey of datastore B at a tenth (1,076,158 chunks, 5,626,730
+/// references): 368 MB at the peak of `simulate --survey` with lru, batched and
+/// inode-order one after the other (BENCHMARKS.md); rounded up.
 pub fn survey_peak_bytes(chunks: u64, references: u64) -> u64 {
-    BASE_BYTES + chunks * (40 + 65) + references * 8
+    BASE_BYTES + chunks * 200 + references * 16
 }
 
 /// Builds the store a survey saw, simulated at the survey's time with `params`' model.
