@@ -13,6 +13,7 @@
 //! * [`replay`]: a recorded trace through any cost model, offline.
 //! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
 //! * [`survey`]: a real store's layout and references read without a mount, for the simulator.
+//! * [`syscalls`]: a real GC's system calls (strace, bpftrace) imported as a trace.
 //! * [`trace`]: the trace format, its writer thread, streaming reader and exports.
 //! * [`analysis`]: access order, locality, miss-ratio curves and write-back of a trace; SVG plots.
 //! * [`demo`]: the whole experiment in one command: generate, mount, GC per strategy, report.
@@ -45,6 +46,7 @@ pub mod rng;
 pub mod sim;
 pub mod store;
 pub mod survey;
+pub mod syscalls;
 pub mod table;
 pub mod time;
 pub mod trace;

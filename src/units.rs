@@ -97,6 +97,11 @@ pub fn errno_name(e: i32) -> String {
         .map_or_else(|| e.to_string(), |(s, _)| s.to_string())
 }
 
+/// The errno named `name` (`ENOENT`), if it is one of those this build names.
+pub fn errno_number(name: &str) -> Option<i32> {
+    ERRNOS.iter().find(|(s, _)| *s == name).map(|(_, n)| *n)
+}
+
 /// A duration such as `5ms`, `2s`, `1.5s` or `250us`.
 pub fn parse_duration(v: &str) -> anyhow::Result<u64> {
     let v = v.trim();

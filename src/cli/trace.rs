@@ -55,6 +55,40 @@ enum TraceCommand {
     /// Records, errors and time per operation.
     #[command(after_help = "Example:\n  chunkscope trace stats gc.trace")]
     Stats { file: PathBuf },
+    /// Turn a syscall log of a real GC (strace, or mount-scripts/gc-syscalls.bt) into a
+    /// trace: each call on the store as the requests a chunkscope mount would have
+    /// recorded, with the inode numbers of a survey taken before the GC (--survey) or of a
+    /// stat at import time; then analyze, replay and phase inference work on it.
+    #[command(after_help = "Examples:\n  \
+        chunkscope trace import gc.strace -o gc.trace\n  \
+        chunkscope trace import --survey tiny.survey gc.strace -o gc.trace\n  \
+        chunkscope trace import --format bpftrace gc.bpf.log -o gc.trace\n\n\
+        The log of a PBS GC, from strace (every thread of the proxy whose GC runs):\n  \
+        strace -f -tt -T -y -o gc.strace -p PID \\\n    \
+        -e trace=utimensat,newfstatat,statx,getdents64,unlinkat,openat\n\
+        or, where strace costs too much, from bpftrace on syscall tracepoints:\n  \
+        BPFTRACE_STRLEN=200 bpftrace mount-scripts/gc-syscalls.bt PID > gc.bpf.log\n\n\
+        A survey taken before the GC gives the inodes of the chunks it removes too; without\n\
+        one, they are 0 in the trace (counted as unresolved).")]
+    Import {
+        /// The log.
+        log: PathBuf,
+        /// The trace to write.
+        #[arg(short, long, value_name = "FILE")]
+        out: PathBuf,
+        /// The log's format.
+        #[arg(long, value_enum, default_value = "strace")]
+        format: crate::syscalls::Format,
+        /// Inode numbers from this survey (`chunkscope survey --out`), taken before the GC.
+        #[arg(long, value_name = "FILE")]
+        survey: Option<PathBuf>,
+        /// The datastore the GC ran on (default: found in the log's paths).
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+        /// The import's counts as JSON on standard output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Exports `file` in `format` to `output` (`-`: standard output). A file is written under a
@@ -136,10 +170,86 @@ fn warn_truncated(r: &TraceReader) {
     }
 }
 
+/// `trace import`.
+fn import(
+    log: &std::path::Path,
+    out: &std::path::Path,
+    format: crate::syscalls::Format,
+    survey: Option<&std::path::Path>,
+    store: Option<&std::path::Path>,
+    json: bool,
+) -> Result<Outcome> {
+    let file = survey
+        .map(crate::survey::file::SurveyFile::read)
+        .transpose()?;
+    let store = store.map(std::path::Path::to_path_buf).or_else(|| {
+        file.as_ref()
+            .map(|f| std::path::PathBuf::from(&f.header.store))
+    });
+    let r = match &file {
+        Some(f) => {
+            let root = store.clone().expect("a survey names its store");
+            let mut inodes = crate::syscalls::Fallback(
+                crate::syscalls::SurveyInodes::new(f),
+                crate::syscalls::StatInodes::new(&root),
+            );
+            crate::syscalls::import(log, format, Some(&root), &mut inodes, out)?
+        }
+        None => {
+            // The store is known once the log is read: stat below it then.
+            let root = match &store {
+                Some(s) => s.clone(),
+                None => crate::syscalls::store_of(log, format)?,
+            };
+            let mut inodes = crate::syscalls::StatInodes::new(&root);
+            crate::syscalls::import(log, format, Some(&root), &mut inodes, out)?
+        }
+    };
+    if json {
+        super::write_json(std::path::Path::new("-"), &r)?;
+    } else {
+        let calls: Vec<String> = r.calls.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        println!(
+            "{}: {} calls on {} ({}), {} records; {} lines outside the store or of other calls",
+            out.display(),
+            crate::units::thousands(r.calls.values().sum()),
+            r.store,
+            calls.join(", "),
+            crate::units::thousands(r.records),
+            crate::units::thousands(r.outside + r.other_lines)
+        );
+    }
+    if r.unresolved > 0 {
+        tracing::warn!(
+            "{} records have no inode number (paths gone before the import: chunks the GC \
+             removed, without a survey taken before it); their analyses leave them out",
+            crate::units::thousands(r.unresolved)
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
 pub fn run(args: TraceArgs) -> Result<Outcome> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match args.command {
+        TraceCommand::Import {
+            log,
+            out,
+            format,
+            survey,
+            store,
+            json,
+        } => {
+            return import(
+                &log,
+                &out,
+                format,
+                survey.as_deref(),
+                store.as_deref(),
+                json,
+            );
+        }
         TraceCommand::Dump { file } => {
             let mut r = TraceReader::open(&file)?;
             writeln!(

@@ -451,7 +451,8 @@ fn help_examples_work_when_pasted() {
         .to_path_buf();
     let limit = Duration::from_secs(600);
     // The traces the examples name, of GCs through a shadow mount of a store of their own
-    // (`gen`'s example makes the /dev/shm/tiny the others use).
+    // (`gen`'s example makes the /dev/shm/tiny the others use); a survey of that store, an
+    // strace of a GC of it and a log in gc-syscalls.bt's format for `trace import`.
     let fixtures = s.localize(
         "chunkscope gen --preset tiny --out /dev/shm/fixture
          for t in naive lru inode-order; do
@@ -461,7 +462,14 @@ fn help_examples_work_when_pasted() {
          done
          mv inode-order.trace inode.trace
          cp lru.trace gc.trace
-         cp lru.trace huge.trace",
+         cp lru.trace huge.trace
+         chunkscope survey --out tiny.survey /dev/shm/fixture > /dev/null
+         strace -f -tt -T -y -o gc.strace \
+           -e trace=utimensat,newfstatat,statx,getdents64,unlinkat,openat \
+           chunkscope gc --no-atime-check --phase mark --strategy lru /dev/shm/fixture
+         z=/dev/shm/fixture/.chunks/0000/$(printf '0%.0s' $(seq 64))
+         printf '# chunkscope gc-syscalls v1 pid 1 boot_ns 0 wall_s 1796000000\n' > gc.bpf.log
+         printf 'E utimensat 1 1000 -1 256 %s\nX 1 10 -2\n' \"$z\" >> gc.bpf.log",
     );
     s.run("the examples' files", &fixtures, s.path(), &bin, limit);
     // The mount examples' traces go elsewhere, so they do not replace the fixtures.

@@ -30,4 +30,5 @@ mod passthrough;
 mod phases;
 mod simulate;
 mod survey;
+mod syscalls;
 mod trace_format;

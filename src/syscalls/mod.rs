@@ -1,0 +1,541 @@
+//! A real GC's system calls as a chunkscope trace: `trace import` of an `strace` log (or the
+//! log of `mount-scripts/gc-syscalls.bt`, bpftrace on syscall tracepoints), for a PBS whose
+//! datastore cannot be put under a mount.
+//!
+//! Each call on the store becomes the requests a chunkscope mount of it would have recorded
+//! for it (the simulator's table, `src/sim/ops.rs`, with the kernel's directory cache
+//! answering the lookups of directories), its path joined with its inode number from a
+//! survey of the store ([`SurveyInodes`]) or a `stat` at import time ([`StatInodes`]; a
+//! `stat` changes no atime):
+//!
+//! | call | records |
+//! |---|---|
+//! | `utimensat` of a chunk | lookup (chunk), setattr (atime) |
+//! | `newfstatat`/`statx` of a chunk, by path or in its directory | lookup (chunk), getattr |
+//! | `newfstatat`/`statx` of an open directory (`AT_EMPTY_PATH`) | getattr |
+//! | `unlinkat` in a chunk directory | lookup (chunk), unlink |
+//! | `openat` of a directory | lookup (its name), opendir |
+//! | `openat` of an index file (or any file of the store) | lookup, open |
+//! | `openat(O_CREAT)` of a chunk's temporary file | create |
+//! | `getdents64` | readdir (entries: the call's count) |
+//!
+//! Calls outside the store (libraries, `/proc`) are skipped. Each record keeps the call's
+//! thread, start and duration; phases are inferred from them as for any trace without
+//! markers (`trace::phases`). What a syscall log cannot say: the entries a listing
+//! returned (readdir records carry their count, no dirent records), and the inodes of
+//! chunks removed before the import when no survey was taken before the GC (inode 0,
+//! counted as unresolved).
+
+pub mod bpftrace;
+pub mod strace;
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use hashbrown::HashMap;
+use serde::Serialize;
+
+use crate::datastore::paths::CHUNK_DIR;
+use crate::datastore::Digest;
+use crate::trace::format::{flags, RawRecord};
+use crate::trace::{Extra, Op, TraceMeta, TraceSink, TraceWriter};
+
+/// The system calls imported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `utimensat`.
+    #[default]
+    Utimensat,
+    /// `newfstatat` (`fstatat`).
+    Fstatat,
+    /// `statx`.
+    Statx,
+    /// `getdents64`.
+    Getdents,
+    /// `unlinkat`.
+    Unlinkat,
+    /// `openat`.
+    Openat,
+}
+
+impl Kind {
+    /// The call of a name as strace and the tracepoints name it.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Some(match name {
+            "utimensat" => Kind::Utimensat,
+            "newfstatat" | "fstatat64" => Kind::Fstatat,
+            "statx" => Kind::Statx,
+            "getdents64" => Kind::Getdents,
+            "unlinkat" => Kind::Unlinkat,
+            "openat" => Kind::Openat,
+            _ => return None,
+        })
+    }
+}
+
+/// One system call of a log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Syscall {
+    /// The calling thread.
+    pub tid: u32,
+    /// When it started, ns (since the epoch if `epoch`, else since midnight).
+    pub time_ns: u64,
+    /// Whether `time_ns` counts from the epoch.
+    pub epoch: bool,
+    /// How long it took, ns.
+    pub duration_ns: u64,
+    /// Which call.
+    pub kind: Kind,
+    /// Its descriptor argument's path (`None`: `-1`, or unknown).
+    pub dir: Option<String>,
+    /// Its path argument.
+    pub path: Option<String>,
+    /// Its result (-1 on an error).
+    pub ret: i64,
+    /// The error (0: none).
+    pub errno: i32,
+    /// `openat`: the path of the descriptor it returned.
+    pub result_path: Option<String>,
+    /// `openat` with `O_CREAT`.
+    pub create: bool,
+    /// `openat` with `O_DIRECTORY`.
+    pub directory: bool,
+    /// A stat of the descriptor itself (`AT_EMPTY_PATH` and an empty path).
+    pub empty_path: bool,
+    /// `getdents64`: the entries it returned, if the log says.
+    pub entries: Option<u64>,
+}
+
+/// Inode numbers of the store's paths.
+pub trait Inodes {
+    /// The chunk `d`'s inode (`None`: unknown).
+    fn chunk(&mut self, d: &Digest) -> Option<u64>;
+    /// The inode of the path `rel` below the store's root (empty: the root).
+    fn path(&mut self, rel: &Path) -> Option<u64>;
+}
+
+/// Inode numbers from a survey taken before the GC (chunks it removed included).
+pub struct SurveyInodes {
+    chunks: HashMap<Digest, u64>,
+    paths: HashMap<PathBuf, u64>,
+}
+
+impl SurveyInodes {
+    /// The inodes a survey saw.
+    pub fn new(f: &crate::survey::file::SurveyFile) -> SurveyInodes {
+        let chunks = f.chunks.iter().map(|&(d, ino)| (d, ino)).collect();
+        let mut paths = HashMap::new();
+        for d in &f.dirs {
+            paths.insert(d.path.clone(), d.ino);
+            for (name, _, ino) in &d.entries {
+                paths.insert(d.path.join(name), *ino);
+            }
+        }
+        for (p, &ino) in f.dir_inos.iter().enumerate() {
+            let name = crate::datastore::paths::chunk_subdir_name(p as u16);
+            paths.insert(Path::new(CHUNK_DIR).join(name), ino);
+        }
+        SurveyInodes { chunks, paths }
+    }
+}
+
+impl Inodes for SurveyInodes {
+    fn chunk(&mut self, d: &Digest) -> Option<u64> {
+        self.chunks.get(d).copied()
+    }
+    fn path(&mut self, rel: &Path) -> Option<u64> {
+        self.paths.get(rel).copied()
+    }
+}
+
+/// Inode numbers from `first`, else from `then` (a survey, then a stat for what was created
+/// after it: the atime check's zero chunk, a backup's new chunks).
+pub struct Fallback<A, B>(pub A, pub B);
+
+impl<A: Inodes, B: Inodes> Inodes for Fallback<A, B> {
+    fn chunk(&mut self, d: &Digest) -> Option<u64> {
+        self.0.chunk(d).or_else(|| self.1.chunk(d))
+    }
+    fn path(&mut self, rel: &Path) -> Option<u64> {
+        self.0.path(rel).or_else(|| self.1.path(rel))
+    }
+}
+
+/// Inode numbers from an `lstat` at import time (a stat reads no data: no atime changes),
+/// each path once.
+pub struct StatInodes {
+    root: PathBuf,
+    cache: HashMap<PathBuf, Option<u64>>,
+}
+
+impl StatInodes {
+    /// Stats below `root`.
+    pub fn new(root: &Path) -> StatInodes {
+        StatInodes {
+            root: root.to_path_buf(),
+            cache: HashMap::new(),
+        }
+    }
+}
+
+impl Inodes for StatInodes {
+    fn chunk(&mut self, d: &Digest) -> Option<u64> {
+        let rel = crate::datastore::paths::chunk_rel_path(d);
+        self.path(&rel)
+    }
+    fn path(&mut self, rel: &Path) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        if let Some(&ino) = self.cache.get(rel) {
+            return ino;
+        }
+        let ino = std::fs::symlink_metadata(self.root.join(rel))
+            .ok()
+            .map(|m| m.ino());
+        self.cache.insert(rel.to_path_buf(), ino);
+        ino
+    }
+}
+
+/// The log formats read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum Format {
+    /// `strace -f -tt -T -y` (or `-ttt`).
+    Strace,
+    /// `mount-scripts/gc-syscalls.bt`'s lines.
+    Bpftrace,
+}
+
+/// What an import read and wrote.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ImportReport {
+    /// Lines read.
+    pub lines: u64,
+    /// Calls on the store imported, by name.
+    pub calls: std::collections::BTreeMap<String, u64>,
+    /// Calls of the log outside the store (skipped).
+    pub outside: u64,
+    /// Lines that were no call of the imported kinds (other calls, signals, exits).
+    pub other_lines: u64,
+    /// Records written.
+    pub records: u64,
+    /// Records whose inode was not known (0 in the trace).
+    pub unresolved: u64,
+    /// The store's root the calls were matched against.
+    pub store: String,
+}
+
+/// Where a path is in the store.
+enum Place {
+    Chunk(Digest),
+    /// A chunk's temporary file (`<hex>.tmp_XXXXXX`).
+    ChunkTemp,
+    Other,
+}
+
+fn place(rel: &Path) -> Place {
+    let mut c = rel.components();
+    let first = c.next().and_then(|x| x.as_os_str().to_str());
+    let (Some(CHUNK_DIR), Some(_dir), Some(name), None) = (
+        first,
+        c.next(),
+        c.next().and_then(|x| x.as_os_str().to_str()),
+        c.next(),
+    ) else {
+        return Place::Other;
+    };
+    match crate::datastore::paths::ChunkName::classify(name.as_bytes()) {
+        crate::datastore::paths::ChunkName::Chunk(d) => Place::Chunk(d),
+        _ if name.contains(".tmp_") => Place::ChunkTemp,
+        _ => Place::Other,
+    }
+}
+
+/// Turns calls into records.
+struct Importer<'a> {
+    root: PathBuf,
+    inodes: &'a mut dyn Inodes,
+    sink: TraceSink,
+    /// Time of the first call (ns, in the log's clock).
+    t0: Option<u64>,
+    /// The day the time of day wrapped at, added (`-tt` logs across midnight).
+    day_ns: u64,
+    last_ns: u64,
+    report: ImportReport,
+}
+
+const DAY_NS: u64 = 86_400 * 1_000_000_000;
+
+impl Importer<'_> {
+    fn rel<'p>(&self, p: &'p Path) -> Option<&'p Path> {
+        p.strip_prefix(&self.root).ok()
+    }
+
+    fn ino(&mut self, rel: &Path) -> u64 {
+        match place(rel) {
+            Place::Chunk(d) => self.inodes.chunk(&d),
+            _ => self.inodes.path(rel),
+        }
+        .unwrap_or(0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &mut self,
+        s: &Syscall,
+        op: Op,
+        ino: u64,
+        parent: u64,
+        name: &[u8],
+        fl: u8,
+        arg: u64,
+        errno: i32,
+    ) {
+        let mut r = RawRecord::new(op);
+        r.seq = self.sink.next_seq();
+        r.start_ns = self.start_ns(s);
+        r.duration_ns = s.duration_ns;
+        r.ino = ino;
+        r.parent = parent;
+        r.arg = arg;
+        r.pid = s.tid;
+        r.flags = fl;
+        r.errno = errno;
+        r.set_name(name);
+        self.report.records += 1;
+        if ino == 0 && errno == 0 && op != Op::Create {
+            self.report.unresolved += 1;
+        }
+        self.sink.record_request(r, Extra::default());
+    }
+
+    fn start_ns(&mut self, s: &Syscall) -> u64 {
+        let mut t = s.time_ns + self.day_ns;
+        if !s.epoch && t + DAY_NS / 2 < self.last_ns {
+            self.day_ns += DAY_NS; // past midnight
+            t += DAY_NS;
+        }
+        self.last_ns = t;
+        let t0 = *self.t0.get_or_insert(t);
+        t.saturating_sub(t0)
+    }
+
+    /// A lookup of `rel`'s last component in its directory, found as `ino` (or failing with
+    /// `errno`).
+    fn lookup(&mut self, s: &Syscall, rel: &Path, ino: u64, errno: i32) {
+        let parent = rel.parent().map_or(0, |p| self.inodes.path(p).unwrap_or(0));
+        let name = rel.file_name().map_or(&[][..], |n| n.as_encoded_bytes());
+        let found = if errno == 0 { ino } else { 0 };
+        self.emit(s, Op::Lookup, found, parent, name, 0, 0, errno);
+    }
+
+    fn call(&mut self, s: &Syscall) {
+        // The path the call is about.
+        let dir = s.dir.as_deref().map(Path::new);
+        let target: Option<PathBuf> = match (&s.path, dir) {
+            (Some(p), _) if p.starts_with('/') => Some(PathBuf::from(p)),
+            (Some(p), Some(d)) if !p.is_empty() => Some(d.join(p)),
+            (_, Some(d)) if s.empty_path || s.kind == Kind::Getdents => Some(d.to_path_buf()),
+            _ => None,
+        };
+        let Some(target) = target else {
+            self.report.other_lines += 1;
+            return;
+        };
+        let Some(rel) = self.rel(&target).map(Path::to_path_buf) else {
+            self.report.outside += 1;
+            return;
+        };
+        *self
+            .report
+            .calls
+            .entry(format!("{:?}", s.kind).to_lowercase())
+            .or_default() += 1;
+        let ok = s.errno == 0;
+        let ino = self.ino(&rel);
+        match (s.kind, place(&rel)) {
+            (Kind::Utimensat, _) => {
+                self.lookup(s, &rel, ino, s.errno);
+                if ok {
+                    let now = self.start_ns(s);
+                    self.emit(s, Op::Setattr, ino, 0, b"", flags::SET_ATIME, now, 0);
+                }
+            }
+            (Kind::Fstatat | Kind::Statx, _) if s.empty_path => {
+                self.emit(s, Op::Getattr, ino, 0, b"", 0, 0, s.errno);
+            }
+            (Kind::Fstatat | Kind::Statx, _) => {
+                self.lookup(s, &rel, ino, s.errno);
+                if ok {
+                    self.emit(s, Op::Getattr, ino, 0, b"", 0, 0, 0);
+                }
+            }
+            (Kind::Unlinkat, _) => {
+                self.lookup(s, &rel, ino, s.errno);
+                if ok {
+                    let parent = rel.parent().map_or(0, |p| self.inodes.path(p).unwrap_or(0));
+                    let name = rel
+                        .file_name()
+                        .map_or(&[][..], |n| n.as_encoded_bytes())
+                        .to_vec();
+                    self.emit(s, Op::Unlink, ino, parent, &name, 0, 0, 0);
+                }
+            }
+            (Kind::Getdents, _) => {
+                let n = s.entries.unwrap_or(0);
+                self.emit(s, Op::Readdir, ino, 0, b"", 0, n, s.errno);
+            }
+            (Kind::Openat, Place::ChunkTemp) if s.create => {
+                let parent = rel.parent().map_or(0, |p| self.inodes.path(p).unwrap_or(0));
+                let name = rel
+                    .file_name()
+                    .map_or(&[][..], |n| n.as_encoded_bytes())
+                    .to_vec();
+                self.emit(s, Op::Create, 0, parent, &name, 0, 0, s.errno);
+            }
+            (Kind::Openat, _) => {
+                let is_dir = s.directory
+                    || rel == Path::new(CHUNK_DIR)
+                    || rel.parent() == Some(Path::new(CHUNK_DIR));
+                if !rel.as_os_str().is_empty() {
+                    self.lookup(s, &rel, ino, s.errno);
+                }
+                if ok {
+                    let op = if is_dir { Op::Opendir } else { Op::Open };
+                    self.emit(s, op, ino, 0, b"", 0, 0, 0);
+                }
+            }
+        }
+    }
+}
+
+/// The store root of a log: `store` if given, else the directory above the first
+/// `.chunks` in a path of it.
+fn find_root(lines: &mut dyn Iterator<Item = Syscall>) -> Option<PathBuf> {
+    for s in lines {
+        for p in [
+            s.path.as_deref(),
+            s.dir.as_deref(),
+            s.result_path.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(at) = p.find(&format!("/{CHUNK_DIR}")) {
+                let end = at + 1 + CHUNK_DIR.len();
+                if p.len() == end || p.as_bytes()[end] == b'/' {
+                    return Some(PathBuf::from(&p[..at.max(1)]));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The store a log's calls are on: the directory above the first `.chunks` in its paths.
+pub fn store_of(log: &Path, format: Format) -> Result<PathBuf> {
+    find_root(&mut calls(log, format)?.filter_map(|c| c.1)).with_context(|| {
+        format!(
+            "{}: no call on a datastore's .chunks in it: not a {} log of a GC? (--store \
+             names the store)",
+            log.display(),
+            match format {
+                Format::Strace => "strace",
+                Format::Bpftrace => "gc-syscalls.bt",
+            }
+        )
+    })
+}
+
+/// Reads the calls of `log` in `format`.
+fn calls(log: &Path, format: Format) -> Result<impl Iterator<Item = (u64, Option<Syscall>)>> {
+    let f = std::fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
+    let reader = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut strace = strace::Parser::default();
+    let mut bpf = bpftrace::Parser::default();
+    let mut n = 0u64;
+    Ok(reader.split(b'\n').map_while(Result::ok).map(move |raw| {
+        n += 1;
+        let line = String::from_utf8_lossy(&raw);
+        let s = match format {
+            Format::Strace => strace.line(&line),
+            Format::Bpftrace => bpf.line(&line),
+        };
+        (n, s)
+    }))
+}
+
+/// Imports `log` (of `format`) into a trace at `out`; the store is `store` (or found in the
+/// log), its inodes from `inodes`.
+pub fn import(
+    log: &Path,
+    format: Format,
+    store: Option<&Path>,
+    inodes: &mut dyn Inodes,
+    out: &Path,
+) -> Result<ImportReport> {
+    let root = match store {
+        Some(s) => std::path::absolute(s)?,
+        None => store_of(log, format)?,
+    };
+    // The trace's start: the first call's time (since the epoch with -ttt or bpftrace's
+    // wall clock; with -tt, the day of the log's last change).
+    let first = calls(log, format)?.find_map(|c| c.1);
+    let Some(first) = first else {
+        bail!(
+            "{}: no utimensat, fstatat, statx, getdents64, unlinkat or openat call in it",
+            log.display()
+        );
+    };
+    let start_epoch_ns = if first.epoch {
+        first.time_ns
+    } else {
+        let mtime = std::fs::metadata(log)?
+            .modified()?
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos() as u64;
+        mtime - mtime % DAY_NS + first.time_ns
+    };
+    let mut meta = TraceMeta {
+        store: root.display().to_string(),
+        start_epoch_ns,
+        ..Default::default()
+    };
+    meta.options
+        .insert("imported".into(), log.display().to_string().into());
+    meta.options
+        .insert("format".into(), format!("{format:?}").to_lowercase().into());
+    let (writer, sink) = TraceWriter::start(out, meta)
+        .with_context(|| format!("creating the trace {}", out.display()))?;
+    let mut im = Importer {
+        root: root.clone(),
+        inodes,
+        sink,
+        t0: None,
+        day_ns: 0,
+        last_ns: 0,
+        report: ImportReport {
+            store: root.display().to_string(),
+            ..Default::default()
+        },
+    };
+    for (n, c) in calls(log, format)? {
+        im.report.lines = n;
+        match c {
+            Some(s) => im.call(&s),
+            None => im.report.other_lines += 1,
+        }
+    }
+    let report = im.report;
+    drop(im.sink);
+    let stats = writer.finish()?;
+    if stats.lost > 0 {
+        bail!(
+            "{}: {} records could not be written",
+            out.display(),
+            stats.lost
+        );
+    }
+    Ok(report)
+}
