@@ -72,7 +72,7 @@ for i in $(seq "$RUNS"); do
     echo "$p" >> "$WORK/plain"; echo "$s" >> "$WORK/strace"; echo "$b" >> "$WORK/bpftrace"
     echo "$o" >> "$WORK/mount"; echo "$ot" >> "$WORK/traced"
 done
-calls=$(grep -cE '^[0-9]+ [0-9:.]+ (utimensat|newfstatat|statx|getdents64|unlinkat|openat)\(' "$WORK/gc.strace")
+calls=$(grep -cE '^[0-9]+ +[0-9:.]+ +(utimensat|newfstatat|statx|getdents64|unlinkat|openat)\(' "$WORK/gc.strace")
 P=$(median < "$WORK/plain")
 echo "calls $calls (the last strace run's)"
 for r in plain strace bpftrace mount traced; do

@@ -119,7 +119,6 @@ impl Source for HistorySource {
         let mut groups_created = hashbrown::HashSet::new();
         let mut cursors = history.cursors();
         for e in history.events() {
-            let g = &history.groups[e.group as usize];
             for (ai, cursor) in cursors[e.group as usize].iter_mut().enumerate() {
                 contents.clear();
                 // Contents this archive had at its previous backup were seen there.
@@ -143,40 +142,9 @@ impl Source for HistorySource {
                     }
                 }
             }
-            if !history.is_retained(&e) {
-                continue;
+            if history.is_retained(&e) {
+                add_snapshot(b, &history, &e, &mut groups_created, &mut alloc, &mut files);
             }
-            // write_snapshot: group directories on first use, owner, snapshot, files.
-            let rel = group_dir(&history, e.group as usize);
-            let mut at = 0u32;
-            for comp in rel.components() {
-                let Component::Normal(name) = comp else {
-                    continue;
-                };
-                let name = name.to_str().expect("generated names are UTF-8");
-                at = match b.child(at, name) {
-                    Some(n) => n,
-                    None => b.add_node(at, name, alloc(), NodeKind::Dir),
-                };
-            }
-            if groups_created.insert(e.group) {
-                b.add_node(at, GROUP_OWNER_FILE, alloc(), NodeKind::File);
-            }
-            let snap = b.add_node(
-                at,
-                &crate::time::rfc3339_utc(e.time),
-                alloc(),
-                NodeKind::Dir,
-            );
-            if let Some(name) = config_blob_name(g.ty) {
-                b.add_node(snap, name, alloc(), NodeKind::File);
-            }
-            for (ai, a) in g.archives.iter().enumerate() {
-                let id = files.len() as u32;
-                files.push((e, ai as u32));
-                b.add_node(snap, &a.name, alloc(), NodeKind::Index(id));
-            }
-            b.add_node(snap, MANIFEST_BLOB_NAME, alloc(), NodeKind::File);
         }
         if mode == DigestMode::Hashed {
             // Index files name their chunks by a hash of the content: the map from content to
@@ -194,6 +162,50 @@ impl Source for HistorySource {
             files,
         }))
     }
+}
+
+/// The files of a kept snapshot, as `write_snapshot` creates them: its group's directories
+/// on first use, the group's owner file once, the snapshot directory, the config blob, the
+/// index files (each an id of `files`), the manifest.
+fn add_snapshot(
+    b: &mut Builder,
+    history: &History,
+    e: &Event,
+    groups_created: &mut hashbrown::HashSet<u32>,
+    alloc: &mut dyn FnMut() -> u64,
+    files: &mut Vec<(Event, u32)>,
+) {
+    let g = &history.groups[e.group as usize];
+    let rel = group_dir(history, e.group as usize);
+    let mut at = 0u32;
+    for comp in rel.components() {
+        let Component::Normal(name) = comp else {
+            continue;
+        };
+        let name = name.to_str().expect("generated names are UTF-8");
+        at = match b.child(at, name) {
+            Some(n) => n,
+            None => b.add_node(at, name, alloc(), NodeKind::Dir),
+        };
+    }
+    if groups_created.insert(e.group) {
+        b.add_node(at, GROUP_OWNER_FILE, alloc(), NodeKind::File);
+    }
+    let snap = b.add_node(
+        at,
+        &crate::time::rfc3339_utc(e.time),
+        alloc(),
+        NodeKind::Dir,
+    );
+    if let Some(name) = config_blob_name(g.ty) {
+        b.add_node(snap, name, alloc(), NodeKind::File);
+    }
+    for (ai, a) in g.archives.iter().enumerate() {
+        let id = files.len() as u32;
+        files.push((*e, ai as u32));
+        b.add_node(snap, &a.name, alloc(), NodeKind::Index(id));
+    }
+    b.add_node(snap, MANIFEST_BLOB_NAME, alloc(), NodeKind::File);
 }
 
 impl IndexSource for HistoryIndexes {

@@ -260,6 +260,11 @@ mod tests {
         ] {
             assert!(p.line(skipped).is_none(), "{skipped}");
         }
+        // strace pads the thread id to the widest one seen.
+        let padded = p
+            .line("7106  06:36:31.159179 utimensat(-1, \"/s/y\", NULL, 0) = 0 <0.000005>")
+            .unwrap();
+        assert_eq!((padded.tid, padded.path.as_deref()), (7106, Some("/s/y")));
         let epoch = p.line("5 1733300000.5 unlinkat(7</s/.chunks/00b5>, \"a\\\"b\\\\c\\x41\\101\", 0) = 0 <0.000008>").unwrap();
         assert!(epoch.epoch);
         assert_eq!(epoch.time_ns, 1_733_300_000_500_000_000);

@@ -443,3 +443,36 @@ fn surveyed_simulation_is_the_mounted_gc(strategies: &str) {
         assert!(report["counters"]["removed_chunks"].as_u64().unwrap() > 0);
     }
 }
+
+/// On a tmpfs of its own (inode numbers in creation order, as the generator's simulation
+/// numbers them), `simulate --store` of a generated store gives `simulate --preset`'s runs
+/// of the same preset and seed: the same counts, requests and modelled costs.
+#[test]
+fn a_surveyed_simulation_is_the_presets_on_a_generated_store() {
+    let dir = PrivateTmpfs::new();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "8"]);
+    let args = ["--model", "zfs-hdd", "--strategy", "lru,batched"];
+    let preset = simulate(&store, "tiny", "8", &args);
+    let mut a = vec!["simulate", "--json", "--store", store.to_str().unwrap()];
+    a.extend_from_slice(&args);
+    let o = run(&a);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let surveyed: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(preset.len(), surveyed.len());
+    for (p, s) in preset.iter().zip(&surveyed) {
+        let strategy = p["strategy"].as_str().unwrap();
+        for key in [
+            "utimensat_calls",
+            "touched",
+            "listings",
+            "sweep_listings",
+            "stat_calls",
+            "unlinks",
+            "removed_chunks",
+        ] {
+            assert_eq!(p["counters"][key], s["counters"][key], "{strategy}: {key}");
+        }
+        assert_eq!(p["requests"], s["requests"], "{strategy}");
+        assert_eq!(p["model"], s["model"], "{strategy}");
+    }
+}
