@@ -37,6 +37,11 @@ pub struct SimulateArgs {
     /// Simulate the store a saved survey saw (`chunkscope survey --out FILE`).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["preset", "seed", "slice", "digests", "first_ino"])]
     survey: Option<std::path::PathBuf>,
+    /// Simulate the store a trace of a whole GC saw (through a mount, or `trace import`ed):
+    /// its chunks' inodes, the references it touched, what it removed (a trace of lru has
+    /// no cache hits: naive then touches fewer references than the real indexes hold).
+    #[arg(long, value_name = "TRACE", conflicts_with_all = ["store", "survey", "preset", "seed", "slice", "digests", "first_ino"])]
+    store_trace: Option<std::path::PathBuf>,
     /// Store shape: a generator preset (tiny, small, thread000, datastore-b, datastore-a; the
     /// last three, shaped like the threads' stores, at their real size unless --scale).
     #[arg(long, default_value = "small", value_name = "PRESET")]
@@ -159,6 +164,7 @@ struct Prepared {
 enum Origin {
     Preset,
     Survey(String),
+    Trace(String),
 }
 
 pub fn run(args: SimulateArgs) -> Result<Outcome> {
@@ -186,7 +192,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         ),
     };
     let built = std::time::Instant::now();
-    let prepared = if args.store.is_some() || args.survey.is_some() {
+    let prepared = if let Some(trace) = &args.store_trace {
+        traced(&args, trace, &params, limit, what, progress)?
+    } else if args.store.is_some() || args.survey.is_some() {
         surveyed(&args, &params, limit, what, progress)?
     } else {
         generated(&args, &params, limit, what, progress)?
@@ -223,6 +231,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         let name = match &origin {
             Origin::Preset => format!("{} (seed {}{slice_text})", args.preset, args.seed),
             Origin::Survey(s) => format!("{s} (surveyed)"),
+            Origin::Trace(t) => format!("seen by the GC of {t}"),
         };
         tracing::info!(
             "simulated store {name}: {} chunks, built in {:.1} s; model {} (mechanisms: {}){order}",
@@ -260,6 +269,9 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
                 }
                 Origin::Survey(s) => {
                     o.insert("survey".into(), s.clone().into());
+                }
+                Origin::Trace(t) => {
+                    o.insert("store_trace".into(), t.clone().into());
                 }
             }
             if slice.of > 1 {
@@ -464,6 +476,46 @@ fn generated(
         limit,
         origin: Origin::Preset,
         slice: setup.slice,
+    })
+}
+
+/// The store of `--store-trace`: what a trace of a whole GC saw.
+fn traced(
+    args: &SimulateArgs,
+    trace: &std::path::Path,
+    params: &crate::model::ModelParams,
+    limit: Option<u64>,
+    what: &str,
+    progress: bool,
+) -> Result<Prepared> {
+    if args.shape != super::gen::ShapeArgs::default() {
+        bail!("--scale, --dedup and the other shape options describe a generated store, not a traced one");
+    }
+    let spinner = spinner(
+        progress,
+        format!("building the store {} saw", trace.display()),
+    );
+    let store = sim::build_trace(trace, params)?;
+    spinner.finish_and_clear();
+    let chunks = store.chunks_created() as u64;
+    let peak_bytes = sim::survey_peak_bytes(chunks, 0);
+    if let Some(limit) = limit.filter(|&l| peak_bytes > l && !args.force) {
+        bail!(
+            "{}: a simulated store of {} chunks would need about {} at its peak, more than \
+             {what} ({}); --force builds it anyway",
+            trace.display(),
+            thousands(chunks),
+            human_bytes(peak_bytes),
+            human_bytes(limit)
+        );
+    }
+    Ok(Prepared {
+        store,
+        chunks,
+        peak_bytes,
+        limit,
+        origin: Origin::Trace(trace.display().to_string()),
+        slice: sim::Slice::WHOLE,
     })
 }
 

@@ -60,9 +60,9 @@ enum TraceCommand {
     /// recorded, with the inode numbers of a survey taken before the GC (--survey) or of a
     /// stat at import time; then analyze, replay and phase inference work on it.
     #[command(after_help = "Examples:\n  \
-        chunkscope trace import gc.strace -o gc.trace\n  \
-        chunkscope trace import --survey tiny.survey gc.strace -o gc.trace\n  \
-        chunkscope trace import --format bpftrace gc.bpf.log -o gc.trace\n\n\
+        chunkscope trace import gc.strace -o imported.trace\n  \
+        chunkscope trace import --survey tiny.survey gc.strace -o imported.trace\n  \
+        chunkscope trace import --format bpftrace gc.bpf.log -o bpf.trace\n\n\
         The log of a PBS GC, from strace (every thread of the proxy whose GC runs):\n  \
         strace -f -tt -T -y -o gc.strace -p PID \\\n    \
         -e trace=utimensat,newfstatat,statx,getdents64,unlinkat,openat\n\

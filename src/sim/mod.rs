@@ -16,6 +16,7 @@ mod ops;
 mod requests;
 pub mod store;
 pub mod survey_source;
+pub mod trace_source;
 
 use std::time::Instant;
 
@@ -299,6 +300,22 @@ pub fn build_survey(
     SimStore::from_source(
         Box::new(source),
         root,
+        first_ino,
+        chunks,
+        Slice::WHOLE,
+        now,
+        Model::new(params.clone()),
+    )
+}
+
+/// Builds the store a trace of a whole GC saw ([`trace_source`]), simulated at the trace's
+/// start with `params`' model.
+pub fn build_trace(path: &std::path::Path, params: &ModelParams) -> Result<SimStore> {
+    let source = trace_source::TraceSource::read(path)?;
+    let (first_ino, chunks, now) = (source.first_ino(), source.chunk_count(), source.start_s);
+    SimStore::from_source(
+        Box::new(source),
+        std::path::Path::new("/simulated/trace").to_path_buf(),
         first_ino,
         chunks,
         Slice::WHOLE,

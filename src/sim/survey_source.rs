@@ -43,13 +43,15 @@ impl SurveySource {
     }
 }
 
-/// The index files of a survey: their kinds and references.
-struct SurveyIndexes {
-    fixed: Vec<bool>,
-    refs: Vec<Vec<u32>>,
-    not_listed: Vec<Digest>,
-    chunks: u32,
-    ctime: i64,
+/// Index files known by their references (a survey's, a trace's): each one's kind and its
+/// references, 4 bytes each (a chunk's number, or from `chunks` on one of `not_listed`),
+/// made into an index file of that kind when opened.
+pub(super) struct RefIndexes {
+    pub(super) fixed: Vec<bool>,
+    pub(super) refs: Vec<Vec<u32>>,
+    pub(super) not_listed: Vec<Digest>,
+    pub(super) chunks: u32,
+    pub(super) ctime: i64,
 }
 
 /// The chunk size a surveyed index is made with (PBS's fixed indexes use 4 MiB; the GC
@@ -136,7 +138,7 @@ impl Source for SurveySource {
         }
         b.referenced = referenced.iter().map(|w| w.count_ones() as usize).sum();
         let (fixed, refs) = f.indexes.into_iter().map(|i| (i.fixed, i.refs)).unzip();
-        Ok(Box::new(SurveyIndexes {
+        Ok(Box::new(RefIndexes {
             fixed,
             refs,
             not_listed: f.not_listed,
@@ -189,7 +191,7 @@ impl Tree<'_, '_> {
     }
 }
 
-impl IndexSource for SurveyIndexes {
+impl IndexSource for RefIndexes {
     fn bytes(&self, built: &Built, id: u32, _: &mut (dyn Any + Send)) -> Vec<u8> {
         let digests: Vec<Digest> = self.refs[id as usize]
             .iter()
@@ -218,6 +220,6 @@ impl IndexSource for SurveyIndexes {
 
     fn memory(&self) -> Vec<(&'static str, u64)> {
         let refs: usize = self.refs.iter().map(|r| r.capacity() * 4).sum();
-        vec![("index references (survey)", refs as u64)]
+        vec![("index references", refs as u64)]
     }
 }

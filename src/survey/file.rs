@@ -408,64 +408,12 @@ impl SurveyFile {
             let d = Digest(r.bytes::<32>().map_err(truncated)?);
             chunks.push((d, r.u64().map_err(truncated)?));
         }
-        let (mut dirs, mut indexes) = (Vec::new(), Vec::new());
-        let path_of = |b: Vec<u8>| {
-            PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
-        };
-        let mut references = 0u64;
-        let mut not_listed: Vec<Digest> = Vec::new();
-        let mut not_listed_at: hashbrown::HashMap<Digest, u32> = hashbrown::HashMap::new();
-        loop {
-            match r.u8().map_err(truncated)? {
-                0 => break,
-                1 => {
-                    let path = path_of(r.var().map_err(truncated)?);
-                    let ino = r.u64().map_err(truncated)?;
-                    let n = r.u32().map_err(truncated)?;
-                    let mut entries = Vec::with_capacity(n.min(1 << 16) as usize);
-                    for _ in 0..n {
-                        let kind = match r.u8().map_err(truncated)? {
-                            0 => EntryKind::Dir,
-                            1 => EntryKind::File,
-                            2 => EntryKind::Other,
-                            k => bail!("an entry of kind {k} in {}", path.display()),
-                        };
-                        let ino = r.u64().map_err(truncated)?;
-                        let name = String::from_utf8(r.var().map_err(truncated)?)
-                            .with_context(|| format!("a name in {}", path.display()))?;
-                        entries.push((name, kind, ino));
-                    }
-                    dirs.push(DirRecord { path, ino, entries });
-                }
-                2 => {
-                    let path = path_of(r.var().map_err(truncated)?);
-                    let fixed = match r.u8().map_err(truncated)? {
-                        b'f' => true,
-                        b'd' => false,
-                        k => bail!("index {} of kind {k}", path.display()),
-                    };
-                    let n = r.u64().map_err(truncated)?;
-                    let mut refs = Vec::with_capacity(n.min(1 << 24) as usize);
-                    for _ in 0..n {
-                        refs.push(match r.u32().map_err(truncated)? {
-                            NOT_LISTED => {
-                                let d = Digest(r.bytes().map_err(truncated)?);
-                                let next = (total as usize + not_listed.len()) as u32;
-                                *not_listed_at.entry(d).or_insert_with(|| {
-                                    not_listed.push(d);
-                                    next
-                                })
-                            }
-                            c if (c as u64) < total => c,
-                            c => bail!("index {} references chunk {c} of {total}", path.display()),
-                        });
-                    }
-                    references += n;
-                    indexes.push(IndexRecord { path, fixed, refs });
-                }
-                t => bail!("a record of tag {t} in the walk (damaged?)"),
-            }
-        }
+        let Walk {
+            dirs,
+            indexes,
+            not_listed,
+            references,
+        } = read_walk(&mut r, total)?;
         let mut unreferenced = Vec::new();
         loop {
             let number = r.u64().map_err(truncated)?;
@@ -517,6 +465,86 @@ impl SurveyFile {
             unreferenced,
         })
     }
+}
+
+/// What section 3 of a survey file holds.
+struct Walk {
+    dirs: Vec<DirRecord>,
+    indexes: Vec<IndexRecord>,
+    not_listed: Vec<Digest>,
+    references: u64,
+}
+
+fn truncated_err(e: io::Error) -> anyhow::Error {
+    anyhow::anyhow!("truncated or damaged: {e}")
+}
+
+/// Section 3, the walk's records, of a file of `total` chunks.
+fn read_walk<R: Read>(r: &mut Reader<R>, total: u64) -> Result<Walk> {
+    let (mut dirs, mut indexes) = (Vec::new(), Vec::new());
+    let path_of = |b: Vec<u8>| {
+        PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
+    };
+    let mut references = 0u64;
+    let mut not_listed: Vec<Digest> = Vec::new();
+    let mut not_listed_at: hashbrown::HashMap<Digest, u32> = hashbrown::HashMap::new();
+    loop {
+        match r.u8().map_err(truncated_err)? {
+            0 => break,
+            1 => {
+                let path = path_of(r.var().map_err(truncated_err)?);
+                let ino = r.u64().map_err(truncated_err)?;
+                let n = r.u32().map_err(truncated_err)?;
+                let mut entries = Vec::with_capacity(n.min(1 << 16) as usize);
+                for _ in 0..n {
+                    let kind = match r.u8().map_err(truncated_err)? {
+                        0 => EntryKind::Dir,
+                        1 => EntryKind::File,
+                        2 => EntryKind::Other,
+                        k => bail!("an entry of kind {k} in {}", path.display()),
+                    };
+                    let ino = r.u64().map_err(truncated_err)?;
+                    let name = String::from_utf8(r.var().map_err(truncated_err)?)
+                        .with_context(|| format!("a name in {}", path.display()))?;
+                    entries.push((name, kind, ino));
+                }
+                dirs.push(DirRecord { path, ino, entries });
+            }
+            2 => {
+                let path = path_of(r.var().map_err(truncated_err)?);
+                let fixed = match r.u8().map_err(truncated_err)? {
+                    b'f' => true,
+                    b'd' => false,
+                    k => bail!("index {} of kind {k}", path.display()),
+                };
+                let n = r.u64().map_err(truncated_err)?;
+                let mut refs = Vec::with_capacity(n.min(1 << 24) as usize);
+                for _ in 0..n {
+                    refs.push(match r.u32().map_err(truncated_err)? {
+                        NOT_LISTED => {
+                            let d = Digest(r.bytes().map_err(truncated_err)?);
+                            let next = (total as usize + not_listed.len()) as u32;
+                            *not_listed_at.entry(d).or_insert_with(|| {
+                                not_listed.push(d);
+                                next
+                            })
+                        }
+                        c if (c as u64) < total => c,
+                        c => bail!("index {} references chunk {c} of {total}", path.display()),
+                    });
+                }
+                references += n;
+                indexes.push(IndexRecord { path, fixed, refs });
+            }
+            t => bail!("a record of tag {t} in the walk (damaged?)"),
+        }
+    }
+    Ok(Walk {
+        dirs,
+        indexes,
+        not_listed,
+        references,
+    })
 }
 
 #[cfg(test)]

@@ -191,26 +191,7 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
         cutoff: opts.now - opts.cutoff_minutes as i64 * 60,
         ..Default::default()
     };
-    let odd = crate::store::layout::odd_chunk_dirs(&root)
-        .with_context(|| format!("listing {}", chunks_dir.display()))?;
-    let mut skip = vec![false; CHUNK_SUBDIRS];
-    for o in &odd {
-        if let Some(p) = o
-            .path
-            .strip_prefix(CHUNK_DIR)
-            .and_then(|p| p.strip_prefix('/'))
-            .and_then(|p| u16::from_str_radix(p, 16).ok())
-        {
-            skip[p as usize] = true;
-        }
-    }
-    report.odd_chunk_dirs = odd
-        .into_iter()
-        .map(|o| Problem {
-            path: root.join(&o.path).display().to_string(),
-            problem: o.what,
-        })
-        .collect();
+    let skip = odd_dirs(&root, &mut report)?;
 
     // 1. The listing.
     let bar = crate::progress::Bar::new(
@@ -228,78 +209,14 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
     summarize_layout(&mut report, &table, &skip, &layout);
 
     let writer = match &opts.out {
-        Some(dest) => {
-            if table.len() >= u32::MAX as usize {
-                anyhow::bail!(
-                    "{} chunks: a survey file holds at most 2^32 - 1",
-                    table.len()
-                );
-            }
-            let header = file::FileHeader {
-                store: report.store.clone(),
-                filesystem,
-                layout,
-                surveyed_at: opts.now,
-                chunk_dirs: CHUNK_SUBDIRS as u32,
-            };
-            let mut w = file::SurveyWriter::create(dest, &header)?;
-            let counts: Vec<u32> = table.dirs.iter().map(|d| d.chunks).collect();
-            let order = (0..CHUNK_SUBDIRS as u32).flat_map(|p| table.readdir_order(p as u16));
-            w.chunks(
-                &counts,
-                &table.dir_inos,
-                order.map(|i| (table.digest(i), table.ino(i))),
-            )
-            .with_context(|| format!("writing {}", dest.display()))?;
-            Some(w)
-        }
+        Some(dest) => Some(start_file(dest, &report, filesystem, layout, &table)?),
         None => None,
     };
     let writer = RefCell::new(writer);
 
     // 2. The indexes, in phase-1 order.
     let indexes_started = Instant::now();
-    let bar = crate::progress::Bar::new(
-        opts.progress,
-        0,
-        "reading index files {wide_bar} {pos}/{len} {rate} ETA {eta}",
-    );
-    let tree = tree::SurveyTree::new(&root, &writer);
-    let mut marker = Marker {
-        root: &root,
-        table: &mut table,
-        writer: &writer,
-        not_listed: hashbrown::HashSet::new(),
-        references: 0,
-        index_files: 0,
-        unreadable: Vec::new(),
-        bar: &bar,
-    };
-    let mut unreadable = Vec::new();
-    crate::store::walk_indexes(
-        &tree,
-        &root,
-        &mut |p| match IndexFile::open(p) {
-            Ok(i) => Ok(Some(i)),
-            Err(e) if e.is_not_found() => Err(e),
-            Err(e) => {
-                unreadable.push(Problem {
-                    path: p.display().to_string(),
-                    problem: e.kind.to_string(),
-                });
-                Ok(None)
-            }
-        },
-        &mut marker,
-    )
-    .with_context(|| format!("walking the index files of {}", root.display()))?;
-    bar.finish_and_clear();
-    unreadable.append(&mut marker.unreadable);
-    report.unreadable_indexes = unreadable;
-    report.index_files = marker.index_files;
-    report.references = marker.references;
-    report.referenced_not_listed = marker.not_listed.len() as u64;
-    report.noatime_refused += tree.noatime_refused();
+    mark_references(&root, &mut table, &writer, &mut report, opts.progress)?;
     report.referenced = table.referenced() + report.referenced_not_listed;
     report.unreferenced = table.len() as u64 - table.referenced();
     report.referenced_blocks = distinct_blocks(&table, &layout, true);
@@ -323,6 +240,117 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
     report.table_bytes = table.heap_bytes();
     report.seconds.total = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The chunk directories that are not the store's own, into the report; which to skip.
+fn odd_dirs(root: &Path, report: &mut SurveyReport) -> Result<Vec<bool>> {
+    let odd = crate::store::layout::odd_chunk_dirs(root)
+        .with_context(|| format!("listing {}", root.join(CHUNK_DIR).display()))?;
+    let mut skip = vec![false; CHUNK_SUBDIRS];
+    for o in &odd {
+        if let Some(p) = o
+            .path
+            .strip_prefix(CHUNK_DIR)
+            .and_then(|p| p.strip_prefix('/'))
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+        {
+            skip[p as usize] = true;
+        }
+    }
+    report.odd_chunk_dirs = odd
+        .into_iter()
+        .map(|o| Problem {
+            path: root.join(&o.path).display().to_string(),
+            problem: o.what,
+        })
+        .collect();
+    Ok(skip)
+}
+
+/// The survey file at `dest`, its header and chunks written.
+fn start_file(
+    dest: &Path,
+    report: &SurveyReport,
+    filesystem: String,
+    layout: crate::model::Layout,
+    table: &ChunkTable,
+) -> Result<file::SurveyWriter> {
+    if table.len() >= u32::MAX as usize {
+        anyhow::bail!(
+            "{} chunks: a survey file holds at most 2^32 - 1",
+            table.len()
+        );
+    }
+    let header = file::FileHeader {
+        store: report.store.clone(),
+        filesystem,
+        layout,
+        surveyed_at: report.surveyed_at,
+        chunk_dirs: CHUNK_SUBDIRS as u32,
+    };
+    let mut w = file::SurveyWriter::create(dest, &header)?;
+    let counts: Vec<u32> = table.dirs.iter().map(|d| d.chunks).collect();
+    let order = (0..CHUNK_SUBDIRS as u32).flat_map(|p| table.readdir_order(p as u16));
+    w.chunks(
+        &counts,
+        &table.dir_inos,
+        order.map(|i| (table.digest(i), table.ino(i))),
+    )
+    .with_context(|| format!("writing {}", dest.display()))?;
+    Ok(w)
+}
+
+/// Phase 1's walk over the index files: their references marked in `table` (and written to
+/// the survey file), what was read into the report.
+fn mark_references(
+    root: &Path,
+    table: &mut ChunkTable,
+    writer: &RefCell<Option<file::SurveyWriter>>,
+    report: &mut SurveyReport,
+    progress: bool,
+) -> Result<()> {
+    let bar = crate::progress::Bar::new(
+        progress,
+        0,
+        "reading index files {wide_bar} {pos}/{len} {rate} ETA {eta}",
+    );
+    let tree = tree::SurveyTree::new(root, writer);
+    let mut marker = Marker {
+        root,
+        table,
+        writer,
+        not_listed: hashbrown::HashSet::new(),
+        references: 0,
+        index_files: 0,
+        unreadable: Vec::new(),
+        bar: &bar,
+    };
+    let mut unreadable = Vec::new();
+    crate::store::walk_indexes(
+        &tree,
+        root,
+        &mut |p| match IndexFile::open(p) {
+            Ok(i) => Ok(Some(i)),
+            Err(e) if e.is_not_found() => Err(e),
+            Err(e) => {
+                unreadable.push(Problem {
+                    path: p.display().to_string(),
+                    problem: e.kind.to_string(),
+                });
+                Ok(None)
+            }
+        },
+        &mut marker,
+    )
+    .with_context(|| format!("walking the index files of {}", root.display()))?;
+    bar.finish_and_clear();
+    unreadable.append(&mut marker.unreadable);
+    report.unreadable_indexes = unreadable;
+    report.index_files = marker.index_files;
+    report.references = marker.references;
+    report.referenced_not_listed = marker.not_listed.len() as u64;
+    report.noatime_refused += tree.noatime_refused();
+    Ok(())
 }
 
 /// The layout figures of the report from the listing.

@@ -17,14 +17,15 @@
 //! | `openat` of a directory | lookup (its name), opendir |
 //! | `openat` of an index file (or any file of the store) | lookup, open |
 //! | `openat(O_CREAT)` of a chunk's temporary file | create |
-//! | `getdents64` | readdir (entries: the call's count) |
+//! | `getdents64` | readdir (entries: the call's count; in a chunk directory with a survey, a dirent record each, from the survey's readdir order) |
 //!
 //! Calls outside the store (libraries, `/proc`) are skipped. Each record keeps the call's
 //! thread, start and duration; phases are inferred from them as for any trace without
 //! markers (`trace::phases`). What a syscall log cannot say: the entries a listing
-//! returned (readdir records carry their count, no dirent records), and the inodes of
-//! chunks removed before the import when no survey was taken before the GC (inode 0,
-//! counted as unresolved).
+//! returned (from a survey for chunk directories, "." and ".." taken to come first, as every
+//! filesystem of a datastore lists them; none otherwise, nor from bpftrace, which gives no
+//! count), and the inodes of chunks removed before the import when no survey was taken
+//! before the GC (inode 0, counted as unresolved).
 
 pub mod bpftrace;
 pub mod strace;
@@ -113,12 +114,22 @@ pub trait Inodes {
     fn chunk(&mut self, d: &Digest) -> Option<u64>;
     /// The inode of the path `rel` below the store's root (empty: the root).
     fn path(&mut self, rel: &Path) -> Option<u64>;
+    /// The inodes of chunk directory `prefix`'s chunks in readdir order, if known (a
+    /// survey's), for the entries of a listing.
+    fn listing(&self, prefix: u16) -> Option<&[u64]> {
+        let _ = prefix;
+        None
+    }
 }
 
 /// Inode numbers from a survey taken before the GC (chunks it removed included).
 pub struct SurveyInodes {
     chunks: HashMap<Digest, u64>,
     paths: HashMap<PathBuf, u64>,
+    /// Every chunk's inode in readdir order, directory by directory; `starts[p]` where
+    /// directory `p`'s begin.
+    listed: Vec<u64>,
+    starts: Vec<usize>,
 }
 
 impl SurveyInodes {
@@ -136,7 +147,20 @@ impl SurveyInodes {
             let name = crate::datastore::paths::chunk_subdir_name(p as u16);
             paths.insert(Path::new(CHUNK_DIR).join(name), ino);
         }
-        SurveyInodes { chunks, paths }
+        let listed = f.chunks.iter().map(|c| c.1).collect();
+        let mut starts = Vec::with_capacity(f.dir_chunks.len() + 1);
+        let mut at = 0usize;
+        starts.push(0);
+        for &n in &f.dir_chunks {
+            at += n as usize;
+            starts.push(at);
+        }
+        SurveyInodes {
+            chunks,
+            paths,
+            listed,
+            starts,
+        }
     }
 }
 
@@ -146,6 +170,13 @@ impl Inodes for SurveyInodes {
     }
     fn path(&mut self, rel: &Path) -> Option<u64> {
         self.paths.get(rel).copied()
+    }
+    fn listing(&self, prefix: u16) -> Option<&[u64]> {
+        let (a, b) = (
+            *self.starts.get(prefix as usize)?,
+            *self.starts.get(prefix as usize + 1)?,
+        );
+        Some(&self.listed[a..b])
     }
 }
 
@@ -159,6 +190,9 @@ impl<A: Inodes, B: Inodes> Inodes for Fallback<A, B> {
     }
     fn path(&mut self, rel: &Path) -> Option<u64> {
         self.0.path(rel).or_else(|| self.1.path(rel))
+    }
+    fn listing(&self, prefix: u16) -> Option<&[u64]> {
+        self.0.listing(prefix).or_else(|| self.1.listing(prefix))
     }
 }
 
@@ -252,6 +286,14 @@ fn place(rel: &Path) -> Place {
     }
 }
 
+/// The chunk directory `rel` is (`.chunks/XXXX`).
+fn chunk_dir(rel: &Path) -> Option<u16> {
+    let name = rel.strip_prefix(CHUNK_DIR).ok()?.to_str()?;
+    (name.len() == 4)
+        .then(|| u16::from_str_radix(name, 16).ok())
+        .flatten()
+}
+
 /// Turns calls into records.
 struct Importer<'a> {
     root: PathBuf,
@@ -262,6 +304,9 @@ struct Importer<'a> {
     /// The day the time of day wrapped at, added (`-tt` logs across midnight).
     day_ns: u64,
     last_ns: u64,
+    /// Per chunk directory being listed, the entries its listing has returned ("." and ".."
+    /// included: the first call returns them first).
+    listed: HashMap<u16, usize>,
     report: ImportReport,
 }
 
@@ -292,6 +337,23 @@ impl Importer<'_> {
         arg: u64,
         errno: i32,
     ) {
+        self.emit_with(s, op, ino, parent, name, fl, arg, errno, Extra::default());
+    }
+
+    /// [`Importer::emit`] with the records a request carries beyond its own (a listing's).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_with(
+        &mut self,
+        s: &Syscall,
+        op: Op,
+        ino: u64,
+        parent: u64,
+        name: &[u8],
+        fl: u8,
+        arg: u64,
+        errno: i32,
+        extra: Extra<'_>,
+    ) {
         let mut r = RawRecord::new(op);
         r.seq = self.sink.next_seq();
         r.start_ns = self.start_ns(s);
@@ -307,7 +369,7 @@ impl Importer<'_> {
         if ino == 0 && errno == 0 && op != Op::Create {
             self.report.unresolved += 1;
         }
-        self.sink.record_request(r, Extra::default());
+        self.sink.record_request(r, extra);
     }
 
     fn start_ns(&mut self, s: &Syscall) -> u64 {
@@ -384,7 +446,24 @@ impl Importer<'_> {
             }
             (Kind::Getdents, _) => {
                 let n = s.entries.unwrap_or(0);
-                self.emit(s, Op::Readdir, ino, 0, b"", 0, n, s.errno);
+                let entries = chunk_dir(&rel).and_then(|p| {
+                    // The next `n` entries of the directory's readdir order, "." and ".."
+                    // first (where every filesystem of a datastore lists them).
+                    let at = self.listed.entry(p).or_insert(0);
+                    let (from, to) = (*at, *at + n as usize);
+                    *at = to;
+                    let all = self.inodes.listing(p)?;
+                    let skip = |i: usize| i.saturating_sub(2).min(all.len());
+                    Some(all[skip(from)..skip(to)].to_vec())
+                });
+                let extra = Extra {
+                    listing: entries.as_deref().map(|inos| crate::trace::ListingEntries {
+                        inos,
+                        ..Default::default()
+                    }),
+                    ..Extra::default()
+                };
+                self.emit_with(s, Op::Readdir, ino, 0, b"", 0, n, s.errno, extra);
             }
             (Kind::Openat, Place::ChunkTemp) if s.create => {
                 let parent = rel.parent().map_or(0, |p| self.inodes.path(p).unwrap_or(0));
@@ -395,6 +474,9 @@ impl Importer<'_> {
                 self.emit(s, Op::Create, 0, parent, &name, 0, 0, s.errno);
             }
             (Kind::Openat, _) => {
+                if let Some(p) = chunk_dir(&rel) {
+                    self.listed.remove(&p); // a new listing starts at its first entry
+                }
                 let is_dir = s.directory
                     || rel == Path::new(CHUNK_DIR)
                     || rel.parent() == Some(Path::new(CHUNK_DIR));
@@ -515,6 +597,7 @@ pub fn import(
         t0: None,
         day_ns: 0,
         last_ns: 0,
+        listed: HashMap::new(),
         report: ImportReport {
             store: root.display().to_string(),
             ..Default::default()

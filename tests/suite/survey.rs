@@ -476,3 +476,58 @@ fn a_surveyed_simulation_is_the_presets_on_a_generated_store() {
         assert_eq!(p["model"], s["model"], "{strategy}");
     }
 }
+
+/// `simulate --store-trace` of a mounted GC's trace builds the store that GC saw: its
+/// strategies' touches, listings, stats and removals are those of `simulate --store` (the
+/// survey's store, equal to the mount's GC: above). The trace is of `naive`, which touches
+/// every reference, so the store holds them all. The store on ext4: inode numbers from the
+/// trace, relying on no order.
+#[test]
+fn a_traced_gc_rebuilds_its_store_for_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "9"]);
+    let d = dir.path().join("mount");
+    std::fs::create_dir(&d).unwrap();
+    let mut m = Mount::start(&store, &d, true, &["--shadow"]);
+    let (code, report, out) = gc(&m.mnt, &["--no-lock", "--strategy", "naive"]);
+    assert_eq!(code, 0, "{out}");
+    m.stop();
+    let trace = m.trace.clone().unwrap();
+    let sim = |source: &[&str]| -> Vec<serde_json::Value> {
+        let mut a = vec![
+            "simulate",
+            "--json",
+            "--model",
+            "zfs-hdd",
+            "--strategy",
+            "naive,lru,batched",
+        ];
+        a.extend_from_slice(source);
+        let o = run(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let traced = sim(&["--store-trace", trace.to_str().unwrap()]);
+    let surveyed = sim(&["--store", store.to_str().unwrap()]);
+    for (t, s) in traced.iter().zip(&surveyed) {
+        let strategy = t["strategy"].as_str().unwrap();
+        for key in [
+            "references",
+            "utimensat_calls",
+            "touched",
+            "listings",
+            "sweep_listings",
+            "stat_calls",
+            "unlinks",
+            "removed_chunks",
+        ] {
+            assert_eq!(t["counters"][key], s["counters"][key], "{strategy}: {key}");
+        }
+    }
+    let naive = &traced[0]["counters"];
+    assert_eq!(naive["references"], report["counters"]["references"]);
+    assert_eq!(
+        naive["removed_chunks"],
+        report["counters"]["removed_chunks"]
+    );
+}

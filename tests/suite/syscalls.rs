@@ -176,6 +176,17 @@ fn an_strace_of_a_whole_gc_imports_as_its_trace() {
     let trace = tmp.path().join("gc.trace");
     let (report, phases) = import(&log, "strace", &survey, &trace);
     assert_imported_is_the_gc(&report, &phases, &gc, &trace);
+    // strace counts each getdents64's entries: with the survey's readdir order, the sweep's
+    // listings return every chunk file, each with its inode.
+    let chunks = chunkscope::survey::file::SurveyFile::read(&survey)
+        .unwrap()
+        .chunks
+        .len();
+    let p2 = phases
+        .iter()
+        .find(|p| p["name"] == "phase2 (inferred)")
+        .unwrap();
+    assert_eq!(p2["listings"]["entries"], chunks as u64);
     assert_eq!(
         report["calls"]["utimensat"],
         gc["counters"]["utimensat_calls"].as_u64().unwrap() + 1,
