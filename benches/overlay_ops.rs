@@ -95,7 +95,9 @@ impl MountProc {
 impl Drop for MountProc {
     fn drop(&mut self) {
         let c = CString::new(self.mnt.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string; unmounting has no memory effects here.
         if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
+            // SAFETY: a valid C string; unmounting has no memory effects here.
             unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
         let _ = self.child.wait();
@@ -152,9 +154,12 @@ fn workload_as(root: &Path, paths: &[PathBuf], uid: u32) -> f64 {
                     }
                 }
                 for c in half.iter().cycle().take(half.len() * PASSES) {
+                    // SAFETY: a plain C struct; all zeroes is a valid value of it.
                     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                    // SAFETY: a valid C string and out pointer.
                     assert_eq!(unsafe { libc::lstat(c.as_ptr(), &mut st) }, 0);
                     assert_eq!(
+                        // SAFETY: a valid C string and two timespecs.
                         unsafe {
                             libc::utimensat(
                                 libc::AT_FDCWD,
@@ -211,6 +216,7 @@ fn process_cpu_ns(pid: u32) -> u64 {
 fn own_cpu_ns() -> u64 {
     // SAFETY: getrusage fills the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out pointer to a rusage struct.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     ns(u.ru_utime) + ns(u.ru_stime)

@@ -178,6 +178,7 @@ pub fn mount_flags(path: &Path) -> io::Result<libc::c_ulong> {
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: valid C string and out pointer.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and out pointer.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return Err(io::Error::last_os_error());
     }

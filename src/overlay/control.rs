@@ -85,6 +85,7 @@ pub struct Shared {
 }
 
 fn peer_pid(s: &UnixStream) -> u32 {
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: valid socket and out buffer of the right size.

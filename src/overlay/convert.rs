@@ -114,6 +114,7 @@ pub(super) fn dtype_kind(t: u8) -> FileType {
     }
 }
 pub(super) fn flock(start: u64, end: u64, typ: i32) -> libc::flock {
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = typ as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;

@@ -302,6 +302,7 @@ mod tests {
 
     #[test]
     fn a_thread_acts_as_each_caller_and_as_root_again() {
+        // SAFETY: no arguments, no preconditions; it cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return; // needs root to switch
         }
@@ -348,6 +349,7 @@ mod tests {
     #[test]
     fn every_group_of_a_caller_in_thousands_is_read() {
         use std::os::unix::process::CommandExt;
+        // SAFETY: no arguments, no preconditions; it cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return; // needs root to give a child thousands of groups
         }
@@ -378,6 +380,7 @@ mod tests {
     /// supplementary groups, and the next caller's are set.
     #[test]
     fn groups_the_kernel_refuses_leave_none() {
+        // SAFETY: no arguments, no preconditions; it cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return;
         }
@@ -411,6 +414,7 @@ mod tests {
 
     #[test]
     fn a_callers_groups_are_kept_for_a_while_then_read_again() {
+        // SAFETY: no arguments, no preconditions; it cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return;
         }

@@ -500,6 +500,7 @@ impl Filesystem for Overlay {
     ) {
         self.guarded(Op::Readdirplus, ino, || {
             let dir = fh.0 as RawFd;
+            // SAFETY: a plain C struct; all zeroes is a valid value of it.
             let zero = attr(&unsafe { std::mem::zeroed() });
             self.list(
                 req,
@@ -579,10 +580,12 @@ impl Filesystem for Overlay {
         self.guarded(Op::Statfs, ino, || {
             let t0 = self.t0();
             self.caller(req);
+            // SAFETY: a plain C struct; all zeroes is a valid value of it.
             let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
             let dec = self.admit(Op::Statfs, ino, b"", false, false);
             // SAFETY: valid fd and out pointer.
             let r = unless(dec, || {
+                // SAFETY: a valid descriptor and out pointer.
                 sys::rc(unsafe { libc::fstatvfs(self.root.as_raw_fd(), &mut s) })
             });
             let hold = self.emit(req, Op::Statfs, t0, self.done(ino, &r), dec);

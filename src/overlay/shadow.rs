@@ -89,6 +89,7 @@ mod tests {
     #[test]
     fn times_and_removals_are_remembered() {
         let s = Shadow::default();
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         st.st_ino = 7;
         st.st_mtime = 100;

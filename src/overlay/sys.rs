@@ -83,6 +83,7 @@ fn check(rc: libc::c_int) -> Result<libc::c_int, i32> {
 }
 
 pub fn fstatat(dir: RawFd, name: &CStr, flags: libc::c_int) -> Result<libc::stat, i32> {
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers; the kernel fills `st`.
     check(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, flags) })?;

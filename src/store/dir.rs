@@ -207,9 +207,11 @@ impl DirStore {
             }
             // SAFETY: geteuid has no preconditions.
             if unsafe { libc::geteuid() } == 0 {
+                // SAFETY: a plain C struct; all zeroes is a valid value of it.
                 let mut owner: libc::stat = unsafe { std::mem::zeroed() };
                 // SAFETY: valid fds and out pointer.
                 if unsafe { libc::fstat(self.chunks.as_raw_fd(), &mut owner) } != 0
+                    // SAFETY: a valid descriptor; plain ids.
                     || unsafe { libc::fchown(file.as_raw_fd(), owner.st_uid, owner.st_gid) } != 0
                 {
                     return Err(last_err());
@@ -327,6 +329,7 @@ impl ChunkDir for DirHandle<'_> {
     fn stat(&mut self, name: &[u8]) -> io::Result<Option<EntryStat>> {
         let mut nb = [0u8; 256];
         let c = name_cstr(&mut nb, name)?;
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid fd, name and out pointer.
         let rc = unsafe {
@@ -386,6 +389,7 @@ impl ChunkStore for DirStore {
     fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {
         let mut buf = [0u8; PATH_MAX];
         let path = self.chunk_path(&mut buf, digest, b"")?;
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid path and out pointer. A `stat`, as PBS's check (`std::fs::metadata`).
         if unsafe { libc::stat(path.as_ptr(), &mut st) } != 0 {
@@ -412,6 +416,7 @@ impl ChunkStore for DirStore {
     fn insert_chunk(&self, digest: &Digest, blob: &[u8]) -> io::Result<bool> {
         let mut buf = [0u8; PATH_MAX];
         let path = self.chunk_path(&mut buf, digest, b"")?;
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid path and out pointer. PBS ignores a failed stat (`if let Ok(..)`)
         // and writes; so does this.

@@ -67,6 +67,7 @@ pub fn tmpfs_dir() -> Option<tempfile::TempDir> {
 pub fn statfs_type(p: &Path) -> Option<i64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid C string and out pointer.
     (unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0).then_some(s.f_type as i64)
@@ -270,6 +271,7 @@ impl Mount {
             // SAFETY: valid C string.
             if is_mounted(&self.mnt) && unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
                 // Busy (a test failed with a file still open): detach so nothing stays behind.
+                // SAFETY: a valid C string; unmounting has no memory effects here.
                 unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
             }
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

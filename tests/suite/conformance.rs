@@ -224,7 +224,8 @@ fn cs(root: &Path, p: &str) -> CString {
 /// Performs one call below `root`; returns what it returned, in a form that does not depend
 /// on where `root` is.
 fn perform(root: &Path, c: &Call) -> String {
-    // SAFETY (all blocks): valid C strings and buffers; fds are closed before returning.
+    // SAFETY: (all the calls below) valid C strings and buffers; every descriptor opened is
+    // closed before returning.
     unsafe {
         match c {
             Call::Create {

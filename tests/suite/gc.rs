@@ -264,10 +264,12 @@ fn the_lock_is_exclusive() {
         .open(store.join(".lock"))
         .unwrap();
     // Another process's shared lock (as a running backup holds): an OFD lock conflicts too.
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = libc::F_RDLCK as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     assert_eq!(
+        // SAFETY: a valid descriptor and lock struct.
         unsafe {
             libc::fcntl(
                 std::os::unix::io::AsRawFd::as_raw_fd(&lock),
@@ -754,6 +756,7 @@ fn a_daily_gc_removes_what_the_day_before_pruned() {
 /// `fcntl(F_SETLK)` of `kind` on `f` (a process-associated record lock, as PBS's backups take
 /// theirs); the errno on failure.
 fn try_lock(f: &std::fs::File, kind: i32) -> Result<(), i32> {
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = kind as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;

@@ -263,6 +263,7 @@ fn the_mount_daemon_survives_descriptor_pressure() {
     };
     // SAFETY: a pid this test started; valid out pointer.
     assert_eq!(
+        // SAFETY: a pid of ours, valid (or null) rlimit pointers.
         unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut l) },
         0
     );
@@ -289,6 +290,7 @@ fn the_mount_daemon_survives_descriptor_pressure() {
     };
     // SAFETY: as above.
     assert_eq!(
+        // SAFETY: a pid of ours, valid (or null) rlimit pointers.
         unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &small, std::ptr::null_mut()) },
         0
     );

@@ -42,6 +42,7 @@ fn run_measured(args: &[&str]) -> (i32, String, i64) {
     so.read_to_string(&mut out).unwrap();
     err.push_str(&t.join().unwrap());
     let mut status = 0;
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: the pid is our child's, not yet reaped; valid out pointers.
     let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
@@ -310,6 +311,7 @@ fn a_reader_that_went_away_ends_a_report_quietly() {
         let mut fds = [0i32; 2];
         // SAFETY: a plain syscall with a valid array; both ends are owned right after.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: pipe() just returned these two descriptors, owned by nobody else.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         drop(read);
         let o = bin()

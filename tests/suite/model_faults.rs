@@ -329,7 +329,9 @@ fn creation_order_layout_on_a_store_that_numbers_by_directory() {
     let ext4 = {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(store.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
         let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid C string and out pointer.
         unsafe { libc::statfs(c.as_ptr(), &mut s) };
         s.f_type as i64 == 0xEF53
     };

@@ -75,7 +75,9 @@ fn passthrough_shows_the_backing_store_with_backing_inodes() {
     // statfs passes through.
     let s = |p: &Path| {
         let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
         let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid C string and out pointer.
         assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut v) }, 0);
         (v.f_blocks, v.f_files, v.f_bsize)
     };
@@ -107,6 +109,7 @@ fn stat_and_touch_are_traced_with_backing_inodes() {
         },
     ];
     assert_eq!(
+        // SAFETY: a valid C string and two timespecs.
         unsafe {
             libc::utimensat(
                 libc::AT_FDCWD,
@@ -353,10 +356,12 @@ fn pbs_insert_protocol_touch_rm_and_locks_behave_as_on_the_store() {
         .write(true)
         .open(m.mnt.join(".lock"))
         .unwrap();
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = libc::F_WRLCK as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     assert_eq!(
+        // SAFETY: a valid descriptor and lock struct.
         unsafe { libc::fcntl(through.as_raw_fd(), libc::F_SETLK, &fl) },
         0
     );
@@ -365,10 +370,12 @@ fn pbs_insert_protocol_touch_rm_and_locks_behave_as_on_the_store() {
         .write(true)
         .open(store.join(".lock"))
         .unwrap();
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut ofd: libc::flock = unsafe { std::mem::zeroed() };
     ofd.l_type = libc::F_RDLCK as libc::c_short;
     ofd.l_whence = libc::SEEK_SET as libc::c_short;
     assert_eq!(
+        // SAFETY: a valid descriptor and lock struct.
         unsafe { libc::fcntl(direct.as_raw_fd(), libc::F_OFD_SETLK, &ofd) },
         -1,
         "conflicts"
@@ -379,10 +386,12 @@ fn pbs_insert_protocol_touch_rm_and_locks_behave_as_on_the_store() {
     );
     fl.l_type = libc::F_UNLCK as libc::c_short;
     assert_eq!(
+        // SAFETY: a valid descriptor and lock struct.
         unsafe { libc::fcntl(through.as_raw_fd(), libc::F_SETLK, &fl) },
         0
     );
     assert_eq!(
+        // SAFETY: a valid descriptor and lock struct.
         unsafe { libc::fcntl(direct.as_raw_fd(), libc::F_OFD_SETLK, &ofd) },
         0,
         "free after unlock"
@@ -518,6 +527,7 @@ fn load_four_clients_hundred_thousand_ops_every_request_recorded() {
                                     tv_nsec: libc::UTIME_OMIT,
                                 },
                             ];
+                            // SAFETY: a valid C string and two timespecs.
                             let rc = unsafe {
                                 libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0)
                             };
@@ -653,11 +663,13 @@ fn shadow_mode_leaves_the_backing_store_unchanged() {
     for d in &digests {
         let p = CString::new(m.mnt.join(chunk_rel_path(d)).as_os_str().as_bytes()).unwrap();
         assert_eq!(
+            // SAFETY: a valid C string and two timespecs.
             unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), 0) },
             0
         );
     }
     assert_eq!(
+        // SAFETY: a valid C string and two timespecs.
         unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
         0
     );

@@ -163,10 +163,12 @@ fn pbs_writer() {
         .write(true)
         .open(root.join(".lock"))
         .unwrap();
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = libc::F_RDLCK as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     assert_eq!(
+        // SAFETY: a valid descriptor and lock struct.
         unsafe { libc::fcntl(lock.as_raw_fd(), libc::F_SETLK, &fl) },
         0,
         "{}",
@@ -199,6 +201,7 @@ fn pbs_writer() {
                         },
                     ];
                     assert_eq!(
+                        // SAFETY: a valid C string and two timespecs.
                         unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
                         0
                     );
@@ -579,6 +582,7 @@ fn the_mount_takes_the_stores_dev_suid_and_exec_flags() {
         // SAFETY: valid C string; a character device (1, 3) made through the mount.
         let node = std::ffi::CString::new(m.path("null").as_os_str().as_bytes()).unwrap();
         assert_eq!(
+            // SAFETY: a valid C string.
             unsafe { libc::mknod(node.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) },
             0
         );

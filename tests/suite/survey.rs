@@ -199,6 +199,7 @@ fn age_atime(p: &Path) {
             tv_nsec: libc::UTIME_OMIT,
         },
     ];
+    // SAFETY: a valid C string and two timespecs.
     let rc = unsafe {
         libc::utimensat(
             libc::AT_FDCWD,

@@ -335,6 +335,7 @@ fn a_bpftrace_log_of_a_gc_imports_as_its_trace() {
     let status = gc.0.wait().unwrap();
     assert!(status.success(), "the GC: {status}");
     // The GC's process is gone: stop bpftrace (by its pid) and let it flush.
+    // SAFETY: a signal to the bpftrace child this test started (its pid, not yet reaped).
     unsafe { libc::kill(bt.0.id() as i32, libc::SIGINT) };
     bt.0.wait().unwrap();
     assert!(copier.join().unwrap(), "bpftrace never attached");
