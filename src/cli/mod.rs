@@ -34,10 +34,10 @@ use clap::{Parser, Subcommand};
 /// The command line: one subcommand.
 pub struct Cli {
     /// More diagnostics: -v debug, -vv trace (RUST_LOG, e.g. chunkscope=debug, overrides).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 10_000)]
     verbose: u8,
     /// Fewer: -q warnings and errors only (gen: no progress and no summary), -qq errors only.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 10_001)]
     quiet: u8,
     #[command(subcommand)]
     command: Command,

@@ -14,7 +14,6 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 
 use super::digest_table::DigestTable;
-use super::store::{Built, Chunk, Node, NodeKind};
 use super::Slice;
 use crate::datastore::paths::{chunk_subdir_name, CHUNK_DIR};
 use crate::datastore::Digest;
@@ -33,14 +32,65 @@ pub trait IndexSource: Send + Sync {
     fn scratch(&self) -> Box<dyn Any + Send> {
         Box::new(())
     }
-    /// The bytes of index `id` (the id of its node's [`NodeKind::Index`]).
-    fn bytes(&self, built: &Built, id: u32, scratch: &mut (dyn Any + Send)) -> Vec<u8>;
+    /// The bytes of index `id` (the id of its node's [`NodeKind::Index`]), naming the
+    /// store's `chunks` by number where it keeps them so.
+    fn bytes(&self, chunks: &[Chunk], id: u32, scratch: &mut (dyn Any + Send)) -> Vec<u8>;
     /// Whether a second thread may build the bytes ahead of the GC's walk (worth it when
     /// building them is costly and reads nothing a run changes).
     fn builds_ahead(&self) -> bool;
     /// Heap bytes of what it keeps, by structure (for `memory_by_structure`).
     fn memory(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+}
+
+/// A node of the index tree (everything but chunk files).
+pub struct Node {
+    pub(super) name: Box<str>,
+    pub(super) ino: u64,
+    pub(super) kind: NodeKind,
+    /// Children in creation order.
+    pub(super) children: Vec<u32>,
+}
+
+/// What a node of the simulated store is.
+#[derive(Clone, Copy)]
+pub enum NodeKind {
+    /// A directory.
+    Dir,
+    /// A chunk directory (`.chunks/XXXX`).
+    ChunkDir,
+    /// An index file: its id in the store's [`IndexSource`].
+    Index(u32),
+    /// Any other regular file.
+    File,
+    /// Anything else (a symbolic link, a device): listed, never followed or read.
+    Other,
+}
+
+/// A chunk file as built: its digest, inode and size, shared by every run (its atime and
+/// whether a run removed it are the run's, in [`State`]). 40 bytes: the inode as an offset
+/// from the store's first.
+#[derive(Clone, Copy)]
+pub struct Chunk {
+    pub(super) digest: Digest,
+    pub(super) ino_off: u32,
+    size: u32,
+}
+
+impl Chunk {
+    /// A chunk as built: inode `first_ino + ino_off`.
+    pub(super) fn new(digest: Digest, ino_off: u32, size: u32) -> Chunk {
+        Chunk {
+            digest,
+            ino_off,
+            size,
+        }
+    }
+
+    #[inline]
+    pub(super) fn size(&self) -> u32 {
+        self.size
     }
 }
 
@@ -176,29 +226,5 @@ impl Builder {
             .iter()
             .copied()
             .find(|&c| &*self.nodes[c as usize].name == name)
-    }
-
-    /// The store as built, its index files' bytes from `indexes`.
-    pub(super) fn finish(self, indexes: Box<dyn IndexSource>) -> Result<Built> {
-        if self.nodes.is_empty() || self.chunk_dir_inos.len() != self.slice.chunk_dirs() {
-            anyhow::bail!("a simulated store needs its root and its chunk directories");
-        }
-        Ok(Built {
-            root: self.root,
-            nodes: self.nodes,
-            chunks_node: self.chunks_node,
-            chunk_dir_nodes: self.chunk_dir_nodes,
-            chunk_dir_inos: self.chunk_dir_inos,
-            first_ino: self.first_ino,
-            build_bytes: self.build_bytes,
-            by_digest: self.by_digest,
-            dirs: self.dirs,
-            initial_atimes: self.initial_atimes,
-            now: self.now,
-            referenced: self.referenced,
-            chunks: self.chunks,
-            slice: self.slice,
-            indexes,
-        })
     }
 }

@@ -16,7 +16,8 @@ use anyhow::Result;
 use hashbrown::HashMap;
 
 use super::builder::{chunk_time, Builder, IndexSource, Source};
-use super::store::{Built, DigestMode, NodeKind};
+use super::builder::{Chunk, NodeKind};
+use super::store::{DigestMode, SimStore};
 use crate::datastore::paths::{GROUP_OWNER_FILE, LOCK_FILE, MANIFEST_BLOB_NAME};
 use crate::datastore::Digest;
 use crate::gen::history::{ContentId, Event, History, VersionCursor};
@@ -40,6 +41,29 @@ impl HistorySource {
     /// The root a store of `cfg` is simulated at.
     pub fn root(cfg: &GenConfig) -> PathBuf {
         PathBuf::from(format!("/simulated/{}", cfg.preset))
+    }
+}
+
+impl SimStore {
+    /// Builds the store `gen` would write for `cfg`, as it stands `now` (epoch seconds: the
+    /// generation time, which shifts every atime as the writer does).
+    pub fn build(
+        cfg: &GenConfig,
+        history: crate::gen::history::History,
+        mode: DigestMode,
+        first_ino: u64,
+        now: i64,
+        slice: super::Slice,
+        model: crate::model::Model,
+    ) -> anyhow::Result<SimStore> {
+        let source = HistorySource {
+            cfg: cfg.clone(),
+            history,
+            mode,
+            first_ino,
+        };
+        let root = HistorySource::root(cfg);
+        SimStore::from_source(Box::new(source), root, first_ino, 0, slice, now, model)
     }
 }
 
@@ -214,7 +238,7 @@ impl IndexSource for HistoryIndexes {
         Box::new(VersionCursor::default())
     }
 
-    fn bytes(&self, built: &Built, id: u32, scratch: &mut (dyn Any + Send)) -> Vec<u8> {
+    fn bytes(&self, chunks: &[Chunk], id: u32, scratch: &mut (dyn Any + Send)) -> Vec<u8> {
         let (e, ai) = self.files[id as usize];
         let ai = ai as usize;
         let a = &self.history.groups[e.group as usize].archives[ai];
@@ -232,7 +256,7 @@ impl IndexSource for HistoryIndexes {
                 // Exact digests are read from the chunks' records.
                 DigestMode::Exact => {
                     if let Some(&i) = self.content.get(&c) {
-                        refs.push((built.chunks[i as usize].digest, self.payload.len(c) as u32));
+                        refs.push((chunks[i as usize].digest, self.payload.len(c) as u32));
                     }
                 }
             });

@@ -24,6 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
 use super::builder::{Builder, IndexSource, Source};
+pub use super::builder::{Chunk, Node, NodeKind};
 use super::digest_table::DigestTable;
 pub use super::requests::RequestCounts;
 pub(super) use super::requests::State;
@@ -42,56 +43,6 @@ pub enum DigestMode {
     Exact,
     /// A hash of the content id: same distribution over directories, no payload to hash.
     Hashed,
-}
-
-/// A node of the index tree (everything but chunk files).
-pub struct Node {
-    pub(super) name: Box<str>,
-    pub(super) ino: u64,
-    pub(super) kind: NodeKind,
-    /// Children in creation order.
-    pub(super) children: Vec<u32>,
-}
-
-/// What a node of the simulated store is.
-#[derive(Clone, Copy)]
-pub enum NodeKind {
-    /// A directory.
-    Dir,
-    /// A chunk directory (`.chunks/XXXX`).
-    ChunkDir,
-    /// An index file: its id in the store's [`IndexSource`].
-    Index(u32),
-    /// Any other regular file.
-    File,
-    /// Anything else (a symbolic link, a device): listed, never followed or read.
-    Other,
-}
-
-/// A chunk file as built: its digest, inode and size, shared by every run (its atime and
-/// whether a run removed it are the run's, in [`State`]). 40 bytes: the inode as an offset
-/// from the store's first.
-#[derive(Clone, Copy)]
-pub struct Chunk {
-    pub(super) digest: Digest,
-    ino_off: u32,
-    size: u32,
-}
-
-impl Chunk {
-    /// A chunk as built: inode `first_ino + ino_off`.
-    pub(super) fn new(digest: Digest, ino_off: u32, size: u32) -> Chunk {
-        Chunk {
-            digest,
-            ino_off,
-            size,
-        }
-    }
-
-    #[inline]
-    pub(super) fn size(&self) -> u32 {
-        self.size
-    }
 }
 
 /// The simulated datastore: what was built, shared by its forks, and one run's state.
@@ -143,27 +94,6 @@ pub struct Built {
 }
 
 impl SimStore {
-    /// Builds the store `gen` would write for `cfg`, as it stands `now` (epoch seconds: the
-    /// generation time, which shifts every atime as the writer does).
-    pub fn build(
-        cfg: &crate::gen::GenConfig,
-        history: crate::gen::history::History,
-        mode: DigestMode,
-        first_ino: u64,
-        now: i64,
-        slice: super::Slice,
-        model: Model,
-    ) -> anyhow::Result<SimStore> {
-        let source = super::history_source::HistorySource {
-            cfg: cfg.clone(),
-            history,
-            mode,
-            first_ino,
-        };
-        let root = super::history_source::HistorySource::root(cfg);
-        SimStore::from_source(Box::new(source), root, first_ino, 0, slice, now, model)
-    }
-
     /// Builds the store `source` describes, with `model` for its runs.
     pub fn from_source(
         source: Box<dyn Source>,
@@ -176,7 +106,7 @@ impl SimStore {
     ) -> anyhow::Result<SimStore> {
         let mut b = Builder::new(root, first_ino, chunks, slice, now);
         let indexes = source.build(&mut b)?;
-        let built = b.finish(indexes)?;
+        let built = Built::from_builder(b, indexes)?;
         let mut st = State::new(Instruments::simulated(None, model));
         st.atimes = built.initial_atimes.clone();
         st.removed = vec![0; built.chunks.len().div_ceil(64)];
@@ -214,6 +144,30 @@ impl SimStore {
 }
 
 impl Built {
+    /// The store `b` built, its index files' bytes from `indexes`.
+    fn from_builder(b: Builder, indexes: Box<dyn IndexSource>) -> anyhow::Result<Built> {
+        if b.nodes.is_empty() || b.chunk_dir_inos.len() != b.slice.chunk_dirs() {
+            anyhow::bail!("a simulated store needs its root and its chunk directories");
+        }
+        Ok(Built {
+            root: b.root,
+            nodes: b.nodes,
+            chunks_node: b.chunks_node,
+            chunk_dir_nodes: b.chunk_dir_nodes,
+            chunk_dir_inos: b.chunk_dir_inos,
+            first_ino: b.first_ino,
+            build_bytes: b.build_bytes,
+            by_digest: b.by_digest,
+            dirs: b.dirs,
+            initial_atimes: b.initial_atimes,
+            now: b.now,
+            referenced: b.referenced,
+            chunks: b.chunks,
+            slice: b.slice,
+            indexes,
+        })
+    }
+
     pub(super) fn child(&self, parent: u32, name: &str) -> Option<u32> {
         if parent == self.chunks_node {
             // 65,536 children: computed, not searched.
@@ -424,7 +378,7 @@ impl SimStore {
     /// The bytes of index file `id`, from the store's source.
     pub(super) fn index_bytes(&self, id: u32) -> Vec<u8> {
         let mut scratch = self.scratch.lock().expect("index scratch poisoned");
-        self.indexes.bytes(&self.built, id, &mut **scratch)
+        self.indexes.bytes(&self.built.chunks, id, &mut **scratch)
     }
 
     /// The node at `path`, without requests.

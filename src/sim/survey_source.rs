@@ -17,7 +17,7 @@ use anyhow::{bail, Result};
 use hashbrown::HashMap;
 
 use super::builder::{Builder, IndexSource, Source};
-use super::store::{Built, NodeKind};
+use super::builder::{Chunk, NodeKind};
 use crate::datastore::paths::{CHUNK_DIR, CHUNK_SUBDIRS};
 use crate::datastore::snapshots::EntryKind;
 use crate::datastore::Digest;
@@ -192,12 +192,12 @@ impl Tree<'_, '_> {
 }
 
 impl IndexSource for RefIndexes {
-    fn bytes(&self, built: &Built, id: u32, _: &mut (dyn Any + Send)) -> Vec<u8> {
+    fn bytes(&self, chunks: &[Chunk], id: u32, _: &mut (dyn Any + Send)) -> Vec<u8> {
         let digests: Vec<Digest> = self.refs[id as usize]
             .iter()
             .map(|&r| match r.checked_sub(self.chunks) {
                 Some(i) => self.not_listed[i as usize],
-                None => built.chunks[r as usize].digest,
+                None => chunks[r as usize].digest,
             })
             .collect();
         let uuid = [0u8; 16];

@@ -24,8 +24,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use hashbrown::HashMap;
 
+use super::builder::NodeKind;
 use super::builder::{Builder, IndexSource, Source};
-use super::store::NodeKind;
 use super::survey_source::RefIndexes;
 use crate::datastore::paths::{CHUNK_DIR, CHUNK_SUBDIRS};
 use crate::datastore::{Digest, IndexKind};

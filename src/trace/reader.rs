@@ -201,6 +201,13 @@ impl TraceReader {
         let mut fixed = [0u8; 20];
         let n = read_full(&mut input, &mut fixed)
             .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            bail!(
+                "{} is an empty file, not a chunkscope trace (was its writer stopped before \
+                 it wrote the header?)",
+                path.display()
+            );
+        }
         if n < 8 || fixed[..8] != TRACE_MAGIC {
             bail!(
                 "{} is not a chunkscope trace: it starts with {} instead of the magic {}",

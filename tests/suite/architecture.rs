@@ -208,3 +208,136 @@ fn the_reader_of_the_map_finds_what_it_should() {
     assert_eq!(row_of(&rows, "a::b::X"), Some(3));
     assert_eq!(row_of(&rows, "e"), None);
 }
+
+/// The module files (not a folder's `mod.rs`) each one reaches by a `super::` or `crate::`
+/// path outside its unit tests: the leaves of the module graph, which must not import each
+/// other round in a circle (a parent's `mod.rs` is its children's common room, and may be
+/// used by them).
+fn leaf_imports() -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut files = Vec::new();
+    modules(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        "",
+        &mut files,
+    );
+    let leaves: std::collections::BTreeSet<String> = files
+        .iter()
+        .filter(|(_, p)| p.file_name().is_some_and(|n| n != "mod.rs"))
+        .map(|(m, _)| m.clone())
+        .collect();
+    // The longest leaf that is `path` or a prefix of it.
+    let leaf_of = |path: &str| -> Option<String> {
+        let segs: Vec<&str> = path.split("::").collect();
+        (1..=segs.len())
+            .rev()
+            .map(|n| segs[..n].join("::"))
+            .find(|p| leaves.contains(p))
+    };
+    let mut graph = BTreeMap::new();
+    for (module, path) in &files {
+        if !leaves.contains(module) {
+            continue;
+        }
+        let whole = std::fs::read_to_string(path).unwrap();
+        // A file's unit tests may use its siblings: the code is what counts.
+        let src = whole.split("#[cfg(test)]\nmod tests").next().unwrap();
+        let parent = module.rsplit_once("::").map_or("", |p| p.0);
+        let mut deps: Vec<String> = crate_paths(src);
+        for line in src.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            let mut rest = line;
+            while let Some(at) = rest.find("super::") {
+                rest = &rest[at + "super::".len()..];
+                let p = path_prefix(rest);
+                if !p.is_empty() && !parent.is_empty() {
+                    deps.push(format!("{parent}::{p}"));
+                }
+            }
+        }
+        let mine: std::collections::BTreeSet<String> = deps
+            .iter()
+            .filter_map(|d| leaf_of(d))
+            .filter(|d| d != module)
+            .collect();
+        graph.insert(module.clone(), mine);
+    }
+    graph
+}
+
+/// A circle in `graph`, if there is one (its modules in order).
+fn a_circle(graph: &BTreeMap<String, std::collections::BTreeSet<String>>) -> Option<Vec<String>> {
+    // Depth-first; 1: on the current path, 2: done.
+    fn visit(
+        m: &str,
+        graph: &BTreeMap<String, std::collections::BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(m) {
+            Some(2) => return None,
+            Some(1) => {
+                let at = path.iter().position(|p| p == m).unwrap();
+                let mut circle = path[at..].to_vec();
+                circle.push(m.to_string());
+                return Some(circle);
+            }
+            _ => {}
+        }
+        state.insert(m.to_string(), 1);
+        path.push(m.to_string());
+        for d in graph.get(m).into_iter().flatten() {
+            if let Some(c) = visit(d, graph, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(m.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    graph
+        .keys()
+        .find_map(|m| visit(m, graph, &mut state, &mut Vec::new()))
+}
+
+/// No module file imports another that imports it back, directly or round a longer circle
+/// (sim/requests.rs and sim/store.rs once did).
+#[test]
+fn no_module_files_import_each_other_in_a_circle() {
+    let graph = leaf_imports();
+    assert!(graph.len() > 60, "{} module files", graph.len());
+    assert_eq!(a_circle(&graph), None, "a circle of imports");
+    // The check finds one where there is one.
+    let mut bad = graph.clone();
+    bad.entry("sim::requests".into())
+        .or_default()
+        .insert("sim::store".into());
+    bad.entry("sim::store".into())
+        .or_default()
+        .insert("sim::requests".into());
+    assert!(a_circle(&bad).is_some());
+}
+
+/// Every top-level folder of the repository is named in ARCHITECTURE.md's table of folders.
+#[test]
+fn the_map_names_every_top_level_folder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let table = doc
+        .split("\n## Folders")
+        .nth(1)
+        .expect("a '## Folders' section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    for e in std::fs::read_dir(root).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !e.path().is_dir() || [".git", "target"].contains(&name.as_str()) {
+            continue;
+        }
+        assert!(
+            table.contains(&format!("| `{name}/` |")),
+            "ARCHITECTURE.md's folders do not name {name}/"
+        );
+    }
+}
