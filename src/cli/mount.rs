@@ -17,8 +17,12 @@ use crate::trace::{TraceMeta, TraceWriter};
 /// Mount a tracing FUSE passthrough over a chunk store (foreground).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
+    chunkscope mount --shadow --store /datastore/pbs --mountpoint /mnt/cs\n  \
     chunkscope mount --store /dev/shm/tiny --mountpoint /mnt/cs --trace gc.trace\n  \
-    chunkscope mount --store /datastore/pbs --mountpoint /mnt/cs --model zfs-hdd\n\n\
+    chunkscope mount --store /dev/shm/tiny --mountpoint /mnt/cs --model zfs-hdd\n\n\
+    The first is the safe one for a production store: --shadow keeps every touch and\n\
+    unlink in memory, and the store stays as it was (a cost model there: add --time-scale\n\
+    0, so that its costs are recorded, not waited for).\n\
     Runs in the foreground until unmounted (umount MNT) or interrupted (Ctrl-C, SIGTERM),\n\
     then flushes the trace. While files are open through it, Ctrl-C/SIGTERM is refused and\n\
     the processes holding them are named; a second one within 10 s forces the unmount\n\
