@@ -209,6 +209,21 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     if !mnt.is_dir() {
         bail!("--mountpoint {}: not a directory", mnt.display());
     }
+    // What is wrong with a mountpoint in the store is that, not that it is not empty.
+    if mnt == store {
+        bail!(
+            "--mountpoint {} is the store itself: a mount over it would hide the store it \
+             reads from; mount it on an empty directory elsewhere (mkdir /mnt/cs)",
+            mnt.display()
+        );
+    }
+    if mnt.starts_with(&store) {
+        bail!(
+            "--mountpoint {} is inside the store {}: mount it elsewhere",
+            mnt.display(),
+            store.display()
+        );
+    }
     if !args.nonempty
         && std::fs::read_dir(&mnt)
             .with_context(|| format!("--mountpoint {}", mnt.display()))?
@@ -219,13 +234,6 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             "--mountpoint {} is not empty: mounting would hide what it holds (use an empty \
              directory, or --nonempty)",
             mnt.display()
-        );
-    }
-    if mnt.starts_with(&store) {
-        bail!(
-            "--mountpoint {} is inside the store {}: mount it elsewhere",
-            mnt.display(),
-            store.display()
         );
     }
     args.check_outputs()?;

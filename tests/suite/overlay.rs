@@ -470,6 +470,22 @@ fn bad_mount_arguments_are_refused_clearly() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("is inside the store"), "{}", stderr(&o));
+    // The store itself (not empty, since it holds `inner`): said to be the store, not to be
+    // not empty.
+    let s = dir.path().join("s");
+    let o = run(&[
+        "mount",
+        "--store",
+        s.to_str().unwrap(),
+        "--mountpoint",
+        s.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is the store itself") && !stderr(&o).contains("not empty"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
