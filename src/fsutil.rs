@@ -491,3 +491,27 @@ pub fn getdents(
     }
     Ok(n > 0)
 }
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)` of an entry of the open directory `dir`: `None`
+/// when it is gone (ENOENT). A stat reads no data: no atime changes.
+pub fn lstat_at(dir: std::os::unix::io::RawFd, name: &[u8]) -> io::Result<Option<libc::stat>> {
+    let mut buf = [0u8; 256];
+    if name.len() >= buf.len() || name.contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    buf[..name.len()].copy_from_slice(name);
+    let c = std::ffi::CStr::from_bytes_until_nul(&buf).expect("a NUL after the name");
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor of the caller's, a C string and an out pointer, all valid.
+    let rc = unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ENOENT) {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(Some(st))
+}

@@ -589,27 +589,5 @@ fn stat_unreferenced(
 /// `None` when it is gone.
 fn stat_at(dir: &std::os::fd::OwnedFd, name: &[u8]) -> std::io::Result<Option<(i64, u64)>> {
     use std::os::fd::AsRawFd;
-    let mut nb = [0u8; 80];
-    nb[..name.len()].copy_from_slice(name);
-    let c = std::ffi::CStr::from_bytes_until_nul(&nb).expect("a NUL after the name");
-    // SAFETY: a plain C struct; zeroes are a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid descriptor, C string and out pointer. A stat reads no data: no atime.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::ENOENT) {
-            Ok(None)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(Some((st.st_atime, st.st_size as u64)))
+    Ok(crate::fsutil::lstat_at(dir.as_raw_fd(), name)?.map(|st| (st.st_atime, st.st_size as u64)))
 }

@@ -312,20 +312,7 @@ impl ChunkTable {
 
 /// Whether the entry `name` of the directory `dir` is a regular file (`None`: gone).
 fn stat_type(dir: std::os::unix::io::RawFd, name: &[u8]) -> std::io::Result<Option<bool>> {
-    let c = std::ffi::CString::new(name).map_err(|_| std::io::ErrorKind::InvalidInput)?;
-    // SAFETY: a plain C struct; zeroes are a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid descriptor, C string and out pointer. A stat reads no data: no atime.
-    let rc = unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::ENOENT) {
-            Ok(None)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(Some(st.st_mode & libc::S_IFMT == libc::S_IFREG))
+    Ok(crate::fsutil::lstat_at(dir, name)?.map(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG))
 }
 
 /// One directory's layout from its chunks' inode numbers (sorted here).

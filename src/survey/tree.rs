@@ -39,24 +39,10 @@ fn kind_of(dir: &std::os::fd::OwnedFd, name: &[u8], d_type: u8) -> io::Result<En
     let mode = match d_type {
         libc::DT_DIR => return Ok(EntryKind::Dir),
         libc::DT_REG => return Ok(EntryKind::File),
-        libc::DT_UNKNOWN => {
-            let c = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
-            // SAFETY: a plain C struct; zeroes are a valid value.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: a valid descriptor, C string and out pointer.
-            let rc = unsafe {
-                libc::fstatat(
-                    dir.as_raw_fd(),
-                    c.as_ptr(),
-                    &mut st,
-                    libc::AT_SYMLINK_NOFOLLOW,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            st.st_mode & libc::S_IFMT
-        }
+        libc::DT_UNKNOWN => match crate::fsutil::lstat_at(dir.as_raw_fd(), name)? {
+            Some(st) => st.st_mode & libc::S_IFMT,
+            None => return Err(io::ErrorKind::NotFound.into()),
+        },
         _ => return Ok(EntryKind::Other),
     };
     Ok(match mode {

@@ -358,7 +358,10 @@ fn op_counts(trace: &Path) -> std::collections::HashMap<String, u64> {
 
 /// `simulate --survey` of a store equals the same strategy's GC through a mount of it,
 /// request for request (touches, listings, stats, unlinks, every request kind), and its
-/// modelled cost equals `replay` of that GC's trace under the same model. The store is on
+/// modelled cost equals `replay` of that GC's trace under the same model. Both without a
+/// directory TTL (`--dir-ttl 0`): the simulator expires the kernel's cached directories on
+/// the model's clock, a `--time-scale 0` mount on the wall clock, and on ext4 the modelled
+/// time (past the default 600 s or not) changes with each store's inode numbers. The store is on
 /// the default temporary directory (ext4 here, whose inode numbers cluster by directory,
 /// not in creation order, so a simulation of the generator's shape would not match it): the
 /// survey reads the real numbers, and the match relies on nothing else. `simulate --store`
@@ -388,6 +391,8 @@ fn surveyed_simulation_is_the_mounted_gc(strategies: &str) {
             "--json",
             "--model",
             "zfs-hdd",
+            "--dir-ttl",
+            "0",
             "--strategy",
             strategies,
         ];
@@ -423,7 +428,15 @@ fn surveyed_simulation_is_the_mounted_gc(strategies: &str) {
             &store,
             &d,
             true,
-            &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
+            &[
+                "--shadow",
+                "--model",
+                "zfs-hdd",
+                "--time-scale",
+                "0",
+                "--dir-ttl",
+                "0",
+            ],
         );
         let (code, report, out) = gc(&m.mnt, &["--no-lock", "--strategy", strategy]);
         assert_eq!(code, 0, "{out}");
