@@ -66,8 +66,10 @@ enum TraceCommand {
         The log of a PBS GC, from strace (every thread of the proxy whose GC runs):\n  \
         strace -f -tt -T -y -o gc.strace -p PID \\\n    \
         -e trace=utimensat,newfstatat,statx,getdents64,unlinkat,openat\n\
-        or, where strace costs too much, from bpftrace on syscall tracepoints:\n  \
+        or, where ptrace is not allowed, from bpftrace on syscall tracepoints:\n  \
         BPFTRACE_STRLEN=200 bpftrace mount-scripts/gc-syscalls.bt PID > gc.bpf.log\n\n\
+        (bpftrace prints \"Lost N events\" when its ring buffer fills: the import then\n\
+        exits 1; record again with BPFTRACE_PERF_RB_PAGES=4096.)\n\n\
         A survey taken before the GC gives the inodes of the chunks it removes too; without\n\
         one, they are 0 in the trace (counted as unresolved).")]
     Import {
@@ -225,6 +227,18 @@ fn import(
              removed, without a survey taken before it); their analyses leave them out",
             crate::units::thousands(r.unresolved)
         );
+    }
+    if r.lost_events > 0 {
+        tracing::error!(
+            "{}: bpftrace says it lost {} events (its ring buffer was full): {} lacks that \
+             many calls' entries or returns. Record again with a larger buffer, e.g. \
+             BPFTRACE_PERF_RB_PAGES=4096 (16 MiB a CPU; the default is 64 pages), writing \
+             its output to a file",
+            log.display(),
+            crate::units::thousands(r.lost_events),
+            out.display()
+        );
+        return Ok(Outcome::ProblemsFound);
     }
     Ok(Outcome::Ok)
 }

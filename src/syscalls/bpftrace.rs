@@ -31,6 +31,16 @@ pub struct Parser {
     offset: Option<i64>,
 }
 
+/// The count of a `Lost N events` line: bpftrace drops events when its ring buffer
+/// (`BPFTRACE_PERF_RB_PAGES` pages a CPU) is full and says so in its output.
+pub fn lost_events(line: &str) -> Option<u64> {
+    line.trim_end()
+        .strip_prefix("Lost ")?
+        .strip_suffix(" events")?
+        .parse()
+        .ok()
+}
+
 impl Parser {
     /// The path `path` names relative to the descriptor `dfd`.
     fn resolve(&self, dfd: i64, path: &str) -> Option<String> {
@@ -188,5 +198,11 @@ mod tests {
         assert!(p.line("E newfstatat 28626 2000000500 5 4096 ").is_none());
         assert!(p.line("X 28626 100 0").unwrap().empty_path);
         assert!(p.line("X 1 1 1").is_none(), "a return without its entry");
+        assert!(p.line("# exit pid 28625").is_none());
+        assert_eq!(p.offset, Some(1_796_365_094_000_000_000 - 1_000_000_000));
+        assert_eq!(lost_events("Lost 4 events"), Some(4));
+        assert_eq!(lost_events("Lost 4 events\n"), Some(4));
+        assert_eq!(lost_events("Lost events"), None);
+        assert_eq!(lost_events("E utimensat 1 2 3 4 /s/Lost 4 events"), None);
     }
 }

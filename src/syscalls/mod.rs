@@ -256,6 +256,9 @@ pub struct ImportReport {
     pub records: u64,
     /// Records whose inode was not known (0 in the trace).
     pub unresolved: u64,
+    /// Events the recorder said it dropped (bpftrace's `Lost N events` lines: its ring
+    /// buffer was full): the trace lacks that many calls' halves.
+    pub lost_events: u64,
     /// The store's root the calls were matched against.
     pub store: String,
 }
@@ -517,7 +520,7 @@ fn find_root(lines: &mut dyn Iterator<Item = Syscall>) -> Option<PathBuf> {
 
 /// The store a log's calls are on: the directory above the first `.chunks` in its paths.
 pub fn store_of(log: &Path, format: Format) -> Result<PathBuf> {
-    find_root(&mut calls(log, format)?.filter_map(|c| c.1)).with_context(|| {
+    find_root(&mut calls(log, format)?.filter_map(|c| c.call)).with_context(|| {
         format!(
             "{}: no call on a datastore's .chunks in it: not a {} log of a GC? (--store \
              names the store)",
@@ -530,8 +533,18 @@ pub fn store_of(log: &Path, format: Format) -> Result<PathBuf> {
     })
 }
 
+/// One line of a log, read.
+struct Line {
+    /// Its number, from 1.
+    n: u64,
+    /// The call it completes.
+    call: Option<Syscall>,
+    /// Events the recorder says it dropped here (bpftrace's `Lost N events`).
+    lost: u64,
+}
+
 /// Reads the calls of `log` in `format`.
-fn calls(log: &Path, format: Format) -> Result<impl Iterator<Item = (u64, Option<Syscall>)>> {
+fn calls(log: &Path, format: Format) -> Result<impl Iterator<Item = Line>> {
     let f = std::fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
     let reader = std::io::BufReader::with_capacity(1 << 20, f);
     let mut strace = strace::Parser::default();
@@ -540,11 +553,11 @@ fn calls(log: &Path, format: Format) -> Result<impl Iterator<Item = (u64, Option
     Ok(reader.split(b'\n').map_while(Result::ok).map(move |raw| {
         n += 1;
         let line = String::from_utf8_lossy(&raw);
-        let s = match format {
-            Format::Strace => strace.line(&line),
-            Format::Bpftrace => bpf.line(&line),
+        let (call, lost) = match format {
+            Format::Strace => (strace.line(&line), 0),
+            Format::Bpftrace => (bpf.line(&line), bpftrace::lost_events(&line).unwrap_or(0)),
         };
-        (n, s)
+        Line { n, call, lost }
     }))
 }
 
@@ -563,7 +576,7 @@ pub fn import(
     };
     // The trace's start: the first call's time (since the epoch with -ttt or bpftrace's
     // wall clock; with -tt, the day of the log's last change).
-    let first = calls(log, format)?.find_map(|c| c.1);
+    let first = calls(log, format)?.find_map(|c| c.call);
     let Some(first) = first else {
         bail!(
             "{}: no utimensat, fstatat, statx, getdents64, unlinkat or openat call in it",
@@ -603,9 +616,10 @@ pub fn import(
             ..Default::default()
         },
     };
-    for (n, c) in calls(log, format)? {
-        im.report.lines = n;
-        match c {
+    for line in calls(log, format)? {
+        im.report.lines = line.n;
+        im.report.lost_events += line.lost;
+        match line.call {
             Some(s) => im.call(&s),
             None => im.report.other_lines += 1,
         }
