@@ -4,8 +4,6 @@ use std::fs::OpenOptions;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use std::io::Write;
-
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
@@ -30,6 +28,9 @@ use crate::trace::Marker;
     while a backup, sync or PBS's own GC holds it. Once the cutoff is fixed it is held shared:\n\
     backups that start later run (their chunks are newer than the cutoff), a second GC cannot\n\
     start. --exclusive holds it exclusively to the end.\n\n\
+    On a --shadow mount (gc asks the mount's daemon), nothing reaches the store: no lock is\n\
+    taken, the access-time check is skipped, and the task log says what a real run would\n\
+    have removed.\n\n\
     Nothing referenced is ever removed: the sweep runs only after phase 1 finished without\n\
     errors other than missing chunks, and it removes a chunk only if no index references it,\n\
     whatever its atime (--phase sweep alone reads every index first). A referenced chunk PBS\n\
@@ -60,8 +61,8 @@ pub struct GcArgs {
     /// output (the task log then goes to standard error), `--json=FILE` into FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     json: Option<PathBuf>,
-    /// Do not take the lock on .lock (only when nothing else can write the store: a --shadow
-    /// mount, a copy).
+    /// Do not take the lock on .lock (only when nothing else can write the store: a copy. A
+    /// --shadow mount needs no flag: gc asks its daemon and takes no lock there).
     #[arg(long, conflicts_with = "exclusive")]
     no_lock: bool,
     /// Hold .lock exclusively for the whole run, blocking every backup that starts meanwhile
@@ -187,28 +188,24 @@ fn upid(store: &Path, start: i64) -> String {
     )
 }
 
-pub fn run(args: GcArgs) -> Result<Outcome> {
-    let store_path = args
-        .store
-        .canonicalize()
-        .with_context(|| format!("store {}", args.store.display()))?;
-    let mut store = DirStore::open(&store_path)
-        .with_context(|| format!("{} is not a datastore", store_path.display()))?;
-    let mount = crate::overlay::control::mount_of(&store_path);
-    let mount_root = mount.as_deref().filter(|m| *m == store_path);
-    // The daemon checks its backing store: it sees the mounts there, and the trace gets only
-    // the GC's own requests. A caller that cannot reach its socket (another user) checks
-    // through the mount.
-    let socket = mount_root.and_then(|m| default_socket(m).ok());
-    if let Some(socket) = socket.filter(|s| Client::connect(s).is_ok()) {
-        store.set_layout_check(crate::overlay::control::layout_check(socket));
-    }
-    let lock = if args.no_lock {
-        None
-    } else {
-        Some(lock_store(&store_path)?)
-    };
-    let opts = GcOptions {
+/// The daemon of the chunkscope mount holding `store_path`, when this process can reach its
+/// control socket (another user may not: then the GC runs as on any directory).
+fn reachable_socket(mount: Option<&Path>) -> Option<PathBuf> {
+    let socket = default_socket(mount?).ok()?;
+    Client::connect(&socket).is_ok().then_some(socket)
+}
+
+/// Whether the mount whose control socket is `socket` is a `--shadow` one (its stats count
+/// shadowed unlinks).
+fn is_shadow(socket: &Path) -> bool {
+    Client::connect(socket)
+        .and_then(|mut c| c.stats())
+        .is_ok_and(|s| s.shadow_unlinks.is_some())
+}
+
+/// The run's options from the command line.
+fn options(args: &GcArgs, shadow: bool) -> GcOptions {
+    GcOptions {
         strategy: args.strategy,
         cache_capacity: args.tuning.capacity(),
         cache_capacity_tuned: args.tuning.cache_capacity.is_some(),
@@ -219,22 +216,55 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         phases: args.phase,
         dry_run: args.dry_run,
         atime_check: !args.no_atime_check,
-    };
+        shadow,
+    }
+}
+
+/// A connection to the mount's daemon for phase markers (None: not a mount, or markers off).
+fn marker_client(mount: Option<&Path>, no_markers: bool) -> Option<Client> {
+    let mnt = mount.filter(|_| !no_markers)?;
+    match default_socket(mnt).and_then(|s| Client::connect(&s)) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(
+                "{} is a chunkscope mount, but markers are off: {e:#}",
+                mnt.display()
+            );
+            None
+        }
+    }
+}
+
+pub fn run(args: GcArgs) -> Result<Outcome> {
     args.tuning.validate()?;
-    let mount = if args.no_markers { None } else { mount };
-    let mut client =
-        mount.and_then(
-            |mnt| match default_socket(&mnt).and_then(|s| Client::connect(&s)) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::warn!(
-                        "{} is a chunkscope mount, but markers are off: {e:#}",
-                        mnt.display()
-                    );
-                    None
-                }
-            },
-        );
+    let store_path = args
+        .store
+        .canonicalize()
+        .with_context(|| format!("store {}", args.store.display()))?;
+    let mut store = DirStore::open(&store_path)
+        .with_context(|| format!("{} is not a datastore", store_path.display()))?;
+    let mount = crate::overlay::control::mount_of(&store_path);
+    let socket = reachable_socket(mount.as_deref());
+    // The daemon checks its backing store: it sees the mounts there, and the trace gets only
+    // the GC's own requests. A caller that cannot reach its socket (another user) checks
+    // through the mount.
+    if let Some(socket) = socket
+        .as_ref()
+        .filter(|_| mount.as_ref() == Some(&store_path))
+    {
+        store.set_layout_check(crate::overlay::control::layout_check(socket.clone()));
+    }
+    // A --shadow mount keeps touches and unlinks in its memory and refuses every other
+    // write: nothing this GC does reaches the store, so there is nothing to lock against,
+    // and the atime check would test the mount's memory.
+    let shadow = socket.as_deref().is_some_and(is_shadow);
+    let lock = if args.no_lock || shadow {
+        None
+    } else {
+        Some(lock_store(&store_path)?)
+    };
+    let opts = options(&args, shadow);
+    let mut client = marker_client(mount.as_deref(), args.no_markers);
     let mut mark = |b: gc::Boundary| -> Result<()> {
         match &mut client {
             Some(c) => c
@@ -254,6 +284,13 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         }
     };
     let mut log = TaskLog::new(text_out(), super::stderr_is_terminal());
+    if shadow {
+        log.info(&format!(
+            "{} is a --shadow chunkscope mount: nothing this GC does reaches the store (its \
+             touches and removals stay in the mount's memory), so .lock is not taken.",
+            mount.as_deref().unwrap_or(&store_path).display()
+        ));
+    }
     // Format document 3.12: exclusive until the cutoff is fixed (no writer of another process
     // was running then), shared from there on (backups that start later touch their chunks
     // after the cutoff; a second GC still cannot take the lock).
@@ -290,21 +327,42 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
             return Err(e);
         }
     };
-    let c = &report.counters;
     if args.write_gc_status {
-        let status = gc::gc_status_json(&report, &upid(&store_path, report.phase1_start));
-        let path = store_path.join(crate::datastore::paths::GC_STATUS_FILE);
-        let tmp = path.with_extension("tmp_chunkscope");
-        std::fs::write(&tmp, serde_json::to_vec(&status)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
+        if shadow {
+            tracing::warn!(".gc-status not written: a --shadow mount refuses writes");
+        } else {
+            write_gc_status(&store_path, &report)?;
+        }
     }
     if report.warnings > 0 {
         log.info(&format!("TASK WARNINGS: {}", report.warnings));
     } else {
         log.info("TASK OK");
     }
-    let mut out = text_out();
+    print_counters(&mut text_out(), &opts, &report.counters)?;
+    if let Some(dest) = &args.json {
+        super::write_json(dest, &report)?;
+    }
+    Ok(if report.warnings > 0 {
+        Outcome::ProblemsFound
+    } else {
+        Outcome::Ok
+    })
+}
+
+/// `.gc-status` in the store, as PBS writes it after a successful run (beside, then renamed).
+fn write_gc_status(store_path: &Path, report: &gc::GcReport) -> Result<()> {
+    let status = gc::gc_status_json(report, &upid(store_path, report.phase1_start));
+    let path = store_path.join(crate::datastore::paths::GC_STATUS_FILE);
+    let tmp = path.with_extension("tmp_chunkscope");
+    std::fs::write(&tmp, serde_json::to_vec(&status)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
+
+/// chunkscope's counters after the task log.
+fn print_counters(out: &mut dyn std::io::Write, opts: &GcOptions, c: &gc::Counters) -> Result<()> {
     writeln!(out)?;
     writeln!(
         out,
@@ -363,12 +421,5 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
             n(c.stat_errors)
         )?;
     }
-    if let Some(dest) = &args.json {
-        super::write_json(dest, &report)?;
-    }
-    Ok(if report.warnings > 0 {
-        Outcome::ProblemsFound
-    } else {
-        Outcome::Ok
-    })
+    Ok(())
 }

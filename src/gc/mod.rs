@@ -140,6 +140,11 @@ pub struct GcOptions {
     pub dry_run: bool,
     /// PBS's `gc-atime-safety-check` (format document 3.2).
     pub atime_check: bool,
+    /// The store is a `--shadow` chunkscope mount: touches and unlinks stay in the mount's
+    /// memory, the backing store keeps every chunk. The atime check is skipped (it would test
+    /// the mount's memory, and the zero chunk cannot be written), and the task log says what a
+    /// real run would have removed, not "Removed".
+    pub shadow: bool,
 }
 
 impl Default for GcOptions {
@@ -155,6 +160,7 @@ impl Default for GcOptions {
             phases: Phases::All,
             dry_run: false,
             atime_check: true,
+            shadow: false,
         }
     }
 }
@@ -454,11 +460,16 @@ pub fn run<S: ChunkStore>(
             "Dry run: nothing is touched or removed; the access time check (it writes the zero \
              chunk) is skipped, and phase 2 counts the unreferenced chunks older than the cutoff.",
         );
+    } else if opts.shadow {
+        log.info(
+            "Access time update check skipped: on a --shadow mount atimes live in the mount's \
+             memory (the check would test that, not the store's filesystem).",
+        );
     } else if opts.atime_check {
         atime_safety_check(store)?;
         log.info("Access time update check successful, proceeding with GC.");
     } else {
-        log.info("Access time update check disabled by datastore tuning options.");
+        log.info("Access time update check disabled (--no-atime-check).");
     }
     log.info(&format!(
         "Using access time cutoff {}, minimum access time is {}",
@@ -634,11 +645,17 @@ fn summary(log: &mut TaskLog, c: &Counters, opts: &GcOptions) {
     if opts.phases == Phases::Mark {
         return;
     }
-    let verb = if opts.dry_run {
+    let verb = if opts.dry_run || opts.shadow {
         "Would remove"
     } else {
         "Removed"
     };
+    if opts.shadow && !opts.dry_run {
+        log.info(
+            "Nothing left the store: on a --shadow mount the removals stay in the mount's \
+             memory. A real run would have removed:",
+        );
+    }
     if c.kept_referenced > 0 {
         log.info(&format!(
             "Kept referenced chunks PBS would have removed: {} ({})",

@@ -8,6 +8,48 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_chunkscope"))
 }
 
+/// A path through which a process of another user (the tests run some as `backup` or
+/// `nobody`) can execute `exe`, even when a directory above it lets no one else through (a
+/// checkout in a 0700 home directory, or under `mktemp -d`): `/proc/self/fd/N` of a
+/// descriptor of `exe` this process keeps open, without close-on-exec, for its whole life.
+/// Such a magic link reaches the file without walking its directories, as `fexecve` does;
+/// the child inherits the descriptor, and its `/proc/self` is its own whatever its user.
+pub fn exec_path_for_others(exe: &Path) -> PathBuf {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    static OPEN: std::sync::Mutex<Vec<(PathBuf, OwnedFd)>> = std::sync::Mutex::new(Vec::new());
+    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    let fd = match open.iter().find(|(p, _)| p == exe) {
+        Some((_, fd)) => fd.as_raw_fd(),
+        None => {
+            let f = std::fs::File::open(exe)
+                .unwrap_or_else(|e| panic!("opening {}: {e}", exe.display()));
+            let fd = OwnedFd::from(f);
+            // SAFETY: F_SETFD on a descriptor this process owns; clearing FD_CLOEXEC only lets
+            // children inherit it (read-only, to an executable).
+            let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) };
+            assert_eq!(rc, 0, "fcntl: {}", std::io::Error::last_os_error());
+            let raw = fd.as_raw_fd();
+            open.push((exe.to_path_buf(), fd));
+            raw
+        }
+    };
+    PathBuf::from(format!("/proc/self/fd/{fd}"))
+}
+
+/// The binary, runnable by another user wherever the checkout is
+/// ([`exec_path_for_others`]).
+pub fn bin_for_others() -> Command {
+    Command::new(exec_path_for_others(Path::new(env!(
+        "CARGO_BIN_EXE_chunkscope"
+    ))))
+}
+
+/// This test binary, runnable by another user wherever the checkout is
+/// ([`exec_path_for_others`]).
+pub fn test_binary_for_others() -> Command {
+    Command::new(exec_path_for_others(&std::env::current_exe().unwrap()))
+}
+
 pub fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run chunkscope")
 }

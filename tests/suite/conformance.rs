@@ -595,7 +595,7 @@ fn run_calls(root: &Path, calls: &[Call], as_user: bool) -> Vec<String> {
     if !as_user {
         return calls.iter().map(|c| perform(root, c)).collect();
     }
-    let o = std::process::Command::new(std::env::current_exe().unwrap())
+    let o = test_binary_for_others()
         .args([
             "--ignored",
             "--exact",

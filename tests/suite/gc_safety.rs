@@ -457,3 +457,70 @@ fn a_stat_error_in_the_sweep_is_counted_named_and_kept() {
     );
     assert_nothing_referenced_lost(&run.store, "stat EIO");
 }
+
+/// Each chunk file's name and atime (ns), sorted: a stat changes no atime.
+fn chunk_atimes(store: &Path) -> Vec<(String, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v = Vec::new();
+    for d in std::fs::read_dir(store.join(".chunks")).unwrap() {
+        for f in std::fs::read_dir(d.unwrap().path()).unwrap() {
+            let f = f.unwrap();
+            let m = f.metadata().unwrap();
+            let ns = m.atime() as i128 * 1_000_000_000 + m.atime_nsec() as i128;
+            v.push((f.file_name().to_string_lossy().into_owned(), ns));
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Issue 42, point 3: `gc` on a --shadow mount needs no flag. It learns from the mount's
+/// daemon that nothing it does reaches the store, says so once, takes no lock (the mount
+/// would refuse to create .lock), skips the atime check (it writes the zero chunk), and its
+/// task log says what a real run would have removed, never "Removed". The store keeps every
+/// chunk and every atime. `--no-atime-check` on a store says that flag, not PBS's tuning.
+#[test]
+fn a_gc_on_a_shadow_mount_needs_no_flag_and_says_what_it_would_remove() {
+    let dir = store_dir();
+    let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "23"]);
+    let before = chunk_atimes(&store);
+    let m = Mount::start(&store, dir.path(), false, &["--shadow"]);
+    let json = dir.path().join("gc.json");
+    let o = run(&[
+        "gc",
+        &format!("--json={}", json.display()),
+        m.mnt.to_str().unwrap(),
+    ]);
+    drop(m);
+    let out = stdout(&o) + &stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert_eq!(
+        out.matches("is a --shadow chunkscope mount").count(),
+        1,
+        "{out}"
+    );
+    assert!(out.contains("Access time update check skipped"), "{out}");
+    let removable = n(&truth["garbage"]["removable"]);
+    assert!(removable > 0);
+    assert!(
+        out.contains(&format!("Would remove chunks: {removable}\n")),
+        "{out}"
+    );
+    assert!(
+        !out.contains("Removed chunks") && !out.contains("Removed garbage"),
+        "{out}"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["options"]["shadow"], true);
+    assert_eq!(n(&r["counters"]["removed_chunks"]), removable);
+    assert_eq!(chunk_atimes(&store), before, "the store is as it was");
+    // On the store itself, with the flag: the log names the flag.
+    let (code, r, out) = gc(&store, &["--phase", "mark"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["options"]["shadow"], false);
+    assert!(
+        out.contains("Access time update check disabled (--no-atime-check).")
+            && !out.contains("tuning options"),
+        "{out}"
+    );
+}

@@ -276,7 +276,7 @@ fn tree_with_contents(base: &Path) -> String {
 
 /// The helper above, as the PBS user, on `target` (a directory or a mount).
 fn pbs_writer_as_user(target: &Path) {
-    let o = std::process::Command::new(std::env::current_exe().unwrap())
+    let o = test_binary_for_others()
         .args([
             "--ignored",
             "--exact",
@@ -306,7 +306,7 @@ fn pbs_write_pattern_through_the_mount_is_the_disks() {
     pbs_writer_as_user(&m.mnt);
     // Then GC, as the same user, through the mount and on the plain directory.
     for target in [&plain, &m.mnt] {
-        let o = bin()
+        let o = bin_for_others()
             .args(["gc", target.to_str().unwrap()])
             .uid(PBS_USER)
             .gid(PBS_USER)
