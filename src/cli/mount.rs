@@ -195,6 +195,73 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024);
     }
+    let (store, mnt) = checked_paths(&args)?;
+    args.check_outputs()?;
+    let datastore = warn_of_layout(&store);
+    let dir_ttl = args.dir_ttl.unwrap_or(if datastore {
+        crate::trace::KernelCache::DATASTORE_DIR_TTL_S
+    } else {
+        0.0
+    });
+    let opts = OverlayOptions {
+        store: store.clone(),
+        entry_ttl: seconds(args.entry_ttl, "--entry-ttl")?,
+        attr_ttl: seconds(args.attr_ttl, "--attr-ttl")?,
+        dir_ttl: seconds(dir_ttl, "--dir-ttl")?,
+        readdirplus: args.readdirplus,
+        xattr: args.xattr,
+        shadow: args.shadow,
+    };
+
+    let params = model_params(&args, &store)?;
+    let faults = Faults::load(&args.faults, &args.fault_files, args.seed)?;
+    let order = layout_order(&args, &store)?;
+
+    let signals = crate::fsutil::TerminationSignals::block();
+    let inst = std::sync::Arc::new(Instruments::new(
+        Some(faults),
+        params.clone().map(|p| match order.clone() {
+            Some(o) => Model::with_order(p, o),
+            None => Model::new(p),
+        }),
+        args.time_scale,
+    ));
+    let live = inst.live().expect("a mount's instruments count").clone();
+    if store.join(crate::datastore::paths::CHUNK_DIR).is_dir() {
+        live.count_index_files(store.clone());
+    }
+    let (writer, sink) = start_trace(
+        &args,
+        &store,
+        &mnt,
+        params.as_ref(),
+        order.is_some(),
+        dir_ttl,
+        &inst,
+    )?;
+    let overlay = Overlay::new(opts, sink, inst.clone())?;
+    let cfg = MountConfig {
+        mountpoint: mnt.clone(),
+        threads: args.threads as usize,
+        allow_other: args.allow_other,
+        control: args.control.clone(),
+        metrics: args.metrics,
+    };
+    session::serve(overlay, &cfg, signals, |socket| {
+        tracing::info!(
+            "mounted {} on {} (pid {}, control {})",
+            store.display(),
+            mnt.display(),
+            std::process::id(),
+            socket.display()
+        )
+    })?;
+    finish(&args, &inst, writer)
+}
+
+/// The store and the mountpoint, canonical, refused with what is wrong: not directories, one
+/// inside the other (or the same), a mountpoint with something in it.
+fn checked_paths(args: &MountArgs) -> Result<(PathBuf, PathBuf)> {
     let store = args
         .store
         .canonicalize()
@@ -236,7 +303,12 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             mnt.display()
         );
     }
-    args.check_outputs()?;
+    Ok((store, mnt))
+}
+
+/// Whether the store is a datastore (`.chunks`); warns now, rather than when a GC through
+/// the mount refuses to run, of chunk directories that are not the store's own.
+fn warn_of_layout(store: &std::path::Path) -> bool {
     let datastore = store.join(crate::datastore::paths::CHUNK_DIR).is_dir();
     if !datastore {
         tracing::warn!(
@@ -245,7 +317,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         );
     } else {
         // Said now rather than when a GC through the mount refuses to run.
-        match crate::store::layout::odd_chunk_dirs(&store) {
+        match crate::store::layout::odd_chunk_dirs(store) {
             Ok(odd) => {
                 for o in &odd {
                     tracing::warn!(
@@ -257,21 +329,15 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             Err(e) => tracing::warn!("checking the chunk directories of {}: {e}", store.display()),
         }
     }
-    let dir_ttl = args.dir_ttl.unwrap_or(if datastore {
-        crate::trace::KernelCache::DATASTORE_DIR_TTL_S
-    } else {
-        0.0
-    });
-    let opts = OverlayOptions {
-        store: store.clone(),
-        entry_ttl: seconds(args.entry_ttl, "--entry-ttl")?,
-        attr_ttl: seconds(args.attr_ttl, "--attr-ttl")?,
-        dir_ttl: seconds(dir_ttl, "--dir-ttl")?,
-        readdirplus: args.readdirplus,
-        xattr: args.xattr,
-        shadow: args.shadow,
-    };
+    datastore
+}
 
+/// The cost model's parameters (`--model`), with the chunk directories' size sampled from the
+/// store where its ZAP layout needs it; `--time-scale` checked.
+fn model_params(
+    args: &MountArgs,
+    store: &std::path::Path,
+) -> Result<Option<crate::model::ModelParams>> {
     if !(0.0..=1000.0).contains(&args.time_scale) {
         bail!(
             "--time-scale {}: expected a factor from 0 to 1000",
@@ -283,7 +349,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         .as_mut()
         .filter(|p| p.zap_leaf_entries > 0 && p.dir_entries == 0)
     {
-        p.dir_entries = crate::model::order::sample_dir_entries(&store)
+        p.dir_entries = crate::model::order::sample_dir_entries(store)
             .context("counting chunk directory entries for the model's ZAP layout")?;
         tracing::info!(
             "model {}: ~{} entries per chunk directory (256 sampled)",
@@ -291,12 +357,18 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             p.dir_entries
         );
     }
-    let faults = Faults::load(&args.faults, &args.fault_files, args.seed)?;
-    let rule_texts: Vec<String> = faults.stats().into_iter().map(|r| r.rule).collect();
-    let order = match args.layout_order {
+    Ok(params)
+}
+
+/// The model's inode order (`--layout-order creation`: ranked now, saved beside the trace).
+fn layout_order(
+    args: &MountArgs,
+    store: &std::path::Path,
+) -> Result<Option<crate::model::order::InodeOrder>> {
+    Ok(match args.layout_order {
         LayoutOrder::Native => None,
         LayoutOrder::Creation => {
-            let inos = crate::model::order::scan_creation_order(&store)
+            let inos = crate::model::order::scan_creation_order(store)
                 .context("ranking the store's inodes by creation (--layout-order creation)")?;
             tracing::info!(
                 "ranked {} inodes by creation for the model's layout",
@@ -308,22 +380,27 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             }
             Some(order)
         }
-    };
+    })
+}
 
-    let signals = crate::fsutil::TerminationSignals::block();
-    let inst = std::sync::Arc::new(Instruments::new(
-        Some(faults),
-        params.clone().map(|p| match order.clone() {
-            Some(o) => Model::with_order(p, o),
-            None => Model::new(p),
-        }),
-        args.time_scale,
-    ));
-    let live = inst.live().expect("a mount's instruments count").clone();
-    if store.join(crate::datastore::paths::CHUNK_DIR).is_dir() {
-        live.count_index_files(store.clone());
-    }
-    let (writer, sink) = match &args.trace {
+/// The trace (`--trace`): its writer and the request path's sink, its header saying how the
+/// mount ran (`ranked`: the model's layout follows a creation-order ranking).
+fn start_trace(
+    args: &MountArgs,
+    store: &std::path::Path,
+    mnt: &std::path::Path,
+    params: Option<&crate::model::ModelParams>,
+    ranked: bool,
+    dir_ttl: f64,
+    inst: &Instruments,
+) -> Result<(Option<TraceWriter>, Option<crate::trace::TraceSink>)> {
+    let live = inst.live().expect("a mount's instruments count");
+    let rule_texts: Vec<String> = inst
+        .faults
+        .as_ref()
+        .map(|f| f.stats().into_iter().map(|r| r.rule).collect())
+        .unwrap_or_default();
+    Ok(match &args.trace {
         Some(path) => {
             let mut meta = TraceMeta {
                 store: store.display().to_string(),
@@ -349,8 +426,8 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
                 dir_ttl_s: dir_ttl,
                 readdirplus: args.readdirplus,
             });
-            if let Some(p) = &params {
-                meta.set_model(serde_json::to_value(p)?, order.is_some());
+            if let Some(p) = params {
+                meta.set_model(serde_json::to_value(p)?, ranked);
             }
             let (w, s) =
                 TraceWriter::start_with(path, meta, Some(live.observer()), !args.plain_trace)
@@ -358,32 +435,17 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             (Some(w), Some(s))
         }
         None => (None, None),
-    };
-    let overlay = Overlay::new(opts, sink, inst.clone())?;
-    let cfg = MountConfig {
-        mountpoint: mnt.clone(),
-        threads: args.threads as usize,
-        allow_other: args.allow_other,
-        control: args.control.clone(),
-        metrics: args.metrics,
-    };
-    session::serve(overlay, &cfg, signals, |socket| {
-        tracing::info!(
-            "mounted {} on {} (pid {}, control {})",
-            store.display(),
-            mnt.display(),
-            std::process::id(),
-            socket.display()
-        )
-    })?;
+    })
+}
+
+/// After the unmount: the model summed up, the fault rules' counts, `--stats`, the trace
+/// finished (an error if it lost records).
+fn finish(args: &MountArgs, inst: &Instruments, writer: Option<TraceWriter>) -> Result<Outcome> {
     let mut stats = serde_json::Map::new();
     if let Some(mut m) = inst.model() {
         m.flush();
-        tracing::info!(
-            "model {}: {}",
-            m.params().name,
-            serde_json::to_string(&m.totals())?
-        );
+        // A sentence for a person; the figures as JSON with --stats.
+        tracing::info!("model {}: {}", m.params().name, m.totals().summary());
         stats.insert("model".into(), serde_json::to_value(m.params())?);
         stats.insert("totals".into(), serde_json::to_value(m.totals())?);
     }

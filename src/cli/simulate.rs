@@ -213,51 +213,126 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     }
     store.fill_dir_entries(&mut params);
     if !super::to_stdout(&args.json) {
-        let slice_text = match slice.of {
-            1 => String::new(),
-            _ => format!(
-                ", slice {} ({} chunk directories, {} chunks each; the model's cache {})",
-                slice.label(),
-                thousands(slice.chunk_dirs() as u64),
-                thousands(store.dir_entries()),
-                human_bytes(slice.params(&params).cache_bytes)
-            ),
-        };
-        let mechanisms = params.mechanisms();
-        let order = args
-            .index_order
-            .map(|o| format!("; index order {}", o.name()))
-            .unwrap_or_default();
-        let name = match &origin {
-            Origin::Preset => format!("{} (seed {}{slice_text})", args.preset, args.seed),
-            Origin::Survey(s) => format!("{s} (surveyed)"),
-            Origin::Trace(t) => format!("seen by the GC of {t}"),
-        };
-        tracing::info!(
-            "simulated store {name}: {} chunks, built in {:.1} s; model {} (mechanisms: {}){order}",
-            thousands(store.chunks_created() as u64),
+        describe(
+            &args,
+            &store,
+            &params,
+            &origin,
+            slice,
             built.elapsed().as_secs_f64(),
-            params.name,
-            if mechanisms.is_empty() {
-                "none".to_string()
-            } else {
-                mechanisms.join(", ")
-            }
         );
-        let n = store.chunks_created().max(1) as u64;
-        let parts: Vec<String> = store
-            .memory_by_structure()
-            .into_iter()
-            .filter(|p| p.1 > 0)
-            .map(|(what, bytes)| format!("{what} {} ({} B a chunk)", human_bytes(bytes), bytes / n))
-            .collect();
-        tracing::info!("its memory: {}", parts.join(", "));
     }
-    let writer = match &args.trace {
+    let writer = start_trace(&args, &store, &params, &origin, slice)?;
+    let plan = plan(&args);
+    let run_one = |store: &sim::SimStore, i: usize, progress: bool| -> Result<SimRun> {
+        let (strategy, batch_size, jobs, variant) = plan[i].clone();
+        let opts = GcOptions {
+            strategy,
+            cache_capacity: args.cache_capacity,
+            batch_size,
+            index_order: args.index_order,
+            prefetch_jobs: jobs as usize,
+            phases: args.phase,
+            atime_check: false,
+            ..GcOptions::default()
+        };
+        let mut run = sim::run(store, &params, &opts, args.warm, progress)?;
+        run.variant = variant;
+        // A run at the threads' scale takes minutes to hours: say each one as it ends,
+        // so a long run shows its progress and a stopped one keeps what it finished.
+        tracing::info!("{}", run_summary(&run));
+        Ok(run)
+    };
+    let jobs = jobs_that_fit(&args, plan.len(), limit, peak_bytes, estimated_chunks);
+    // Progress bars only for runs one after the other: several would draw over each other.
+    let bars = progress && jobs.min(plan.len()) <= 1;
+    let runs = sim::side_by_side(&store, plan.len(), jobs, |st, i| run_one(st, i, bars))?;
+    if let Some(w) = writer {
+        drop(store.set_trace(None)); // the sink: the writer finishes when it is gone
+        let stats = w.finish()?;
+        tracing::info!(
+            "trace {}: {} records ({} lost)",
+            args.trace.as_ref().expect("a trace path").display(),
+            stats.written,
+            stats.lost
+        );
+    }
+    if let Some(dest) = &args.json {
+        super::write_json(dest, &runs)?;
+        if super::to_stdout(&args.json) {
+            return Ok(Outcome::Ok);
+        }
+    }
+    print!("{}", table(&runs, params.block_bytes).text());
+    Ok(Outcome::Ok)
+}
+
+/// One run to make: (strategy, batch size, prefetch jobs, variant label).
+type Planned = (Strategy, usize, u16, Option<String>);
+
+/// The store as built, in two lines for a person: what it is and its memory.
+fn describe(
+    args: &SimulateArgs,
+    store: &sim::SimStore,
+    params: &crate::model::ModelParams,
+    origin: &Origin,
+    slice: sim::Slice,
+    built_s: f64,
+) {
+    let slice_text = match slice.of {
+        1 => String::new(),
+        _ => format!(
+            ", slice {} ({} chunk directories, {} chunks each; the model's cache {})",
+            slice.label(),
+            thousands(slice.chunk_dirs() as u64),
+            thousands(store.dir_entries()),
+            human_bytes(slice.params(params).cache_bytes)
+        ),
+    };
+    let mechanisms = params.mechanisms();
+    let order = args
+        .index_order
+        .map(|o| format!("; index order {}", o.name()))
+        .unwrap_or_default();
+    let name = match &origin {
+        Origin::Preset => format!("{} (seed {}{slice_text})", args.preset, args.seed),
+        Origin::Survey(s) => format!("{s} (surveyed)"),
+        Origin::Trace(t) => format!("seen by the GC of {t}"),
+    };
+    tracing::info!(
+        "simulated store {name}: {} chunks, built in {:.1} s; model {} (mechanisms: {}){order}",
+        thousands(store.chunks_created() as u64),
+        built_s,
+        params.name,
+        if mechanisms.is_empty() {
+            "none".to_string()
+        } else {
+            mechanisms.join(", ")
+        }
+    );
+    let n = store.chunks_created().max(1) as u64;
+    let parts: Vec<String> = store
+        .memory_by_structure()
+        .into_iter()
+        .filter(|p| p.1 > 0)
+        .map(|(what, bytes)| format!("{what} {} ({} B a chunk)", human_bytes(bytes), bytes / n))
+        .collect();
+    tracing::info!("its memory: {}", parts.join(", "));
+}
+
+/// The trace of the simulated requests, with `--trace`: its writer, the store's sink set.
+fn start_trace(
+    args: &SimulateArgs,
+    store: &sim::SimStore,
+    params: &crate::model::ModelParams,
+    origin: &Origin,
+    slice: sim::Slice,
+) -> Result<Option<crate::trace::TraceWriter>> {
+    Ok(match &args.trace {
         Some(path) => {
             let rate = super::parse_rate(&args.trace_sample, "--trace-sample")?;
             let mut meta = crate::trace::TraceMeta {
-                store: crate::store::ChunkStore::root(&store).display().to_string(),
+                store: crate::store::ChunkStore::root(store).display().to_string(),
                 ..Default::default()
             };
             let o = &mut meta.options;
@@ -285,7 +360,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
                 o.insert("fault_seed".into(), args.fault_seed.into());
             }
             // The model that charged the requests: the slice's.
-            meta.set_model(serde_json::to_value(slice.params(&params))?, false);
+            meta.set_model(serde_json::to_value(slice.params(params))?, false);
             meta.set_kernel_cache(&crate::trace::KernelCache {
                 dir_ttl_s: store.dir_ttl_s(),
                 ..Default::default()
@@ -300,9 +375,13 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             Some(w)
         }
         None => None,
-    };
-    // Every run to make: (strategy, batch size, prefetch jobs, variant label).
-    let mut plan: Vec<(Strategy, usize, u16, Option<String>)> = Vec::new();
+    })
+}
+
+/// Every run to make: one per strategy, and per value of the tuning option it uses when
+/// several are given (labelled).
+fn plan(args: &SimulateArgs) -> Vec<Planned> {
+    let mut plan: Vec<Planned> = Vec::new();
     for &strategy in &args.strategy {
         // One run per value of the tuning option the strategy uses, labelled when there are
         // several.
@@ -330,31 +409,21 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             plan.push((strategy, batch_size, jobs, variant));
         }
     }
-    let run_one = |store: &sim::SimStore, i: usize, progress: bool| -> Result<SimRun> {
-        let (strategy, batch_size, jobs, variant) = plan[i].clone();
-        let opts = GcOptions {
-            strategy,
-            cache_capacity: args.cache_capacity,
-            batch_size,
-            index_order: args.index_order,
-            prefetch_jobs: jobs as usize,
-            phases: args.phase,
-            atime_check: false,
-            ..GcOptions::default()
-        };
-        let mut run = sim::run(store, &params, &opts, args.warm, progress)?;
-        run.variant = variant;
-        // A run at the threads' scale takes minutes to hours: say each one as it ends,
-        // so a long run shows its progress and a stopped one keeps what it finished.
-        tracing::info!("{}", run_summary(&run));
-        Ok(run)
-    };
+    plan
+}
+
+/// How many of the `runs` go side by side: `--jobs` or the CPUs, as many as fit in memory
+/// next to the store's estimated peak (each takes its own atimes, removed bits, referenced
+/// set and caches).
+fn jobs_that_fit(
+    args: &SimulateArgs,
+    runs: usize,
+    limit: Option<u64>,
+    peak_bytes: u64,
+    estimated_chunks: u64,
+) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut jobs = args
-        .jobs
-        .map_or(cpus, |j| j as usize)
-        .min(plan.len())
-        .max(1);
+    let mut jobs = args.jobs.map_or(cpus, |j| j as usize).min(runs).max(1);
     // Each run beside the first takes its own atimes, removed bits, referenced set and
     // caches: as many as fit next to the store's estimated peak.
     let per_job = sim::run_state_bytes(estimated_chunks);
@@ -370,27 +439,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             jobs = fit;
         }
     }
-    // Progress bars only for runs one after the other: several would draw over each other.
-    let bars = progress && jobs.min(plan.len()) <= 1;
-    let runs = sim::side_by_side(&store, plan.len(), jobs, |st, i| run_one(st, i, bars))?;
-    if let Some(w) = writer {
-        drop(store.set_trace(None)); // the sink: the writer finishes when it is gone
-        let stats = w.finish()?;
-        tracing::info!(
-            "trace {}: {} records ({} lost)",
-            args.trace.as_ref().expect("a trace path").display(),
-            stats.written,
-            stats.lost
-        );
-    }
-    if let Some(dest) = &args.json {
-        super::write_json(dest, &runs)?;
-        if super::to_stdout(&args.json) {
-            return Ok(Outcome::Ok);
-        }
-    }
-    print!("{}", table(&runs, params.block_bytes).text());
-    Ok(Outcome::Ok)
+    jobs
 }
 
 /// A spinner on standard error while a store is built (hidden without a terminal).

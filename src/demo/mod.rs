@@ -14,12 +14,20 @@
 //! Interrupting (SIGINT, SIGTERM) unmounts, waits for the mount process, removes the
 //! temporary store and exits; `Cleanup` does the same on every error path.
 
+mod host;
 pub mod report;
+mod simulated;
+
+pub use host::{fuse_unavailable, was_interrupted};
+use host::{
+    handle_signals, interrupted, other_cpu, pin_to_cpu, pin_to_one_cpu, work_dir, Cleanup, MOUNTED,
+    NO_STOP,
+};
+use simulated::{dense_intro, run_dense, run_simulated, simulate_rows};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -31,7 +39,7 @@ use crate::gc::{self, Counters, GcOptions, Hooks, Phases, Strategy};
 use crate::gen::GenConfig;
 use crate::model::{ModelParams, Totals};
 use crate::overlay::control::{socket_for, Client};
-use crate::overlay::session::{is_mounted, unmount};
+use crate::overlay::session::is_mounted;
 use crate::store::dir::DirStore;
 use crate::trace::Marker;
 
@@ -237,163 +245,6 @@ pub struct TracesKept {
     pub kept: bool,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-/// The mountpoint in use, for the signal thread to unmount.
-static MOUNTED: Mutex<Option<PathBuf>> = Mutex::new(None);
-
-fn interrupted() -> Result<()> {
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        bail!("interrupted");
-    }
-    Ok(())
-}
-
-/// Whether the error is the user's interrupt (the caller exits quietly with 130).
-pub fn was_interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// Blocks SIGINT and SIGTERM in this process and handles them on a thread: mark the demo
-/// interrupted and unmount the current mount, which makes the running GC fail at once.
-fn handle_signals() -> Result<()> {
-    crate::fsutil::TerminationSignals::block().handle("demo-signals", || {
-        INTERRUPTED.store(true, Ordering::SeqCst);
-        tracing::warn!("interrupted; unmounting and cleaning up");
-        if let Some(m) = MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            let _ = unmount(m);
-        }
-    })?;
-    Ok(())
-}
-
-/// Keeps this thread (and every thread and process it starts from now on) on one CPU: the
-/// first it may run on. A FUSE request is a round trip between the GC and the mount's
-/// threads, and on a VM waking a thread on the other CPU costs more than the request itself
-/// (BENCHMARKS.md: lru's phase 1 on `small` took 4.0 s on one CPU, 9.0 s on two). The modelled
-/// costs do not depend on it; the wall column does.
-fn pin_to_one_cpu() {
-    // SAFETY: cpu_set_t is plain data; the calls only read and write it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return;
-        }
-        let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) else {
-            return;
-        };
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut one);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one);
-    }
-}
-
-/// Why a FUSE mount cannot work here, with what to do about it; `None` when it can.
-pub fn fuse_unavailable() -> Option<String> {
-    let dev = Path::new("/dev/fuse");
-    if !dev.exists() {
-        return Some(
-            "/dev/fuse does not exist: load the module (modprobe fuse) or, in a container, \
-             pass the device in (docker run --device /dev/fuse --cap-add SYS_ADMIN)"
-                .into(),
-        );
-    }
-    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(dev) {
-        return Some(format!(
-            "/dev/fuse cannot be opened ({e}): run as root, or give your user access to it"
-        ));
-    }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let fusermount = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
-    if !root && !fusermount {
-        return Some(
-            "not root and no fusermount3 on the PATH: run as root, or install fuse3 \
-             (apt-get install fuse3)"
-                .into(),
-        );
-    }
-    if !root {
-        return Some(
-            "not root: the overlay opens backing files by handle, which needs root \
-             (CAP_DAC_READ_SEARCH); run the demo with sudo"
-                .into(),
-        );
-    }
-    None
-}
-
-/// A temporary directory for the store and the mountpoint: tmpfs where there is one.
-fn work_dir() -> Result<tempfile::TempDir> {
-    let shm = Path::new("/dev/shm");
-    let base = if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    };
-    tempfile::Builder::new()
-        .prefix("chunkscope-demo-")
-        .tempdir_in(&base)
-        .with_context(|| format!("creating a work directory in {}", base.display()))
-}
-
-/// Undoes what the demo set up, whatever way it ends: unmount, wait for the mount process,
-/// unmount the store's tmpfs, remove the work directory (unless it is kept).
-struct Cleanup {
-    child: Option<Child>,
-    mnt: Option<PathBuf>,
-    /// The store's own tmpfs, mounted in the work directory.
-    tmpfs: Option<PathBuf>,
-    work: Option<tempfile::TempDir>,
-    keep: bool,
-}
-
-impl Cleanup {
-    fn unmount(&mut self) -> Result<()> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        let mnt = self.mnt.take().expect("a mountpoint with the child");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            // Unmount first: a mount process that died leaves its mount behind (ENOTCONN).
-            if is_mounted(&mnt) {
-                let _ = unmount(&mnt);
-            }
-            if child.try_wait()?.is_some() && !is_mounted(&mnt) {
-                break;
-            }
-            if Instant::now() > deadline {
-                // Our own child, by its pid: it did not end after its unmount.
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "the mount process {} did not exit after unmounting {}",
-                    child.id(),
-                    mnt.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        *MOUNTED.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        Ok(())
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = self.unmount();
-        if let Some(t) = self.tmpfs.take() {
-            let _ = unmount(&t);
-        }
-        if let Some(w) = self.work.take() {
-            if self.keep {
-                let _ = w.keep();
-            }
-        }
-    }
-}
-
 /// Runs the demo; `say` prints progress (one line per step).
 pub fn run(o: &DemoOptions, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
     let started = Instant::now();
@@ -405,22 +256,61 @@ pub fn run(o: &DemoOptions, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
     } else {
         fuse_unavailable()
     };
-    let mut report = match &why {
-        None => run_mounted(o, &cfg, say)?,
-        Some(reason) => {
-            say(&format!(
-                "FUSE is not available, so the demo runs on the simulated store instead: {reason}"
-            ));
-            run_simulated(o, &cfg, say)?
+    // The dense part needs no mount: where a second CPU is free it runs there, beside the
+    // mounts (pinned to the first), instead of after them (the demo's time then is the
+    // longer of the two, not their sum; its figures are the same, the simulator being
+    // deterministic).
+    let beside = if o.dense_slice > 0 { other_cpu() } else { None };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| -> Result<DemoReport> {
+        let dense = match beside {
+            Some(cpu) => {
+                say(&format!(
+                    "{} (on CPU {cpu}, beside the mounts)",
+                    dense_intro(o)?
+                ));
+                let stop = &stop;
+                Some(scope.spawn(move || {
+                    pin_to_cpu(cpu);
+                    run_dense(o, false, stop)
+                }))
+            }
+            None => None,
+        };
+        let main = match &why {
+            None => run_mounted(o, &cfg, say),
+            Some(reason) => {
+                say(&format!(
+                    "FUSE is not available, so the demo runs on the simulated store instead: \
+                     {reason}"
+                ));
+                run_simulated(o, &cfg, say)
+            }
+        };
+        if main.is_err() {
+            stop.store(true, Ordering::Relaxed);
         }
-    };
-    report.simulated_because = why;
-    if o.dense_slice > 0 {
-        report.dense = Some(run_dense(o, say)?);
-    }
-    report.findings = report::findings(&report);
-    report.wall_seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+        let dense = dense.map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(anyhow!("the dense part's thread panicked")))
+        });
+        let mut report = main?;
+        report.simulated_because = why;
+        report.dense = match dense {
+            Some(d) => Some(d?),
+            None if o.dense_slice > 0 => {
+                say(&dense_intro(o)?);
+                Some(run_dense(o, o.progress, &stop)?)
+            }
+            None => None,
+        };
+        Ok(report)
+    })
+    .map(|mut report| {
+        report.findings = report::findings(&report);
+        report.wall_seconds = started.elapsed().as_secs_f64();
+        report
+    })
 }
 
 fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> Result<DemoReport> {
@@ -565,7 +455,7 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         slice: crate::sim::Slice::WHOLE,
     };
     let sim_store = crate::sim::build_from(&setup, history)?;
-    let simulated = simulate_rows(&sim_store, &o.model, &o.strategies, o.progress)?;
+    let simulated = simulate_rows(&sim_store, &o.model, &o.strategies, o.progress, &NO_STOP)?;
     let sim_check = rows
         .iter()
         .zip(&simulated)
@@ -766,121 +656,4 @@ fn row(
         counters: c,
         model: gc.phase1.totals,
     }
-}
-
-fn run_simulated(
-    o: &DemoOptions,
-    cfg: &GenConfig,
-    say: &mut dyn FnMut(&str),
-) -> Result<DemoReport> {
-    say(&format!(
-        "building the simulated {} store (seed {})",
-        o.preset, o.seed
-    ));
-    let setup = crate::sim::SimSetup {
-        cfg: cfg.clone(),
-        params: o.model.clone(),
-        digests: crate::sim::DigestMode::Exact,
-        first_ino: 1000,
-        now: crate::fsutil::now_epoch_coarse(),
-        slice: crate::sim::Slice::WHOLE,
-    };
-    let store = crate::sim::build(&setup)?;
-    let rows = simulate_rows(&store, &o.model, &o.strategies, o.progress)?;
-    let references = rows.first().map_or(0, |r| r.counters.references);
-    Ok(DemoReport {
-        mode: "simulated",
-        simulated_because: None,
-        preset: o.preset.clone(),
-        seed: o.seed,
-        model: o.model.name.clone(),
-        chunks: store.chunks_created() as u64,
-        referenced_chunks: store.referenced() as u64,
-        references,
-        rows,
-        findings: Vec::new(),
-        store: None,
-        traces: None,
-        wall_seconds: 0.0,
-        sim_check: Vec::new(),
-        dense: None,
-        phases: Vec::new(),
-    })
-}
-
-/// Each strategy's GC, both phases, on `store` from a cold `model`: the rows of a table.
-fn simulate_rows(
-    store: &crate::sim::SimStore,
-    model: &ModelParams,
-    strategies: &[Strategy],
-    progress: bool,
-) -> Result<Vec<Row>> {
-    let mut params = model.clone();
-    store.fill_dir_entries(&mut params);
-    let mut rows = Vec::new();
-    for &strategy in strategies {
-        interrupted()?;
-        let opts = GcOptions {
-            strategy,
-            phases: Phases::All,
-            atime_check: false,
-            ..GcOptions::default()
-        };
-        let r = crate::sim::run(store, &params, &opts, false, progress)?;
-        rows.push(Row {
-            strategy,
-            touches: r.counters.utimensat_calls,
-            listings: r.counters.listings + r.counters.sweep_listings,
-            lookups: r.phase1_requests.lookup,
-            metadata_reads: r.phase1_reads + r.phase1_prefetch_reads,
-            block_writes: r.phase1_block_writes,
-            phase1_modeled_ns: r.phase1_ns,
-            phase2_modeled_ns: r.phase2_ns,
-            phase1_chunks_per_s: r.phase1_chunks_per_s,
-            wall_seconds: r.wall_seconds,
-            digest_hit_ratio: r.counters.digest_hit_ratio(),
-            removed_chunks: r.counters.removed_chunks,
-            check_ok: r.counters.missing_chunks == 0,
-            counters: r.counters,
-            model: r.model,
-        });
-    }
-    Ok(rows)
-}
-
-/// The strategies on a slice of datastore B, on its pool: the density of the threads'
-/// stores, which the demo's own store (made to mount and trace in a minute) is far from.
-fn run_dense(o: &DemoOptions, say: &mut dyn FnMut(&str)) -> Result<Dense> {
-    let started = Instant::now();
-    let slice = crate::sim::Slice::new(o.dense_slice)?;
-    let mut cfg = GenConfig::preset(DENSE_PRESET)?;
-    cfg.scale = 1.0; // the thread's store, sliced below, not the generator's 1% of it
-    cfg.seed = o.seed;
-    let model = ModelParams::preset(DENSE_MODEL)?;
-    say(&format!(
-        "simulating a {} slice of {DENSE_PRESET} ({} of its 65,536 chunk directories, the \
-         threads' density) on its pool, {DENSE_MODEL}",
-        slice.label(),
-        crate::units::thousands(slice.chunk_dirs() as u64)
-    ));
-    let setup = crate::sim::SimSetup {
-        cfg,
-        params: model.clone(),
-        digests: crate::sim::DigestMode::Hashed,
-        first_ino: 1000,
-        now: crate::fsutil::now_epoch_coarse(),
-        slice,
-    };
-    let store = crate::sim::build(&setup)?;
-    let rows = simulate_rows(&store, &model, &o.strategies, o.progress)?;
-    Ok(Dense {
-        preset: DENSE_PRESET.into(),
-        slice: slice.of,
-        model: DENSE_MODEL.into(),
-        chunk_dirs: slice.chunk_dirs() as u64,
-        chunks: store.chunks_created() as u64,
-        referenced_chunks: store.referenced() as u64,
-        rows,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    })
 }

@@ -7,6 +7,7 @@
 
 pub mod history;
 pub mod payload;
+mod retention;
 pub mod truth;
 pub mod writer;
 

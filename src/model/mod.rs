@@ -30,12 +30,15 @@
 pub mod arc;
 pub mod cache;
 pub mod order;
+mod params;
+
+pub use params::{model_help, ModelParams, PRESETS};
 
 use hashbrown::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::trace::Op;
-use cache::{MetaCache, Policy};
+use cache::MetaCache;
 use order::InodeOrder;
 
 /// Where an inode's metadata lives.
@@ -87,367 +90,6 @@ pub fn indirect_block(ino: u64) -> u64 {
 /// Leaf `leaf` of directory `dir`'s fat ZAP (leaves are below 2^16, inode numbers below 2^46).
 pub fn zap_leaf_block(dir: u64, leaf: u64) -> u64 {
     (1 << 63) | (1 << 62) | (dir << 16) | (leaf & 0xffff)
-}
-
-/// Model parameters; see [`ModelParams::preset`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelParams {
-    /// The preset's (or the model file's) name.
-    pub name: String,
-    /// Where inodes' metadata lives.
-    pub layout: Layout,
-    /// Bytes per metadata block (the cache's unit).
-    pub block_bytes: u64,
-    /// Metadata cache size.
-    pub cache_bytes: u64,
-    /// Cost of one demand read of a metadata block.
-    pub miss_ns: u64,
-    /// Reads (or writes) the device serves in parallel.
-    pub queue_depth: u64,
-    /// Cost of writing one dirty block at a transaction-group sync.
-    pub write_ns: u64,
-    /// Transaction-group interval.
-    pub txg_ns: u64,
-    /// Dirty blocks at which a sync is forced (ZFS's dirty data max, in blocks).
-    pub dirty_limit_blocks: u64,
-    /// Fraction of the dirty limit above which operations are throttled.
-    pub throttle_start: f64,
-    /// ZFS's `zfs_delay_scale`: how long the throttle delays an operation (see the module documentation).
-    pub delay_scale_ns: u64,
-    /// CPU and syscall cost of any metadata operation.
-    pub op_ns: u64,
-    /// Directory entries per ZAP leaf block (0: a directory is one block). A ZFS fat ZAP leaf
-    /// of 16 KiB holds at most ~106 entries of a 64-character chunk name and splits when
-    /// full, so leaves hold ~75 on average.
-    #[serde(default)]
-    pub zap_leaf_entries: u64,
-    /// Entries per directory the ZAP layout assumes: a property of the store, not the pool
-    /// (`simulate` and `mount` fill it in from the store when `zap_leaf_entries` is set).
-    #[serde(default)]
-    pub dir_entries: u64,
-    /// Listing prefetches are asynchronous, as ZFS's `dmu_prefetch_dnode` is: a listing
-    /// returns without waiting for them, and waits only for the previous listing's prefetch
-    /// reads still in flight (the pool serves them `queue_depth` at a time, alongside). Off:
-    /// a listing waits for its own prefetch reads (the older presets).
-    #[serde(default)]
-    pub async_prefetch: bool,
-    /// Unlinking a file frees its data, which reads the file's indirect block: on ZFS every
-    /// file of more than three records has one (a PBS chunk of 1-4 MiB at 128 KiB records
-    /// does), and nothing else a GC does reads or caches it, so each removal is a demand
-    /// read.
-    #[serde(default)]
-    pub unlink_reads_indirect: bool,
-    /// The metadata cache's replacement policy: `lru`, or `arc` (ZFS's recency and
-    /// frequency lists with their ghosts, [`arc::BlockArc`]).
-    #[serde(default)]
-    pub cache_policy: Policy,
-    /// The share of `cache_bytes` that metadata may hold (ZFS's ARC metadata limit:
-    /// `zfs_arc_meta_limit`, 75% of the ARC by default before OpenZFS 2.2); 0: all of it.
-    #[serde(default)]
-    pub metadata_limit: f64,
-    /// `zfs_readdir` prefetches the dnodes of the entries it returns only while the
-    /// directory's prefetch flag is set: each readdir clears it, a lookup that finds an entry
-    /// in the directory sets it again, and a directory just brought into memory has it set.
-    /// So a listing read in several `getdents` calls with no lookup between them prefetches
-    /// the first call's entries only. ZAP leaves are prefetched either way
-    /// (`zap_iterate_prefetch`). Off: every listing prefetches every entry.
-    #[serde(default)]
-    pub readdir_prefetch_flag: bool,
-    /// The vdev queue's aggregation limit (`zfs_vdev_aggregation_limit`, 1 MiB on HDDs):
-    /// reads queued together whose blocks lie within `read_gap_bytes` of each other go out as
-    /// one I/O of at most this many bytes, and a transaction group's writes, which
-    /// copy-on-write allocates one after the other, in I/Os of this size. 0: no aggregation.
-    /// Only a listing's prefetch reads are queued together; demand reads go one at a time.
-    #[serde(default)]
-    pub aggregation_limit_bytes: u64,
-    /// The read gap limit (`zfs_vdev_read_gap_limit`, 32 KiB): how far apart two queued
-    /// reads may be and still be aggregated (the gap is read too).
-    #[serde(default)]
-    pub read_gap_bytes: u64,
-    /// The time an aggregated I/O takes per block beyond its first (the transfer; the first
-    /// block pays the seek and rotation, `miss_ns` or `write_ns`).
-    #[serde(default)]
-    pub transfer_ns: u64,
-    /// A pool that is also serving backups: the share of the metadata cache their data and
-    /// metadata hold (0: an idle pool).
-    #[serde(default)]
-    pub backup_cache_share: f64,
-    /// The share of the disks' time the backups take: every read and write of the GC waits
-    /// for the disks `1 / (1 - share)` times as long (0: an idle pool).
-    #[serde(default)]
-    pub backup_disk_share: f64,
-}
-
-/// `zfs-hdd`, the default model: a cold ZFS pool of HDDs (8 ms a demand read, 8 at a time, a
-/// 256 MiB metadata cache, 5 s transaction groups with ZFS's dirty limit and throttle), with
-/// every optional mechanism off. The other presets start from it.
-impl Default for ModelParams {
-    fn default() -> ModelParams {
-        ModelParams {
-            name: "zfs-hdd".to_string(),
-            layout: Layout::Zfs { per_block: 32 },
-            block_bytes: 16 << 10,
-            cache_bytes: 256 << 20,
-            miss_ns: 8_000_000,
-            queue_depth: 8,
-            write_ns: 8_000_000,
-            txg_ns: 5_000_000_000,
-            dirty_limit_blocks: (4u64 << 30) / (16 << 10),
-            throttle_start: 0.6,
-            delay_scale_ns: 500_000,
-            op_ns: 2_000,
-            zap_leaf_entries: 0,
-            dir_entries: 0,
-            async_prefetch: false,
-            unlink_reads_indirect: false,
-            cache_policy: Policy::Lru,
-            metadata_limit: 0.0,
-            readdir_prefetch_flag: false,
-            aggregation_limit_bytes: 0,
-            read_gap_bytes: 0,
-            transfer_ns: 0,
-            backup_cache_share: 0.0,
-            backup_disk_share: 0.0,
-        }
-    }
-}
-
-/// What `--model` takes, for help texts: the presets (the last two are the pools of the
-/// pbs-devel threads) or a JSON model file.
-pub fn model_help() -> String {
-    format!(
-        "Cost model: a preset ({}) or a JSON model file",
-        PRESETS.join(", ")
-    )
-}
-
-/// Names of the presets.
-pub const PRESETS: [&str; 7] = [
-    "none",
-    "zfs-hdd",
-    "zfs-ssd",
-    "ext4-hdd",
-    "zfs-raidz-hdd",
-    "zfs-raidz-hdd-busy",
-    "zfs-special-ssd",
-];
-
-impl ModelParams {
-    /// The preset called `name` (the threads' pools, ext4; see [`PRESETS`]), or an error naming the presets.
-    pub fn preset(name: &str) -> anyhow::Result<ModelParams> {
-        let zfs = ModelParams {
-            name: name.to_string(),
-            ..ModelParams::default()
-        };
-        // What the two pools of the threads share (see their presets below): a 16 GiB ARC,
-        // fat-ZAP directories, asynchronous listing prefetch, zfs_readdir's prefetch flag
-        // (a directory of more than 371 chunks read without lookups between its getdents
-        // calls prefetches the first call's dnodes only; no figure of B or thread 000
-        // changes with it, A's do), removals that read the indirect block. Not used: the
-        // ARC policy, a metadata limit, vdev aggregation (BENCHMARKS.md "Calibration").
-        let pool = ModelParams {
-            cache_bytes: 16 << 30,
-            zap_leaf_entries: 75,
-            async_prefetch: true,
-            readdir_prefetch_flag: true,
-            unlink_reads_indirect: true,
-            ..zfs.clone()
-        };
-        Ok(match name {
-            "none" => ModelParams {
-                cache_bytes: u64::MAX / 2,
-                miss_ns: 0,
-                write_ns: 0,
-                op_ns: 0,
-                delay_scale_ns: 0,
-                ..zfs
-            },
-            "zfs-hdd" => zfs,
-            "zfs-ssd" => ModelParams {
-                miss_ns: 150_000,
-                queue_depth: 32,
-                write_ns: 50_000,
-                ..zfs
-            },
-            "ext4-hdd" => ModelParams {
-                layout: Layout::Ext4 {
-                    inodes_per_group: 8192,
-                    per_block: 16,
-                },
-                block_bytes: 4 << 10,
-                queue_depth: 4,
-                dirty_limit_blocks: (1u64 << 30) / (4 << 10),
-                ..zfs
-            },
-            // The pool of thread 001's datastore B, where its readdir and lstat figures were
-            // measured: 7 raidz1 vdevs of 4 HDDs. Every value comes from the thread's hardware
-            // and measurements, none from a result this model is compared with (BENCHMARKS.md,
-            // "Calibration"): a demand read costs 8 ms (270.9 s for 33,944 demand misses);
-            // 1.37 device reads per 16 KiB read over 28 disks serve ~20 reads at a time; the
-            // ARC held everything the prefetch pass read (phase 1 after it read nothing):
-            // ~5 GiB of dnodes and ~3 GiB of ZAP headers and leaves, so 16 GiB (the next power
-            // of two; at 8 GiB the LRU would evict the pass before phase 1 used it);
-            // copy-on-write writes go out aggregated, ~10 us of pool time per 16 KiB block
-            // (200 us at 20 at a time); fat ZAP directories.
-            // op_ns is the one fitted value: the warm phase 1 after the prefetch pass (9.85 M
-            // touches in 11 min 59 s, no reads, no throttle) is 73 us per touch, for which
-            // the model charges 2.47 requests (the kernel keeps the dentries; refitted from
-            // 18 us, fitted at 4 requests a touch: `chunkscope fidelity` with op_ns 0 gives
-            // that figure 0 s, with 18 us 438.8 s, so it is linear in op_ns).
-            "zfs-raidz-hdd" => ModelParams {
-                miss_ns: 8_000_000,
-                queue_depth: 20,
-                write_ns: 200_000,
-                op_ns: 29_500,
-                ..pool
-            },
-            // The same pool while it also serves the nightly backups, as datastore A's
-            // production cycles (threads 001 and 003) ran: the backups take half the disks'
-            // time. The share is fitted on one figure, v1's phase 1 on A (53.5 h); B's
-            // figures were measured on a quiet pool and use the preset above.
-            "zfs-raidz-hdd-busy" => ModelParams {
-                name: name.to_string(),
-                backup_disk_share: 0.5,
-                ..ModelParams::preset("zfs-raidz-hdd")?
-            },
-            // Thread 000's pool: 3 mirrors of HDDs with a mirror of 2 NVMe SSDs as the special
-            // vdev that holds all metadata. NVMe reads of 16 KiB take ~100 us, 32 at a time;
-            // writes ~50 us; the same cache and layout as above. op_ns fitted on the thread's
-            // capacity table with the thread's CPU outside the model (fidelity.rs,
-            // THREAD000_CPU_S): the 1 Ki and 1 Mi rows, 66.2 s and 22.2 s, differ by 44.0 s
-            // for 49.0 M requests the model charges (2 a touch, the kernel keeping the
-            // dentries): 898 ns a request.
-            "zfs-special-ssd" => ModelParams {
-                miss_ns: 100_000,
-                queue_depth: 32,
-                write_ns: 50_000,
-                op_ns: 900,
-                ..pool
-            },
-            other => anyhow::bail!(
-                "unknown model '{other}': choose one of {}",
-                PRESETS.join(", ")
-            ),
-        })
-    }
-
-    /// A preset name, or a JSON file of [`ModelParams`] (as `chunkscope replay --print-model`
-    /// writes one).
-    pub fn load(spec: &str) -> anyhow::Result<ModelParams> {
-        use anyhow::Context;
-        if PRESETS.contains(&spec) || !std::path::Path::new(spec).exists() {
-            return ModelParams::preset(spec);
-        }
-        let text =
-            std::fs::read_to_string(spec).with_context(|| format!("reading model file {spec}"))?;
-        let p: ModelParams = serde_json::from_str(&text)
-            .with_context(|| format!("model file {spec}: not a valid model (JSON)"))?;
-        p.validate().with_context(|| format!("model file {spec}"))?;
-        Ok(p)
-    }
-
-    /// Rejects parameters the model cannot use.
-    pub fn validate(&self) -> anyhow::Result<()> {
-        let per_block = match self.layout {
-            Layout::Zfs { per_block } => per_block,
-            Layout::Ext4 {
-                per_block,
-                inodes_per_group,
-            } => {
-                anyhow::ensure!(inodes_per_group > 0, "inodes_per_group must be above 0");
-                per_block
-            }
-        };
-        anyhow::ensure!(per_block > 0, "layout per_block must be above 0");
-        anyhow::ensure!(self.block_bytes > 0, "block_bytes must be above 0");
-        anyhow::ensure!(self.queue_depth > 0, "queue_depth must be above 0");
-        anyhow::ensure!(self.txg_ns > 0, "txg_ns must be above 0");
-        anyhow::ensure!(
-            self.dirty_limit_blocks > 0,
-            "dirty_limit_blocks must be above 0"
-        );
-        anyhow::ensure!(
-            (0.0..1.0).contains(&self.throttle_start),
-            "throttle_start must be in [0, 1)"
-        );
-        anyhow::ensure!(
-            (0.0..=1.0).contains(&self.metadata_limit),
-            "metadata_limit must be in [0, 1] (0: no limit)"
-        );
-        anyhow::ensure!(
-            (0.0..1.0).contains(&self.backup_cache_share),
-            "backup_cache_share must be in [0, 1)"
-        );
-        anyhow::ensure!(
-            (0.0..1.0).contains(&self.backup_disk_share),
-            "backup_disk_share must be in [0, 1)"
-        );
-        anyhow::ensure!(
-            self.aggregation_limit_bytes == 0 || self.aggregation_limit_bytes >= self.block_bytes,
-            "aggregation_limit_bytes must be 0 (off) or at least block_bytes"
-        );
-        Ok(())
-    }
-
-    /// The metadata cache in blocks: `cache_bytes`, less what the metadata limit and the
-    /// backups leave it.
-    pub fn cache_blocks(&self) -> usize {
-        let block = self.block_bytes.max(1);
-        if self.metadata_limit == 0.0 && self.backup_cache_share == 0.0 {
-            // Exact in integers where nothing scales it (`none`'s cache is 2^62 bytes).
-            return (self.cache_bytes / block).min(usize::MAX as u64 / 2) as usize;
-        }
-        let mut bytes = self.cache_bytes as f64;
-        if self.metadata_limit > 0.0 {
-            bytes *= self.metadata_limit;
-        }
-        bytes *= 1.0 - self.backup_cache_share;
-        (bytes / block as f64).min(usize::MAX as f64 / 4.0) as usize
-    }
-
-    /// `ns` of disk time as the GC sees it on a pool that also serves backups.
-    fn disk_ns(&self, ns: u64) -> u64 {
-        if self.backup_disk_share == 0.0 {
-            ns
-        } else {
-            (ns as f64 / (1.0 - self.backup_disk_share)).round() as u64
-        }
-    }
-
-    /// Blocks per aggregated I/O (1: no aggregation).
-    fn blocks_per_io(&self) -> u64 {
-        (self.aggregation_limit_bytes / self.block_bytes.max(1)).max(1)
-    }
-
-    /// The mechanisms these parameters switch on, by name (for reports and `--print-model`).
-    pub fn mechanisms(&self) -> Vec<&'static str> {
-        let mut m = Vec::new();
-        if self.zap_leaf_entries > 0 {
-            m.push("fat-zap-leaves");
-        }
-        if self.async_prefetch {
-            m.push("async-prefetch");
-        }
-        if self.readdir_prefetch_flag {
-            m.push("readdir-prefetch-flag");
-        }
-        if self.unlink_reads_indirect {
-            m.push("unlink-reads-indirect");
-        }
-        if self.cache_policy == Policy::Arc {
-            m.push("arc");
-        }
-        if self.metadata_limit > 0.0 {
-            m.push("metadata-limit");
-        }
-        if self.aggregation_limit_bytes > 0 {
-            m.push("vdev-aggregation");
-        }
-        if self.backup_cache_share > 0.0 || self.backup_disk_share > 0.0 {
-            m.push("backup-load");
-        }
-        m
-    }
 }
 
 /// True for the metadata operations the model charges. The others (data reads and writes,
@@ -543,6 +185,33 @@ impl Totals {
     /// Metadata blocks read from the disks: demand misses and prefetch reads.
     pub fn reads(&self) -> u64 {
         self.misses + self.prefetched
+    }
+
+    /// One line for a person: what the requests cost and where the time went.
+    pub fn summary(&self) -> String {
+        let n = crate::units::thousands;
+        let lookups = self.hits + self.misses;
+        let ratio = if lookups == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({:.1}% of block lookups hit)",
+                self.hits as f64 * 100.0 / lookups as f64
+            )
+        };
+        format!(
+            "{} requests charged {} of modelled time; {} demand reads and {} prefetched \
+             blocks{ratio}; {} blocks written in {} transaction groups ({} of write-back, {} \
+             of throttle)",
+            n(self.ops),
+            crate::units::duration_ns(self.ns),
+            n(self.misses),
+            n(self.prefetched),
+            n(self.blocks_written),
+            n(self.txg_syncs),
+            crate::units::duration_ns(self.writeback_ns),
+            crate::units::duration_ns(self.throttle_ns)
+        )
     }
 }
 

@@ -1,4 +1,5 @@
 //! Unit tests of the cost model.
+use super::cache::Policy;
 use super::*;
 
 fn params() -> ModelParams {

@@ -171,11 +171,17 @@ const THREAD000_CPU_S: f64 = 10.3;
 
 /// Every figure, from fresh runs at `scale`. `progress` is told what runs.
 pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure>> {
+    let mut out = thread000_figures(scale.thread000, progress)?;
+    out.extend(datastore_b_figures(scale.datastore_b, progress)?);
+    out.extend(datastore_a_figures(scale.datastore_a, progress)?);
+    Ok(out)
+}
+
+/// Thread 000's figures, on a `1/n` slice of its store.
+fn thread000_figures(n: u32, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure>> {
     let mut out = Vec::new();
     let default = crate::gc::DEFAULT_CACHE_CAPACITY;
-
     // Thread 000: its pool (SSD special vdev), warm (the runtimes average 3 runs in a row).
-    let n = scale.thread000;
     let label = Slice::new(n)?.label();
     progress(&format!(
         "thread 000's store ({label}), zfs-special-ssd, warm"
@@ -247,8 +253,14 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
         });
     }
 
+    Ok(out)
+}
+
+/// Thread 001's and 003's figures of datastore B, on a `1/n` slice of it.
+fn datastore_b_figures(n: u32, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
+    let default = crate::gc::DEFAULT_CACHE_CAPACITY;
     // Datastore B on its pool, quiet and cold (thread 001's experiments).
-    let n = scale.datastore_b;
     let label = Slice::new(n)?.label();
     progress(&format!("datastore B ({label}), zfs-raidz-hdd, cold"));
     let b = runs(
@@ -318,8 +330,14 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
         },
     ]);
 
+    Ok(out)
+}
+
+/// Thread 001's and 003's figures of datastore A, on a `1/n` slice of it.
+fn datastore_a_figures(n: u32, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
+    let default = crate::gc::DEFAULT_CACHE_CAPACITY;
     // Datastore A's production cycles, on B's pool serving the backups as well.
-    let n = scale.datastore_a;
     let label = Slice::new(n)?.label();
     progress(&format!("datastore A ({label}), zfs-raidz-hdd-busy, cold"));
     let a = runs(
@@ -336,8 +354,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
     )?;
     let k = n as f64;
     let from = |what: &str| format!("datastore-a {label}, zfs-raidz-hdd-busy, cold: {what}");
-    let cycle = |r: &SimRun| (secs(r.phase1_ns) + secs(r.phase2_ns)) * k;
-    let (unpatched, lru, v1, v2) = (&a[0], &a[1], &a[2], &a[3]);
+    let (lru, v1, v2) = (&a[1], &a[2], &a[3]);
     let v1_phase1 = secs(v1.phase1_ns.saturating_sub(v1.pass_ns)) * k;
     out.extend([
         Figure {
@@ -390,6 +407,17 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             kind: Kind::Predicted,
             from: from("batched / prefetch"),
         },
+    ]);
+    out.extend(datastore_a_cycles(&a, k, &from));
+    Ok(out)
+}
+
+/// Datastore A's sweep, whole cycles and rewrites, from its runs (unpatched, lru, prefetch,
+/// batched) on a `1/k` slice.
+fn datastore_a_cycles(a: &[SimRun], k: f64, from: &dyn Fn(&str) -> String) -> Vec<Figure> {
+    let cycle = |r: &SimRun| (secs(r.phase1_ns) + secs(r.phase2_ns)) * k;
+    let (unpatched, v1, v2) = (&a[0], &a[2], &a[3]);
+    vec![
         Figure {
             id: "a-v2-phase2",
             thread: "003",
@@ -440,8 +468,7 @@ pub fn report(scale: Scale, progress: &mut dyn FnMut(&str)) -> Result<Vec<Figure
             kind: Kind::Estimate,
             from: from("batched's phase 1 block writes"),
         },
-    ]);
-    Ok(out)
+    ]
 }
 
 /// The sweep's metadata caches (the whole store's; a slice divides them): from one that holds

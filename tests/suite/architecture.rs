@@ -341,3 +341,102 @@ fn the_map_names_every_top_level_folder() {
         );
     }
 }
+
+/// The functions of `src/` longer than `limit` lines (signature to closing brace), as
+/// `path::name` with their length: a line starting `fn` (after `pub`, `const`, `unsafe`) to
+/// the first line that is its indentation and `}`.
+fn long_functions(limit: usize) -> BTreeMap<String, usize> {
+    let mut files = Vec::new();
+    modules(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        "",
+        &mut files,
+    );
+    let mut out = BTreeMap::new();
+    for (_, path) in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let body = l.trim_start();
+            let indent = &l[..l.len() - body.len()];
+            let mut rest = body;
+            for word in [
+                "pub(crate) ",
+                "pub(super) ",
+                "pub ",
+                "const ",
+                "async ",
+                "unsafe ",
+            ] {
+                rest = rest.strip_prefix(word).unwrap_or(rest);
+            }
+            let Some(sig) = rest.strip_prefix("fn ") else {
+                continue;
+            };
+            let name: String = sig
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let close = format!("{indent}}}");
+            if let Some(end) = lines[i + 1..].iter().position(|x| *x == close) {
+                let n = end + 2;
+                if n > limit {
+                    let rel = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap();
+                    out.insert(format!("{}::{name}", rel.display()), n);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Functions over 120 lines not split yet (issue 42, point 7). Each must still be over the
+/// limit: one made shorter leaves the list, and no new one joins it.
+const LONG_FUNCTIONS_LEFT: &[&str] = &[
+    "src/analysis/mod.rs::push_sample",
+    "src/check.rs::check_store",
+    "src/cli/analyze.rs::phase",
+    "src/cli/analyze.rs::run",
+    "src/cli/top.rs::draw",
+    "src/demo/mod.rs::run_mounted",
+    "src/demo/report.rs::findings",
+    "src/gc/mod.rs::run",
+    "src/gc/sweep.rs::sweep",
+    "src/gen/mod.rs::build_history",
+    "src/gen/writer.rs::write_store",
+    "src/overlay/metrics.rs::encode_stats",
+];
+
+/// Issue 42, point 7: rooms a person can read whole. No file under `src/` is over 900
+/// lines, and no function over 120 but the ones [`LONG_FUNCTIONS_LEFT`] still lists.
+#[test]
+fn files_and_functions_stay_small_enough_to_read_whole() {
+    let mut files = Vec::new();
+    modules(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        "",
+        &mut files,
+    );
+    let big: Vec<String> = files
+        .iter()
+        .filter_map(|(_, p)| {
+            let n = std::fs::read_to_string(p).unwrap().lines().count();
+            (n > 900).then(|| format!("{} ({n} lines)", p.display()))
+        })
+        .collect();
+    assert!(big.is_empty(), "files over 900 lines: {big:?}");
+    let long = long_functions(120);
+    let new: Vec<_> = long
+        .iter()
+        .filter(|(k, _)| !LONG_FUNCTIONS_LEFT.contains(&k.as_str()))
+        .collect();
+    assert!(new.is_empty(), "functions over 120 lines: {new:?}");
+    let done: Vec<_> = LONG_FUNCTIONS_LEFT
+        .iter()
+        .filter(|k| !long.contains_key(**k))
+        .collect();
+    assert!(
+        done.is_empty(),
+        "now at most 120 lines: take them off LONG_FUNCTIONS_LEFT: {done:?}"
+    );
+}

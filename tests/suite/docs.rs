@@ -122,8 +122,10 @@ fn doc_blocks() -> Vec<Block> {
 }
 
 /// What a runnable block may start with.
-const COMMANDS: [&str; 11] = [
+const COMMANDS: [&str; 12] = [
     "chunkscope ",
+    // A block's own store (and mountpoint): `store=$(mktemp -d /dev/shm/x.XXXXXX)`.
+    "store=$(mktemp ",
     "cargo ",
     "mount-scripts/",
     "chunkscope-run ",
@@ -297,6 +299,8 @@ impl Scratch {
             .args(["-e", "-o", "pipefail", "-c", script])
             .current_dir(cwd)
             .env("PATH", path)
+            // `mktemp -d` (a block's own mountpoint) inside the scratch directory too.
+            .env("TMPDIR", self.path().join("tmp"))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)

@@ -479,12 +479,18 @@ fn chunk_atimes(store: &Path) -> Vec<(String, i128)> {
 /// would refuse to create .lock), skips the atime check (it writes the zero chunk), and its
 /// task log says what a real run would have removed, never "Removed". The store keeps every
 /// chunk and every atime. `--no-atime-check` on a store says that flag, not PBS's tuning.
+/// (And point 4: the unmount's log sums the model up in a sentence, not JSON.)
 #[test]
 fn a_gc_on_a_shadow_mount_needs_no_flag_and_says_what_it_would_remove() {
     let dir = store_dir();
     let (store, truth) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "23"]);
     let before = chunk_atimes(&store);
-    let m = Mount::start(&store, dir.path(), false, &["--shadow"]);
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &["--shadow", "--model", "zfs-hdd", "--time-scale", "0"],
+    );
     let json = dir.path().join("gc.json");
     let o = run(&[
         "gc",
@@ -514,6 +520,12 @@ fn a_gc_on_a_shadow_mount_needs_no_flag_and_says_what_it_would_remove() {
     assert_eq!(r["options"]["shadow"], true);
     assert_eq!(n(&r["counters"]["removed_chunks"]), removable);
     assert_eq!(chunk_atimes(&store), before, "the store is as it was");
+    // Point 4: the unmount sums the model up in words; its JSON is --stats's.
+    let log = std::fs::read_to_string(dir.path().join("mount.log")).unwrap();
+    assert!(
+        log.contains("model zfs-hdd: ") && log.contains("requests charged") && !log.contains("{\""),
+        "{log}"
+    );
     // On the store itself, with the flag: the log names the flag.
     let (code, r, out) = gc(&store, &["--phase", "mark"]);
     assert_eq!(code, 0, "{out}");

@@ -14,13 +14,14 @@ use chunkscope::trace::{Op, TraceReader};
 use common::*;
 use serde_json::Value;
 
-/// The totals the mount printed when it unmounted (`chunkscope: model NAME: {json}`).
-fn mount_totals(log: &str) -> Value {
-    let line = log
-        .lines()
-        .find(|l| l.starts_with("chunkscope: model "))
-        .unwrap_or_else(|| panic!("no model line in: {log}"));
-    serde_json::from_str(&line[line.find('{').unwrap()..]).unwrap()
+/// The model's totals the mount wrote to its `--stats` file when it unmounted (its log
+/// sums them up in words).
+fn mount_totals(stats: &Path) -> Value {
+    let v: Value = serde_json::from_slice(
+        &std::fs::read(stats).unwrap_or_else(|e| panic!("{}: {e}", stats.display())),
+    )
+    .unwrap();
+    v["totals"].clone()
 }
 
 fn replay(trace: &Path, extra: &[&str]) -> Value {
@@ -35,16 +36,26 @@ fn replay(trace: &Path, extra: &[&str]) -> Value {
 fn online_totals_equal_the_offline_replay() {
     let dir = store_dir();
     let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "5"]);
+    let stats = dir.path().join("stats.json");
     let mut m = Mount::start(
         &store,
         dir.path(),
         true,
-        &["--model", "zfs-hdd", "--time-scale", "0", "--threads", "4"],
+        &[
+            "--model",
+            "zfs-hdd",
+            "--time-scale",
+            "0",
+            "--threads",
+            "4",
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
     );
     let (code, _, out) = gc(&m.mnt, &["--strategy", "batched"]);
     assert_eq!(code, 0, "{out}");
-    let log = m.stop();
-    let online = mount_totals(&log);
+    m.stop();
+    let online = mount_totals(&stats);
     let trace = m.trace.clone().unwrap();
 
     let offline = replay(&trace, &[]);
@@ -125,12 +136,15 @@ fn same_seed_same_totals_and_faults_with_one_and_four_threads() {
     let run_once = |threads: &str, sub: &str| {
         let d = dir.path().join(sub);
         std::fs::create_dir(&d).unwrap();
+        let stats = d.join("stats.json");
         // Shadow mode: the backing store is left as it was, so both runs see the same store.
         let mut m = Mount::start(
             &store,
             &d,
             true,
             &[
+                "--stats",
+                stats.to_str().unwrap(),
                 "--shadow",
                 "--threads",
                 threads,
@@ -148,9 +162,9 @@ fn same_seed_same_totals_and_faults_with_one_and_four_threads() {
         );
         let (code, report, out) = gc(&m.mnt, &["--strategy", "lru", "--no-lock"]);
         assert_eq!(code, 0, "{out}");
-        let log = m.stop();
+        m.stop();
         (
-            mount_totals(&log),
+            mount_totals(&stats),
             injected(m.trace.as_ref().unwrap()),
             report["counters"]["removed_chunks"].clone(),
         )
@@ -339,6 +353,7 @@ fn creation_order_layout_on_a_store_that_numbers_by_directory() {
     for (i, order) in ["creation", "native"].into_iter().enumerate() {
         let d = dir.path().join(format!("run{i}"));
         std::fs::create_dir(&d).unwrap();
+        let stats = d.join("stats.json");
         let mut m = Mount::start(
             &store,
             &d,
@@ -351,6 +366,8 @@ fn creation_order_layout_on_a_store_that_numbers_by_directory() {
                 "0",
                 "--layout-order",
                 order,
+                "--stats",
+                stats.to_str().unwrap(),
             ],
         );
         let (code, _, out) = gc(
@@ -358,7 +375,8 @@ fn creation_order_layout_on_a_store_that_numbers_by_directory() {
             &["--strategy", "lru", "--phase", "mark", "--no-lock"],
         );
         assert_eq!(code, 0, "{out}");
-        let online = mount_totals(&m.stop());
+        m.stop();
+        let online = mount_totals(&stats);
         let trace = m.trace.clone().unwrap();
         let offline = replay(&trace, &[]);
         assert_eq!(offline["mismatches"], 0, "{order}");

@@ -1,0 +1,303 @@
+//! One phase's accumulation: the requests of a phase counted as they come ([`PhaseAcc`]),
+//! then finished into its [`Phase`] (latencies, locality, the digest cache's miss-ratio
+//! curve, the what-if reorderings of its touches).
+
+use super::*;
+
+pub(super) struct OpAcc {
+    pub(super) count: u64,
+    pub(super) errors: std::collections::BTreeMap<String, u64>,
+    pub(super) real: HdrCounts,
+    pub(super) modeled: HdrCounts,
+    pub(super) real_log2: [u64; 65],
+    pub(super) modeled_log2: [u64; 65],
+}
+
+/// Evenly spaced samples of a stream of unknown length: every `stride`-th item, the stride
+/// doubling (and every other kept item dropped) when `2 * max` are kept.
+pub(super) struct Decimated {
+    pub(super) max: usize,
+    pub(super) stride: u64,
+    pub(super) seen: u64,
+    pub(super) kept: Vec<AccessPoint>,
+}
+
+impl Decimated {
+    pub(super) fn push(&mut self, p: impl FnOnce(u64) -> AccessPoint) {
+        let at = self.seen;
+        self.seen += 1;
+        if self.max == 0 || !at.is_multiple_of(self.stride) {
+            return;
+        }
+        self.kept.push(p(at));
+        if self.kept.len() >= 2 * self.max {
+            let mut i = 0;
+            self.kept.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride *= 2;
+        }
+    }
+}
+
+pub(super) struct PhaseAcc {
+    pub(super) name: String,
+    pub(super) records: u64,
+    /// Real time in this phase: the sum of its runs (a phase can be entered several times).
+    pub(super) real_ns: u64,
+    pub(super) run: Option<(u64, u64)>,
+    pub(super) modeled_ns: u64,
+    /// Indexed by op number.
+    pub(super) ops: Vec<Option<Box<OpAcc>>>,
+    pub(super) touches: LocalityAcc,
+    pub(super) lookups: LocalityAcc,
+    pub(super) digests: ReuseDistances,
+    pub(super) blocks: ReuseDistances,
+    // write-back
+    pub(super) txg: Option<u64>,
+    /// The transaction group each block was last dirtied in (numbered from 1, so a block's
+    /// first dirtying in a group counts without clearing the map between groups).
+    pub(super) dirty: IntMap<u32>,
+    pub(super) txg_number: u32,
+    pub(super) dirty_in_txg: u64,
+    pub(super) per_txg: Vec<u64>,
+    pub(super) txg_starts: Vec<u64>,
+    pub(super) touches_per_txg: Vec<u64>,
+    pub(super) touches_in_txg: u64,
+    /// Every touch (inode, directory) and where each index's touches start.
+    pub(super) touch_log: Vec<(u64, u64)>,
+    pub(super) index_starts: Vec<usize>,
+    pub(super) access: Decimated,
+    // listings
+    pub(super) listings: u64,
+    pub(super) entries: u64,
+    pub(super) ascending: u64,
+    pub(super) pairs: u64,
+    pub(super) dirs: HashMap<u64, Vec<u64>>,
+}
+
+impl PhaseAcc {
+    pub(super) fn new(name: String, o: &Options) -> PhaseAcc {
+        let mrc = |extra: &[u64]| {
+            ReuseDistances::sampled(ReuseDistances::powers_of_two(1 << 26, extra), o.sample_rate)
+        };
+        PhaseAcc {
+            name,
+            records: 0,
+            real_ns: 0,
+            run: None,
+            modeled_ns: 0,
+            ops: Default::default(),
+            touches: Default::default(),
+            lookups: Default::default(),
+            digests: mrc(&[PBS_CACHE_DEFAULT, PBS_CACHE_MAX]),
+            blocks: mrc(&[]),
+            txg: None,
+            dirty: IntMap::default(),
+            txg_number: 1,
+            dirty_in_txg: 0,
+            per_txg: Vec::new(),
+            txg_starts: Vec::new(),
+            touches_per_txg: Vec::new(),
+            touches_in_txg: 0,
+            touch_log: Vec::new(),
+            index_starts: Vec::new(),
+            access: Decimated {
+                max: o.access_points,
+                stride: 1,
+                seen: 0,
+                kept: Vec::new(),
+            },
+            listings: 0,
+            entries: 0,
+            ascending: 0,
+            pairs: 0,
+            dirs: HashMap::new(),
+        }
+    }
+
+    pub(super) fn close_txg(&mut self, txg_ns: u64) {
+        if let Some(t) = self.txg {
+            self.per_txg.push(self.dirty_in_txg);
+            self.txg_starts.push(t * txg_ns);
+            self.touches_per_txg.push(self.touches_in_txg);
+            self.txg_number += 1;
+            self.dirty_in_txg = 0;
+            self.touches_in_txg = 0;
+        }
+    }
+
+    pub(super) fn end_run(&mut self) {
+        if let Some((first, last)) = self.run.take() {
+            self.real_ns += last - first;
+        }
+    }
+
+    pub(super) fn finish(mut self, o: &Options) -> Phase {
+        self.close_txg(o.txg_ns.max(1));
+        self.end_run();
+        let what_if = self.what_if(o);
+        let ideal = what_if.last().map_or(0, |w| w.block_writes);
+        let writes: u64 = self.per_txg.iter().sum();
+        let mut dir_stats = (0u64, 0u64, 0u64, 0u64, Vec::new());
+        for inos in self.dirs.values_mut() {
+            inos.sort_unstable();
+            let mut blocks: Vec<u64> = inos.iter().map(|i| i / o.inodes_per_block).collect();
+            blocks.dedup();
+            dir_stats.0 += inos.len() as u64;
+            dir_stats.1 += blocks.len() as u64;
+            if inos.len() >= 2 {
+                dir_stats.2 += 1;
+                dir_stats.3 += (blocks.len() == inos.len()) as u64;
+                dir_stats.4.extend(inos.windows(2).map(|w| w[1] - w[0]));
+            }
+        }
+        dir_stats.4.sort_unstable();
+        let ndirs = self.dirs.len().max(1) as f64;
+        Phase {
+            records: self.records,
+            real_ns: self.real_ns,
+            modeled_ns: self.modeled_ns,
+            ops: self
+                .ops
+                .iter()
+                .enumerate()
+                .filter_map(|(op, a)| Some((op, a.as_ref()?)))
+                .map(|(op, a)| OpStats {
+                    op: Op::from_u16(op as u16).map_or("unknown", Op::name),
+                    count: a.count,
+                    errors: a.errors.clone(),
+                    rate: a.count as f64 / (self.real_ns as f64 / 1e9).max(1e-9),
+                    real: latency(&a.real),
+                    modeled: latency(&a.modeled),
+                    real_log2: trimmed(&a.real_log2),
+                    modeled_log2: trimmed(&a.modeled_log2),
+                })
+                .collect(),
+            touches: self.touches.report(o.inodes_per_block),
+            lookups: self.lookups.report(o.inodes_per_block),
+            digest_mrc: with_bytes(self.digests.curve(), |c, distinct| {
+                pbs_digest_cache_bytes(c, distinct)
+            }),
+            block_mrc: with_bytes(self.blocks.curve(), |c, _| c * o.block_bytes),
+            writeback: Writeback {
+                clock: if self.modeled_ns > 0 {
+                    "modelled"
+                } else {
+                    "real"
+                },
+                txgs: self.per_txg.len() as u64,
+                block_writes: writes,
+                max_per_txg: self.per_txg.iter().copied().max().unwrap_or(0),
+                inode_order_block_writes: ideal,
+                amplification: if ideal > 0 {
+                    writes as f64 / ideal as f64
+                } else {
+                    f64::NAN // no touches to put in inode order (JSON: null)
+                },
+                dirty_per_txg: self.per_txg,
+                txg_start_ns: self.txg_starts,
+            },
+            listings: Listings {
+                count: self.listings,
+                entries: self.entries,
+                ascending_pairs: self.ascending as f64 / self.pairs.max(1) as f64,
+                dirs_with_2_or_more: dir_stats.2,
+                dirs_without_shared_blocks: dir_stats.3,
+                mean_entries_per_dir: dir_stats.0 as f64 / ndirs,
+                mean_blocks_per_dir: dir_stats.1 as f64 / ndirs,
+                median_in_dir_gap: dir_stats.4.get(dir_stats.4.len() / 2).copied().unwrap_or(0),
+            },
+            what_if,
+            indexes: self.index_starts.len() as u64,
+            access: self.access.kept,
+            name: self.name,
+        }
+    }
+
+    /// The touches as recorded, sorted within each index, and sorted globally (the first and
+    /// the last on the second core, on a copy).
+    pub(super) fn what_if(&mut self, o: &Options) -> Vec<WhatIf> {
+        let per_block = o.inodes_per_block.max(1);
+        let distinct_inodes = self.touches.inodes.len() as u64;
+        let same = SameTouches {
+            distinct_inodes,
+            distinct_blocks: distinct_blocks(&self.touches.inodes, per_block),
+            per_txg: &self.touches_per_txg,
+        };
+        let mut touches = std::mem::take(&mut self.touch_log);
+        let index_starts = &self.index_starts;
+        std::thread::scope(|scope| {
+            let mut sorted = touches.clone();
+            let same = &same;
+            let other = scope.spawn(move || {
+                let recorded = same.figures("recorded", &sorted, o);
+                sorted.sort_unstable_by_key(|t| t.0);
+                (recorded, same.figures("global", &sorted, o))
+            });
+            let mut from = 0;
+            for to in index_starts.iter().copied().chain([touches.len()]) {
+                let to = to.min(touches.len());
+                if to > from {
+                    touches[from..to].sort_unstable_by_key(|t| t.0);
+                }
+                from = from.max(to);
+            }
+            let per_index = same.figures("per-index", &touches, o);
+            let (recorded, global) = other.join().expect("what-if thread panicked");
+            vec![recorded, per_index, global]
+        })
+    }
+}
+
+/// What every reordering of a phase's touches shares: the same inodes, the same blocks, and
+/// the same number of touches per transaction group.
+pub(super) struct SameTouches<'a> {
+    pub(super) distinct_inodes: u64,
+    pub(super) distinct_blocks: u64,
+    pub(super) per_txg: &'a [u64],
+}
+
+impl SameTouches<'_> {
+    pub(super) fn figures(
+        &self,
+        order: &'static str,
+        touches: &[(u64, u64)],
+        o: &Options,
+    ) -> WhatIf {
+        let per_block = o.inodes_per_block.max(1);
+        let mut loc = LocalityAcc::reusing_distinct();
+        let mut mrc =
+            ReuseDistances::sampled(ReuseDistances::powers_of_two(1 << 26, &[]), o.sample_rate);
+        for &(ino, dir) in touches {
+            loc.push(ino, dir, per_block);
+            if o.mrc {
+                mrc.push(ino / per_block);
+            }
+        }
+        // Each block once per transaction group, with the recorded touches per group.
+        let mut writes = 0u64;
+        let mut at = 0usize;
+        let mut blocks: Vec<u64> = Vec::new();
+        for &n in self.per_txg {
+            let end = (at + n as usize).min(touches.len());
+            blocks.clear();
+            blocks.extend(touches[at..end].iter().map(|t| t.0 / per_block));
+            blocks.sort_unstable();
+            blocks.dedup();
+            writes += blocks.len() as u64;
+            at = end;
+        }
+        let mut touches = loc.report(per_block);
+        touches.distinct_inodes = self.distinct_inodes;
+        touches.distinct_blocks = self.distinct_blocks;
+        touches.ideal_blocks = self.distinct_inodes.div_ceil(per_block);
+        WhatIf {
+            order,
+            touches,
+            block_mrc: with_bytes(mrc.curve(), |c, _| c * o.block_bytes),
+            block_writes: writes,
+        }
+    }
+}
