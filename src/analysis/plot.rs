@@ -23,6 +23,13 @@ pub use super::Labelled;
 
 const SIZE: (u32, u32) = (960, 600);
 
+/// Font sizes as plotters takes them: its SVG backend writes 0.81 of the size asked for, so
+/// 15 is 12.1 px, the smallest text of a plot at 100% zoom (the report shows plots at their
+/// own size).
+const CAPTION: (&str, u32) = ("sans-serif", 24);
+const TEXT: (&str, u32) = ("sans-serif", 15);
+const AXIS: (&str, u32) = ("sans-serif", 16);
+
 fn palette(i: usize) -> RGBColor {
     const C: [RGBColor; 8] = [
         RGBColor(0x1f, 0x77, 0xb4),
@@ -35,6 +42,78 @@ fn palette(i: usize) -> RGBColor {
         RGBColor(0x17, 0xbe, 0xcf),
     ];
     C[i % C.len()]
+}
+
+/// Draws series `$i`'s points `$pts` (every `step`-th, shifted by the series so that
+/// marks of curves drawn over each other do not sit on each other) with a shape of its own:
+/// circle, triangle, cross, square in turn, and gives the series its legend entry (the
+/// shape on a line). Lines of different strategies often coincide: the shapes keep them
+/// apart.
+macro_rules! marks {
+    ($chart:expr, $i:expr, $pts:expr, $colour:expr, $label:expr) => {{
+        let colour: RGBColor = $colour;
+        let pts: Vec<_> = $pts;
+        let step = (pts.len() / 24).max(1);
+        let shown: Vec<_> = pts
+            .iter()
+            .copied()
+            .skip(($i * step / 4) % step)
+            .step_by(step)
+            .collect();
+        let style = colour.filled();
+        match $i % 4 {
+            0 => $chart
+                .draw_series(shown.into_iter().map(|p| Circle::new(p, 4, style)))
+                .map_err(err)?
+                .label($label)
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(-10, 0), (10, 0)], colour)
+                        + Circle::new((0, 0), 4, style)
+                }),
+            1 => $chart
+                .draw_series(shown.into_iter().map(|p| TriangleMarker::new(p, 6, style)))
+                .map_err(err)?
+                .label($label)
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(-10, 0), (10, 0)], colour)
+                        + TriangleMarker::new((0, 0), 6, style)
+                }),
+            2 => $chart
+                .draw_series(
+                    shown
+                        .into_iter()
+                        .map(|p| Cross::new(p, 5, colour.stroke_width(2))),
+                )
+                .map_err(err)?
+                .label($label)
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(-10, 0), (10, 0)], colour)
+                        + Cross::new((0, 0), 5, colour.stroke_width(2))
+                }),
+            _ => $chart
+                .draw_series(
+                    shown
+                        .into_iter()
+                        .map(|p| EmptyElement::at(p) + Rectangle::new([(-4, -4), (4, 4)], style)),
+                )
+                .map_err(err)?
+                .label($label)
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(-10, 0), (10, 0)], colour)
+                        + Rectangle::new([(-4, -4), (4, 4)], style)
+                }),
+        };
+    }};
+}
+
+/// The top of a y axis whose data reach `max`: a third more, so that the legend (upper
+/// right) sits above the data rather than on it.
+fn headroom(min: u64, max: u64) -> u64 {
+    max + (max - min.min(max)) / 3 + 1
 }
 
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
@@ -65,15 +144,18 @@ pub fn access_pattern(p: &Labelled) -> Result<String> {
         let mut chart = ChartBuilder::on(root)
             .caption(
                 format!("Access pattern: {} ({} points)", p.label, pts.len()),
-                ("sans-serif", 22),
+                CAPTION,
             )
             .margin(12)
+            .margin_right(36)
             .x_label_area_size(45)
             .y_label_area_size(90)
-            .build_cartesian_2d(0u64..max_at + 1, min_ino..max_ino + 1)
+            .build_cartesian_2d(0u64..max_at + 1, min_ino..headroom(min_ino, max_ino + 1))
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(TEXT)
+            .axis_desc_style(AXIS)
             .x_desc("operation number in the phase (metadata operations)")
             .y_desc("backing inode number")
             .draw()
@@ -99,6 +181,7 @@ fn legend<'a, X: Ranged, Y: Ranged>(
 ) -> Result<()> {
     chart
         .configure_series_labels()
+        .label_font(TEXT)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperRight)
@@ -145,29 +228,56 @@ pub fn miss_ratio_curves(phases: &[Labelled], blocks: bool) -> Result<String> {
         .flat_map(|(_, c)| c.iter().map(|x| x.0))
         .fold(xmax, f64::min)
         .min(xmax / 2.0);
+    // PBS's default and maximum capacities, where the curves reach them: grey lines, and the
+    // title names only the ones drawn.
+    let marked: Vec<(u64, &str)> = [
+        (super::PBS_CACHE_DEFAULT, "default 1Mi"),
+        (super::PBS_CACHE_MAX, "maximum 8Mi"),
+    ]
+    .into_iter()
+    .filter(|(cap, _)| !blocks && (xmin..=xmax).contains(&(*cap as f64)))
+    .collect();
     let (title, xdesc) = if blocks {
         (
-            "Metadata blocks: LRU miss ratio by cache size",
+            "Metadata blocks: LRU miss ratio by cache size".to_string(),
             "cache size (MiB, log scale)",
         )
     } else {
+        let lines: Vec<&str> = marked.iter().map(|m| m.1).collect();
         (
-            "Digest cache: LRU miss ratio by capacity (PBS default 1Mi, max 8Mi marked in range)",
+            match lines.len() {
+                0 => "Digest cache: LRU miss ratio by capacity".to_string(),
+                _ => format!(
+                    "Digest cache: LRU miss ratio by capacity (grey: PBS's {})",
+                    lines.join(", ")
+                ),
+            },
             "digest-cache capacity (entries, log scale)",
         )
     };
     svg(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title.as_str(), CAPTION)
             .margin(12)
+            .margin_right(36)
             .x_label_area_size(45)
             .y_label_area_size(60)
-            .build_cartesian_2d((xmin..xmax).log_scale(), 0f64..1.02)
+            .build_cartesian_2d((xmin..xmax).log_scale(), 0f64..1.4)
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(TEXT)
+            .axis_desc_style(AXIS)
             .x_desc(xdesc)
             .y_desc("miss ratio")
+            // The room above 1 holds the legend.
+            .y_label_formatter(&|v| {
+                if *v > 1.0001 {
+                    String::new()
+                } else {
+                    format!("{v:.1}")
+                }
+            })
             .x_label_formatter(&|v| {
                 if blocks {
                     format!("{v}")
@@ -181,29 +291,25 @@ pub fn miss_ratio_curves(phases: &[Labelled], blocks: bool) -> Result<String> {
             let colour = palette(i);
             chart
                 .draw_series(LineSeries::new(c.iter().copied(), colour.stroke_width(2)))
-                .map_err(err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+                .map_err(err)?;
+            marks!(chart, i, c.clone(), colour, label.as_str());
         }
-        if !blocks {
-            for cap in [super::PBS_CACHE_DEFAULT, super::PBS_CACHE_MAX] {
-                let x = cap as f64;
-                if x >= xmin && x <= xmax {
-                    chart
-                        .draw_series(LineSeries::new(
-                            [(x, 0.0), (x, 1.02)],
-                            BLACK.mix(0.4).stroke_width(1),
-                        ))
-                        .map_err(err)?;
-                }
-            }
+        for (cap, _) in &marked {
+            let x = *cap as f64;
+            chart
+                .draw_series(LineSeries::new(
+                    [(x, 0.0), (x, 1.0)],
+                    BLACK.mix(0.4).stroke_width(1),
+                ))
+                .map_err(err)?;
         }
         legend(&mut chart)
     })
 }
 
-/// Log2 histograms drawn as lines: x is the bucket's lower bound.
-fn log2_lines(
+/// Log2 histograms as bars: bucket `k` (values from 2^(k-1), 0 for k = 0) spans `[k, k+1)`
+/// on the x axis, labelled at its lower bound; the series' bars stand side by side in it.
+fn log2_bars(
     title: &str,
     xdesc: &str,
     series: &[(String, Vec<u64>)],
@@ -216,37 +322,47 @@ fn log2_lines(
         .max()
         .unwrap_or(1)
         .max(1);
+    let width = 0.8 / series.len().max(1) as f64;
     svg(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title, CAPTION)
             .margin(12)
+            .margin_right(36)
             .x_label_area_size(45)
             .y_label_area_size(80)
-            .build_cartesian_2d(0usize..kmax, 0u64..ymax + ymax / 20 + 1)
+            .build_cartesian_2d(0f64..kmax as f64, 0u64..headroom(0, ymax))
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(TEXT)
+            .axis_desc_style(AXIS)
             .x_desc(xdesc)
             .y_desc("count")
-            .x_label_formatter(&|k| {
-                if *k == 0 {
-                    "0".to_string()
-                } else {
-                    format_x(1u64 << (k - 1).min(63))
+            .x_labels(kmax.min(16) + 1)
+            .x_label_formatter(&|v| {
+                let k = v.round();
+                if (v - k).abs() > 1e-6 || k < 0.0 {
+                    return String::new();
+                }
+                match k as u64 {
+                    0 => "0".to_string(),
+                    k => format_x(1u64 << (k - 1).min(63)),
                 }
             })
             .draw()
             .map_err(err)?;
         for (i, (label, h)) in series.iter().enumerate() {
             let colour = palette(i);
+            let left = |k: usize| k as f64 + 0.1 + i as f64 * width;
             chart
-                .draw_series(LineSeries::new(
-                    h.iter().enumerate().map(|(k, &c)| (k, c)),
-                    colour.stroke_width(2),
-                ))
+                .draw_series(h.iter().enumerate().filter(|(_, &c)| c > 0).map(|(k, &c)| {
+                    Rectangle::new([(left(k), 0), (left(k) + width, c)], colour.filled())
+                }))
                 .map_err(err)?
                 .label(label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x - 6, y - 6), (x + 6, y + 6)], colour.filled())
+                });
         }
         legend(&mut chart)
     })
@@ -259,7 +375,7 @@ pub fn gaps(phases: &[Labelled]) -> Result<String> {
         .filter(|p| p.phase.touches.count > 1)
         .map(|p| (p.label.clone(), p.phase.touches.gap_log2.clone()))
         .collect();
-    log2_lines(
+    log2_bars(
         "Gap |Δino| between consecutive atime updates (log2 buckets)",
         "|Δino| at least",
         &series,
@@ -283,7 +399,7 @@ pub fn latency(p: &Labelled) -> Result<String> {
             series.push((format!("{} modelled", o.op), o.modeled_log2.clone()));
         }
     }
-    log2_lines(
+    log2_bars(
         &format!("Latency of metadata operations: {}", p.label),
         "latency at least",
         &series,
@@ -320,17 +436,17 @@ pub fn dirty_per_txg(phases: &[Labelled]) -> Result<String> {
         .max(1);
     svg(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(
-                "Dirty metadata blocks per transaction group",
-                ("sans-serif", 20),
-            )
+            .caption("Dirty metadata blocks per transaction group", CAPTION)
             .margin(12)
+            .margin_right(36)
             .x_label_area_size(45)
             .y_label_area_size(80)
-            .build_cartesian_2d(0f64..xmax * 1.02, 0u64..ymax + ymax / 20 + 1)
+            .build_cartesian_2d(0f64..xmax * 1.02, 0u64..headroom(0, ymax))
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(TEXT)
+            .axis_desc_style(AXIS)
             .x_desc("seconds since the phase's first transaction group")
             .y_desc("blocks written at the group's sync")
             .draw()
@@ -339,9 +455,8 @@ pub fn dirty_per_txg(phases: &[Labelled]) -> Result<String> {
             let colour = palette(i);
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
-                .map_err(err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+                .map_err(err)?;
+            marks!(chart, i, pts.clone(), colour, label.as_str());
         }
         legend(&mut chart)
     })

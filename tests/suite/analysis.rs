@@ -57,9 +57,32 @@ fn assert_svg(path: &Path, must_say: &[&str]) {
     }
     let drawn = doc
         .descendants()
-        .filter(|n| matches!(n.tag_name().name(), "polyline" | "circle" | "path"))
+        .filter(|n| matches!(n.tag_name().name(), "polyline" | "circle" | "path" | "rect"))
         .count();
     assert!(drawn > 3, "{}: only {drawn} drawn elements", path.display());
+    // Issue 42, point 5: no text under 12 px at 100% zoom (the report shows plots at their
+    // own size).
+    for t in doc.descendants().filter(|n| n.tag_name().name() == "text") {
+        let size: f64 = t
+            .attribute("font-size")
+            .and_then(|v| v.trim_end_matches("px").parse().ok())
+            .unwrap_or_else(|| panic!("{}: a text without a font size", path.display()));
+        assert!(
+            size >= 12.0,
+            "{}: {:?} at {size} px",
+            path.display(),
+            t.text()
+        );
+    }
+}
+
+/// How many elements named `tag` the SVG at `path` has.
+fn count_tag(path: &Path, tag: &str) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    doc.descendants()
+        .filter(|n| n.tag_name().name() == tag)
+        .count()
 }
 
 /// The strategies [`strategies_on_small_analysed_and_simulated`] analyses.
@@ -205,6 +228,12 @@ fn strategies_on_small_analysed_and_simulated() {
         &["Metadata blocks", "cache size"],
     );
     assert_svg(&svg.join("gaps.svg"), &["Gap", "count", "inode-order"]);
+    // Point 5: histograms are bars (one rect a non-empty bucket and series, beside the
+    // background and the legend's); lines of several strategies carry marks of different
+    // shapes (circles, then triangles: polygons), in the plot and in its legend.
+    assert!(count_tag(&svg.join("gaps.svg"), "rect") > 3 * 4);
+    let mrc = svg.join("mrc-digests.svg");
+    assert!(count_tag(&mrc, "circle") > 2 && count_tag(&mrc, "polygon") > 2);
     assert_svg(&svg.join("txg.svg"), &["Dirty metadata blocks", "lru"]);
     assert_svg(
         &svg.join("access-lru-phase1-strategy-lru.svg"),
