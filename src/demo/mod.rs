@@ -374,73 +374,21 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         .with_context(|| format!("writing {}", model_file.display()))?;
     let mut rows = Vec::new();
     let mut phases = Vec::new();
+    let at = MountedPaths {
+        store: &store,
+        mnt: &mnt,
+        model_file: &model_file,
+        traces: &traces,
+        logs: &logs,
+    };
     for &strategy in &o.strategies {
-        let name = strategy.name();
-        say(&format!(
-            "{name}: mounting (shadow, model {}), running the GC, checking",
-            o.model.name
-        ));
-        let trace = traces.join(format!("{name}.trace"));
-        // The mount's final counters (sweep included) stay in the report's logs for the user.
-        let stats = logs.join(format!("mount-{name}.json"));
-        let mount_log = logs.join(format!("mount-{name}.log"));
-        let log = std::fs::File::create(&mount_log)
-            .with_context(|| format!("creating {}", mount_log.display()))?;
-        *MOUNTED.lock().unwrap_or_else(|p| p.into_inner()) = Some(mnt.clone());
-        let child = Command::new(&o.exe)
-            .arg("mount")
-            .arg("--store")
-            .arg(&store)
-            .arg("--mountpoint")
-            .arg(&mnt)
-            .arg("--shadow")
-            .arg("--model")
-            .arg(&model_file)
-            .args(["--time-scale", "0"])
-            .arg("--trace")
-            .arg(&trace)
-            .arg("--stats")
-            .arg(&stats)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting {} mount", o.exe.display()))?;
-        cleanup.child = Some(child);
-        cleanup.mnt = Some(mnt.clone());
-        wait_mounted(&mut cleanup, &mount_log)?;
-
-        let gc = gc_and_check(&mnt, strategy, &logs, &truth, o.progress)?;
-        cleanup.unmount()?;
-        interrupted()?;
-        let analysed = analysis::analyze(&trace, analysis::Options::default())?;
-        let phase = |p: u8| {
-            analysed
-                .phases
-                .iter()
-                .find(|x| x.name == Marker::section_name(p, name))
-        };
-        let p1 = phase(1).ok_or_else(|| anyhow!("{}: no phase 1", trace.display()))?;
-        let p2 = phase(2);
-        rows.push(row(strategy, gc, p1, p2, &truth));
-        phases.push((name.to_string(), p1.clone()));
+        let (row, phase) = run_strategy(o, strategy, &at, &mut cleanup, &truth, say)?;
+        rows.push(row);
+        phases.push(phase);
     }
     let store_kept = o.keep.then(|| store.display().to_string());
     drop(cleanup);
-    let bytes = std::fs::read_dir(&traces)
-        .with_context(|| format!("listing {}", traces.display()))?
-        .filter_map(|e| e.ok()?.metadata().ok())
-        .map(|m| m.len())
-        .sum();
-    if !o.keep {
-        std::fs::remove_dir_all(&traces)
-            .with_context(|| format!("removing {}", traces.display()))?;
-    }
-    let traces_kept = Some(TracesKept {
-        dir: traces.display().to_string(),
-        bytes,
-        kept: o.keep,
-    });
+    let traces_kept = Some(traces_kept(o, &traces)?);
 
     say(&format!(
         "simulating the same store (inode numbers from its root, {root_ino}) with every \
@@ -456,17 +404,7 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
     };
     let sim_store = crate::sim::build_from(&setup, history)?;
     let simulated = simulate_rows(&sim_store, &o.model, &o.strategies, o.progress, &NO_STOP)?;
-    let sim_check = rows
-        .iter()
-        .zip(&simulated)
-        .map(|(m, s): (&Row, &Row)| SimCheck {
-            strategy: m.strategy,
-            mount: GcCounts::of(&m.counters),
-            simulated: GcCounts::of(&s.counters),
-            mount_phase1_ns: m.phase1_modeled_ns,
-            simulated_phase1_ns: s.phase1_modeled_ns,
-        })
-        .collect();
+    let sim_check = compare(&rows, &simulated);
     Ok(DemoReport {
         mode: "fuse",
         simulated_because: None,
@@ -485,6 +423,115 @@ fn run_mounted(o: &DemoOptions, cfg: &GenConfig, say: &mut dyn FnMut(&str)) -> R
         dense: None,
         phases,
     })
+}
+
+/// Where one demo's mounted runs find what they share.
+struct MountedPaths<'a> {
+    /// The generated store.
+    store: &'a Path,
+    /// The mountpoint every strategy's mount uses in turn.
+    mnt: &'a Path,
+    /// The model, as a file for the mounts.
+    model_file: &'a Path,
+    /// The mounts' traces.
+    traces: &'a Path,
+    /// Their logs, stats and task logs.
+    logs: &'a Path,
+}
+
+/// One strategy: a fresh shadow mount with the model, the GC and the check through it, the
+/// unmount, the trace analysed. Returns its row and its phase 1.
+fn run_strategy(
+    o: &DemoOptions,
+    strategy: Strategy,
+    at: &MountedPaths,
+    cleanup: &mut Cleanup,
+    truth: &crate::gen::truth::GroundTruth,
+    say: &mut dyn FnMut(&str),
+) -> Result<(Row, (String, Phase))> {
+    let name = strategy.name();
+    say(&format!(
+        "{name}: mounting (shadow, model {}), running the GC, checking",
+        o.model.name
+    ));
+    let trace = at.traces.join(format!("{name}.trace"));
+    // The mount's final counters (sweep included) stay in the report's logs for the user.
+    let stats = at.logs.join(format!("mount-{name}.json"));
+    let mount_log = at.logs.join(format!("mount-{name}.log"));
+    let log = std::fs::File::create(&mount_log)
+        .with_context(|| format!("creating {}", mount_log.display()))?;
+    *MOUNTED.lock().unwrap_or_else(|p| p.into_inner()) = Some(at.mnt.to_path_buf());
+    let child = Command::new(&o.exe)
+        .arg("mount")
+        .arg("--store")
+        .arg(at.store)
+        .arg("--mountpoint")
+        .arg(at.mnt)
+        .arg("--shadow")
+        .arg("--model")
+        .arg(at.model_file)
+        .args(["--time-scale", "0"])
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--stats")
+        .arg(&stats)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {} mount", o.exe.display()))?;
+    cleanup.child = Some(child);
+    cleanup.mnt = Some(at.mnt.to_path_buf());
+    wait_mounted(cleanup, &mount_log)?;
+
+    let gc = gc_and_check(at.mnt, strategy, at.logs, truth, o.progress)?;
+    cleanup.unmount()?;
+    interrupted()?;
+    let analysed = analysis::analyze(&trace, analysis::Options::default())?;
+    let phase = |p: u8| {
+        analysed
+            .phases
+            .iter()
+            .find(|x| x.name == Marker::section_name(p, name))
+    };
+    let p1 = phase(1).ok_or_else(|| anyhow!("{}: no phase 1", trace.display()))?;
+    let p2 = phase(2);
+    Ok((
+        row(strategy, gc, p1, p2, truth),
+        (name.to_string(), p1.clone()),
+    ))
+}
+
+/// The mounts' traces: their size, and removed unless `--keep`.
+fn traces_kept(o: &DemoOptions, traces: &Path) -> Result<TracesKept> {
+    let bytes = std::fs::read_dir(traces)
+        .with_context(|| format!("listing {}", traces.display()))?
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    if !o.keep {
+        std::fs::remove_dir_all(traces)
+            .with_context(|| format!("removing {}", traces.display()))?;
+    }
+    Ok(TracesKept {
+        dir: traces.display().to_string(),
+        bytes,
+        kept: o.keep,
+    })
+}
+
+/// Each strategy's mounted run beside the simulator's run of it.
+fn compare(rows: &[Row], simulated: &[Row]) -> Vec<SimCheck> {
+    rows.iter()
+        .zip(simulated)
+        .map(|(m, s): (&Row, &Row)| SimCheck {
+            strategy: m.strategy,
+            mount: GcCounts::of(&m.counters),
+            simulated: GcCounts::of(&s.counters),
+            mount_phase1_ns: m.phase1_modeled_ns,
+            simulated_phase1_ns: s.phase1_modeled_ns,
+        })
+        .collect()
 }
 
 /// Waits until the child's mount is there (or says why it is not).

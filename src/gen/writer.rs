@@ -257,29 +257,9 @@ pub fn write_store(
     let sets = history.chunk_sets();
     let mut contents = Vec::new();
 
-    // Damage, chosen by hash so it does not depend on iteration order.
-    let mut candidates: Vec<ContentId> = sets
-        .iter()
-        .filter(|&(c, f)| f & ChunkSets::NOW != 0 && c != ContentId::ZERO)
-        .map(|(c, _)| c)
-        .collect();
-    candidates.sort_by_key(|c| (hash(&[seed, 40, c.0]), c.0));
-    let missing: HashSet<ContentId> = candidates
-        .iter()
-        .take(cfg.damage.missing)
-        .copied()
-        .collect();
+    let missing = missing_contents(cfg, &sets);
 
-    let bar = progress_bar(opts.progress, 65_536, "chunk dirs");
-    create_datastore(root, opts.owner, |n| bar.set_position(n as u64))?;
-    bar.finish_and_clear();
-    // The lock file's times are the generation time, as every other file's follow the
-    // history shifted by it: two stores of one seed then differ by that shift alone (a
-    // second boundary passing between the start and its creation made them differ by one).
-    let lock = root.join(crate::datastore::paths::LOCK_FILE);
-    let t = Timestamp::new(opts.now, 0);
-    set_file_times(&fs::File::options().write(true).open(&lock)?, t, t)
-        .with_context(|| format!("setting the times of {}", lock.display()))?;
+    create_empty_store(root, opts)?;
 
     let mut w = Writer {
         root,
@@ -358,14 +338,70 @@ pub fn write_store(
     }
     bar.finish_and_clear();
 
-    // Damage files: `.0.bad` for missing chunks first, then for garbage; temp leftovers.
-    let old = history.prev_gc;
-    let mut bad_files = 0u64;
-    let mut bad_for_missing = 0u64;
     let mut missing_sorted: Vec<&Written> = missing.iter().map(|c| &written[c]).collect();
     missing_sorted.sort_by_key(|w| w.digest);
+    let (bad_files, bad_for_missing) = write_damage(&mut w, cfg, &missing_sorted)?;
+    let shift = w.shift;
+    Ok(ground_truth(
+        cfg,
+        history,
+        root,
+        opts,
+        &StoreWritten {
+            sets: &sets,
+            written: &written,
+            missing: &missing_sorted,
+            totals,
+            shift,
+            bad: (bad_files, bad_for_missing),
+        },
+        started,
+    ))
+}
+
+/// The referenced contents left out on purpose (`damage.missing` of them), chosen by hash
+/// so that the choice does not depend on iteration order.
+fn missing_contents(cfg: &GenConfig, sets: &ChunkSets) -> HashSet<ContentId> {
+    let seed = cfg.seed;
+    let mut candidates: Vec<ContentId> = sets
+        .iter()
+        .filter(|&(c, f)| f & ChunkSets::NOW != 0 && c != ContentId::ZERO)
+        .map(|(c, _)| c)
+        .collect();
+    candidates.sort_by_key(|c| (hash(&[seed, 40, c.0]), c.0));
+    candidates
+        .iter()
+        .take(cfg.damage.missing)
+        .copied()
+        .collect()
+}
+
+/// The datastore's directories (65,536 chunk directories) and its lock file, whose times are
+/// the generation time.
+fn create_empty_store(root: &Path, opts: &WriteOptions) -> Result<()> {
+    let bar = progress_bar(opts.progress, 65_536, "chunk dirs");
+    create_datastore(root, opts.owner, |n| bar.set_position(n as u64))?;
+    bar.finish_and_clear();
+    // The lock file's times are the generation time, as every other file's follow the
+    // history shifted by it: two stores of one seed then differ by that shift alone (a
+    // second boundary passing between the start and its creation made them differ by one).
+    let lock = root.join(crate::datastore::paths::LOCK_FILE);
+    let t = Timestamp::new(opts.now, 0);
+    set_file_times(&fs::File::options().write(true).open(&lock)?, t, t)
+        .with_context(|| format!("setting the times of {}", lock.display()))?;
+    Ok(())
+}
+
+/// Damage files: `.0.bad` copies for the missing chunks first (`missing`, by digest), then
+/// for garbage; temporary files a crashed writer left. Returns (bad files, those for missing
+/// chunks).
+fn write_damage(w: &mut Writer, cfg: &GenConfig, missing: &[&Written]) -> Result<(u64, u64)> {
+    let seed = cfg.seed;
+    let old = w.history.prev_gc;
+    let mut bad_files = 0u64;
+    let mut bad_for_missing = 0u64;
     for i in 0..cfg.damage.bad {
-        let (digest, raw) = if let Some(m) = missing_sorted.get(i) {
+        let (digest, raw) = if let Some(m) = missing.get(i) {
             bad_for_missing += 1;
             (m.digest, vec![0u8; m.blob_len as usize]) // verify found it corrupt
         } else {
@@ -396,32 +432,56 @@ pub fn write_store(
         w.create_file(&rel, &raw, t, t)?;
     }
 
-    // Ground truth.
+    Ok((bad_files, bad_for_missing))
+}
+
+/// What the store written holds, for [`ground_truth`].
+struct StoreWritten<'a> {
+    sets: &'a ChunkSets,
+    written: &'a HashMap<ContentId, Written>,
+    /// The chunks left out on purpose, by digest.
+    missing: &'a [&'a Written],
+    totals: IndexTotals,
+    /// Seconds the history was shifted by to end now.
+    shift: i64,
+    /// (bad files, those for missing chunks).
+    bad: (u64, u64),
+}
+
+/// The store's ground truth: what a check and a GC must find in it.
+fn ground_truth(
+    cfg: &GenConfig,
+    history: &History,
+    root: &Path,
+    opts: &WriteOptions,
+    d: &StoreWritten,
+    started: Instant,
+) -> GroundTruth {
+    let seed = cfg.seed;
     let cutoff = opts.now - DEFAULT_CUTOFF_MINUTES as i64 * 60;
     let mut garbage = GarbageCounts::default();
     let (mut chunk_files, mut chunk_bytes, mut referenced_bytes) = (0u64, 0u64, 0u64);
     let mut dirs = HashSet::new();
-    for (c, entry) in &written {
+    for (c, entry) in d.written {
         if entry.missing {
             continue;
         }
         chunk_files += 1;
         chunk_bytes += entry.blob_len as u64;
-        if sets.is_referenced(*c) {
+        if d.sets.is_referenced(*c) {
             referenced_bytes += entry.blob_len as u64;
             dirs.insert(entry.digest.prefix());
         } else {
             garbage.chunks += 1;
             garbage.bytes += entry.blob_len as u64;
-            if entry.atime + w.shift < cutoff {
+            if entry.atime + d.shift < cutoff {
                 garbage.removable += 1;
             } else {
                 garbage.pending += 1;
             }
         }
     }
-    let mut missing_chunks: Vec<String> =
-        missing_sorted.iter().map(|w| w.digest.to_hex()).collect();
+    let mut missing_chunks: Vec<String> = d.missing.iter().map(|w| w.digest.to_hex()).collect();
     missing_chunks.sort();
     let elapsed = started.elapsed().as_secs_f64();
     let IndexTotals {
@@ -430,14 +490,14 @@ pub fn write_store(
         dynamic,
         references,
         index_data_bytes,
-    } = totals;
-    Ok(GroundTruth {
+    } = d.totals;
+    GroundTruth {
         preset: cfg.preset.clone(),
         seed,
         scale: cfg.scale,
         store: root.display().to_string(),
         generated_at: opts.now,
-        prev_gc_at: history.prev_gc + w.shift,
+        prev_gc_at: history.prev_gc + d.shift,
         cutoff_minutes: DEFAULT_CUTOFF_MINUTES,
         namespaces: history.namespaces.len(),
         groups: history.groups.len(),
@@ -446,16 +506,16 @@ pub fn write_store(
         fixed_indexes: fixed,
         dynamic_indexes: dynamic,
         references,
-        referenced_chunks: sets.referenced_len() as u64,
+        referenced_chunks: d.sets.referenced_len() as u64,
         missing_chunks,
         chunk_files,
         chunk_bytes,
         garbage,
-        bad_files,
-        bad_for_missing,
+        bad_files: d.bad.0,
+        bad_for_missing: d.bad.1,
         tmp_files: cfg.damage.tmp as u64,
         chunk_dirs_with_referenced: dirs.len() as u64,
-        dedup_factor: references as f64 / sets.referenced_len().max(1) as f64,
+        dedup_factor: references as f64 / d.sets.referenced_len().max(1) as f64,
         requested_dedup: cfg.dedup,
         churn: history.model.churn(),
         index_data_bytes,
@@ -463,7 +523,7 @@ pub fn write_store(
         pbs_dedup_factor: index_data_bytes as f64 / referenced_bytes.max(1) as f64,
         elapsed_seconds: elapsed,
         chunks_per_second: chunk_files as f64 / elapsed.max(1e-9),
-    })
+    }
 }
 
 pub(crate) fn config_blob(e: &Event, ty: BackupType, id: &str) -> Option<(&'static str, Vec<u8>)> {

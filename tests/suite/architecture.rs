@@ -398,12 +398,10 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "src/cli/analyze.rs::phase",
     "src/cli/analyze.rs::run",
     "src/cli/top.rs::draw",
-    "src/demo/mod.rs::run_mounted",
     "src/demo/report.rs::findings",
     "src/gc/mod.rs::run",
     "src/gc/sweep.rs::sweep",
     "src/gen/mod.rs::build_history",
-    "src/gen/writer.rs::write_store",
     "src/overlay/metrics.rs::encode_stats",
 ];
 
