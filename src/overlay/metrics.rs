@@ -107,6 +107,28 @@ fn histograms<'a>(
 
 /// Encodes `s` as the metrics a scrape returns.
 fn encode_stats(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
+    encode_requests(s, e)?;
+    encode_mount(s, e)?;
+    if let Some(m) = &s.model {
+        encode_model(m, e)?;
+    }
+    if let Some(rules) = &s.faults {
+        encode_faults(rules, e)?;
+    }
+    encode_gc(s, e)?;
+    if let Some(n) = s.index_files {
+        gauge(
+            e,
+            "chunkscope_store_index_files",
+            "Index files in the store when it was mounted",
+            n as i64,
+        )?;
+    }
+    Ok(())
+}
+
+/// Requests, errors and latencies by operation.
+fn encode_requests(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
     let ops = || s.ops.iter();
     labelled(
         e,
@@ -143,6 +165,11 @@ fn encode_stats(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
             ops().map(|o| (o.op.as_str(), &o.modeled_ns)),
         )?;
     }
+    Ok(())
+}
+
+/// The mount's own counters: the trace writer's, descriptors, panics, inodes.
+fn encode_mount(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
     counter(
         e,
         "chunkscope_trace_records",
@@ -179,81 +206,98 @@ fn encode_stats(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
         "Inodes the kernel holds lookups on",
         s.inodes as i64,
     )?;
-    if let Some(m) = &s.model {
-        let t = &m.totals;
-        counter(
-            e,
-            "chunkscope_model_cache_hits",
-            "Metadata block cache hits",
-            t.hits,
-        )?;
-        counter(
-            e,
-            "chunkscope_model_cache_misses",
-            "Demand reads (cache misses)",
-            t.misses,
-        )?;
-        counter(
-            e,
-            "chunkscope_model_prefetch_reads",
-            "Blocks read ahead",
-            t.prefetched,
-        )?;
-        counter(
-            e,
-            "chunkscope_model_blocks_written",
-            "Dirty blocks written at transaction-group syncs",
-            t.blocks_written,
-        )?;
-        counter(
-            e,
-            "chunkscope_model_txg_syncs",
-            "Transaction groups synced",
-            t.txg_syncs,
-        )?;
-        let secs = |ns: u64| ns / 1_000_000_000;
-        counter(
-            e,
-            "chunkscope_model_throttle_seconds",
-            "Modelled delay the write throttle added, whole seconds",
-            secs(t.throttle_ns),
-        )?;
-        counter(
-            e,
-            "chunkscope_model_clock_seconds",
-            "The model's clock: modelled time so far, whole seconds",
-            secs(m.clock_ns),
-        )?;
-        gauge(
-            e,
-            "chunkscope_model_dirty_blocks",
-            "Blocks dirty in the open transaction group",
-            m.dirty_blocks as i64,
-        )?;
-        gauge(
-            e,
-            "chunkscope_model_dirty_limit_blocks",
-            "The model's dirty limit",
-            m.dirty_limit_blocks as i64,
-        )?;
-    }
-    if let Some(rules) = &s.faults {
-        let rules = || rules.iter();
-        labelled(
-            e,
-            "chunkscope_fault_matches",
-            "Requests a fault rule selected",
-            "rule",
-            rules().map(|r| (r.rule.as_str(), r.matches)),
-        )?;
-        labelled(
-            e,
-            "chunkscope_fault_fired",
-            "Requests a fault rule fired on",
-            "rule",
-            rules().map(|r| (r.rule.as_str(), r.hits)),
-        )?;
-    }
+    Ok(())
+}
+
+/// The cost model's totals and state.
+fn encode_model(
+    m: &crate::overlay::control::ModelStats,
+    e: &mut DescriptorEncoder<'_>,
+) -> std::fmt::Result {
+    let t = &m.totals;
+    counter(
+        e,
+        "chunkscope_model_cache_hits",
+        "Metadata block cache hits",
+        t.hits,
+    )?;
+    counter(
+        e,
+        "chunkscope_model_cache_misses",
+        "Demand reads (cache misses)",
+        t.misses,
+    )?;
+    counter(
+        e,
+        "chunkscope_model_prefetch_reads",
+        "Blocks read ahead",
+        t.prefetched,
+    )?;
+    counter(
+        e,
+        "chunkscope_model_blocks_written",
+        "Dirty blocks written at transaction-group syncs",
+        t.blocks_written,
+    )?;
+    counter(
+        e,
+        "chunkscope_model_txg_syncs",
+        "Transaction groups synced",
+        t.txg_syncs,
+    )?;
+    let secs = |ns: u64| ns / 1_000_000_000;
+    counter(
+        e,
+        "chunkscope_model_throttle_seconds",
+        "Modelled delay the write throttle added, whole seconds",
+        secs(t.throttle_ns),
+    )?;
+    counter(
+        e,
+        "chunkscope_model_clock_seconds",
+        "The model's clock: modelled time so far, whole seconds",
+        secs(m.clock_ns),
+    )?;
+    gauge(
+        e,
+        "chunkscope_model_dirty_blocks",
+        "Blocks dirty in the open transaction group",
+        m.dirty_blocks as i64,
+    )?;
+    gauge(
+        e,
+        "chunkscope_model_dirty_limit_blocks",
+        "The model's dirty limit",
+        m.dirty_limit_blocks as i64,
+    )?;
+    Ok(())
+}
+
+/// Each fault rule's matches and firings.
+fn encode_faults(
+    rules: &[crate::faults::RuleStats],
+    e: &mut DescriptorEncoder<'_>,
+) -> std::fmt::Result {
+    let rules = || rules.iter();
+    labelled(
+        e,
+        "chunkscope_fault_matches",
+        "Requests a fault rule selected",
+        "rule",
+        rules().map(|r| (r.rule.as_str(), r.matches)),
+    )?;
+    labelled(
+        e,
+        "chunkscope_fault_fired",
+        "Requests a fault rule fired on",
+        "rule",
+        rules().map(|r| (r.rule.as_str(), r.hits)),
+    )?;
+    Ok(())
+}
+
+/// The GC on the mount: its phase and progress.
+fn encode_gc(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
     let g = &s.gc;
     let phase = g.phase();
     gauge(
@@ -298,14 +342,6 @@ fn encode_stats(s: &Stats, e: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
         ),
     ] {
         gauge(e, name, help, v as i64)?;
-    }
-    if let Some(n) = s.index_files {
-        gauge(
-            e,
-            "chunkscope_store_index_files",
-            "Index files in the store when it was mounted",
-            n as i64,
-        )?;
     }
     Ok(())
 }
