@@ -144,6 +144,41 @@ struct ScanPart {
     found: Vec<Digest>,
 }
 
+/// The chunk directories not followed (by prefix): those that are not the store's own
+/// (their chunks are another store's, or nobody's).
+fn not_followed(odd: &[crate::store::layout::OddDir]) -> Vec<bool> {
+    let mut skip = vec![false; CHUNK_SUBDIRS];
+    for o in odd {
+        let prefix = o
+            .path
+            .strip_prefix(CHUNK_DIR)
+            .and_then(|p| p.strip_prefix('/'));
+        if let Some(p) = prefix.and_then(|p| u16::from_str_radix(p, 16).ok()) {
+            skip[p as usize] = true;
+        }
+    }
+    skip
+}
+
+/// The chunk directories scanned by `opts.threads` threads, by interleaved prefix.
+fn scan_in_parallel(
+    chunks: &Path,
+    referenced: &HashMap<Digest, u32>,
+    skip: &[bool],
+    opts: &CheckOptions,
+) -> Vec<Result<ScanPart>> {
+    let threads = opts.threads.max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| s.spawn(move || scan_chunk_dirs(chunks, referenced, skip, opts, t, threads)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("scan thread panicked"))
+            .collect()
+    })
+}
+
 /// Checks the datastore at `root`.
 pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
     let chunks = root.join(CHUNK_DIR);
@@ -155,17 +190,7 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
         );
     }
     let odd = crate::store::layout::odd_chunk_dirs(root)?;
-    // Not followed: their chunks are another store's (or nobody's).
-    let mut skip = vec![false; CHUNK_SUBDIRS];
-    for o in &odd {
-        let prefix = o
-            .path
-            .strip_prefix(CHUNK_DIR)
-            .and_then(|p| p.strip_prefix('/'));
-        if let Some(p) = prefix.and_then(|p| u16::from_str_radix(p, 16).ok()) {
-            skip[p as usize] = true;
-        }
-    }
+    let skip = not_followed(&odd);
     let mut report = CheckReport {
         store: root.display().to_string(),
         odd_chunk_dirs: odd
@@ -223,20 +248,7 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
     }
     report.referenced_chunks = referenced.len() as u64;
 
-    // Scan the chunk directories in parallel by interleaved prefix.
-    let threads = opts.threads.max(1);
-    let parts: Vec<Result<ScanPart>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (chunks, referenced, skip) = (&chunks, &referenced, &skip);
-                s.spawn(move || scan_chunk_dirs(chunks, referenced, skip, opts, t, threads))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("scan thread panicked"))
-            .collect()
-    });
+    let parts = scan_in_parallel(&chunks, &referenced, &skip, opts);
     let mut found: hashbrown::HashSet<Digest> = hashbrown::HashSet::new();
     let mut dirs = hashbrown::HashSet::new();
     for part in parts {

@@ -256,7 +256,6 @@ fn inode_order_against_batched(r: &DemoReport) -> Option<String> {
 /// saves, why inode-order reads more than batched where it does, and that the simulator counts what the mount counted.
 pub fn findings(r: &DemoReport) -> Vec<String> {
     let mut out = Vec::new();
-    let per_dir = r.referenced_chunks as f64 / crate::datastore::paths::CHUNK_SUBDIRS as f64;
     if let Some(d) = &r.dense {
         let mut line = format!(
             "At the threads' density ({:.0} referenced chunks a directory: a {} slice of {}, \
@@ -279,61 +278,7 @@ pub fn findings(r: &DemoReport) -> Vec<String> {
         }
         out.push(line + ".");
     }
-    {
-        let mut line = format!(
-            "On the demo's own store ({per_dir:.2} referenced chunks a directory, {} on {}) \
-             the ranking is {}",
-            if r.mode == "fuse" {
-                "mounted"
-            } else {
-                "simulated"
-            },
-            r.model,
-            ranking(&r.rows)
-        );
-        if let Some(v) = against_lru(&r.rows) {
-            line.push_str("; ");
-            line.push_str(&v);
-        }
-        let listings = |rows: &[Row], referenced: u64| {
-            find(rows, Strategy::Prefetch)
-                .map(|p| p.counters.prefetch_listings as f64 / referenced.max(1) as f64)
-        };
-        match &r.dense {
-            Some(d) if ranking(&d.rows) == ranking(&r.rows) => {
-                line.push_str(". The ranking is the same at the threads' density")
-            }
-            Some(d) => {
-                line.push_str(
-                    ". The rankings differ because a listing costs a directory's metadata \
-                     whatever it holds",
-                );
-                if let (Some(here), Some(there)) = (
-                    listings(&r.rows, r.referenced_chunks),
-                    listings(&d.rows, d.referenced_chunks),
-                ) {
-                    line.push_str(&format!(
-                        ": prefetch's pass lists {here:.2} directories per referenced chunk \
-                         here, {there:.4} at the threads' density, so here it pays for reading \
-                         what no touch needs"
-                    ));
-                }
-                line.push_str(&format!(
-                    " (the pools differ too: {} here, {} there)",
-                    r.model, d.model
-                ));
-            }
-            None if per_dir < 1.0 => line.push_str(
-                ". With under one referenced chunk a directory, a listing (prefetch's pass, \
-                 batched's and inode-order's per batch) reads more than the touches it serves; \
-                 the threads' stores have ~160 (datastore B) to ~1,100 (datastore A) a \
-                 directory: `chunkscope simulate --preset datastore-b --slice 32 --model \
-                 zfs-raidz-hdd`",
-            ),
-            None => {}
-        }
-        out.push(line + ".");
-    }
+    out.push(own_store_finding(r));
     if let (Some(naive), Some(lru)) = (find(&r.rows, Strategy::Naive), find(&r.rows, Strategy::Lru))
     {
         let saved = 1.0 - lru.phase1_modeled_ns as f64 / naive.phase1_modeled_ns.max(1) as f64;
@@ -355,43 +300,108 @@ pub fn findings(r: &DemoReport) -> Vec<String> {
     if let Some(line) = inode_order_against_batched(r) {
         out.push(line);
     }
-    if !r.sim_check.is_empty() {
-        let differ: Vec<String> = r
-            .sim_check
-            .iter()
-            .filter(|c| !c.same_counts())
-            .map(|c| {
-                format!(
-                    "{} (mount {:?}, simulated {:?})",
-                    c.strategy.name(),
-                    c.mount,
-                    c.simulated
-                )
-            })
-            .collect();
-        let worst = r
-            .sim_check
-            .iter()
-            .map(|c| c.phase1_difference())
-            .fold(0.0, f64::max);
-        if differ.is_empty() {
-            out.push(format!(
-                "The simulator, given the same store (inode numbers from its root) and model, \
-                 counted what the mount counted for all {} strategies (touches, listings, \
-                 stats, removals), its modelled phase 1 within {} of the mount's: the dense \
-                 table comes from the same GC code and cost model.",
-                r.sim_check.len(),
-                percent(worst)
-            ));
+    out.extend(simulator_finding(r));
+    out
+}
+
+/// The demo's own store: its ranking, against lru, and why it differs from the threads'
+/// density where it does.
+fn own_store_finding(r: &DemoReport) -> String {
+    let per_dir = r.referenced_chunks as f64 / crate::datastore::paths::CHUNK_SUBDIRS as f64;
+    let mut line = format!(
+        "On the demo's own store ({per_dir:.2} referenced chunks a directory, {} on {}) \
+         the ranking is {}",
+        if r.mode == "fuse" {
+            "mounted"
         } else {
-            out.push(format!(
-                "The simulator's counts differ from the mount's for {}: its tables are not to \
-                 be trusted until that is explained (please report it).",
-                differ.join(", ")
+            "simulated"
+        },
+        r.model,
+        ranking(&r.rows)
+    );
+    if let Some(v) = against_lru(&r.rows) {
+        line.push_str("; ");
+        line.push_str(&v);
+    }
+    let listings = |rows: &[Row], referenced: u64| {
+        find(rows, Strategy::Prefetch)
+            .map(|p| p.counters.prefetch_listings as f64 / referenced.max(1) as f64)
+    };
+    match &r.dense {
+        Some(d) if ranking(&d.rows) == ranking(&r.rows) => {
+            line.push_str(". The ranking is the same at the threads' density")
+        }
+        Some(d) => {
+            line.push_str(
+                ". The rankings differ because a listing costs a directory's metadata \
+                 whatever it holds",
+            );
+            if let (Some(here), Some(there)) = (
+                listings(&r.rows, r.referenced_chunks),
+                listings(&d.rows, d.referenced_chunks),
+            ) {
+                line.push_str(&format!(
+                    ": prefetch's pass lists {here:.2} directories per referenced chunk \
+                     here, {there:.4} at the threads' density, so here it pays for reading \
+                     what no touch needs"
+                ));
+            }
+            line.push_str(&format!(
+                " (the pools differ too: {} here, {} there)",
+                r.model, d.model
             ));
         }
+        None if per_dir < 1.0 => line.push_str(
+            ". With under one referenced chunk a directory, a listing (prefetch's pass, \
+             batched's and inode-order's per batch) reads more than the touches it serves; \
+             the threads' stores have ~160 (datastore B) to ~1,100 (datastore A) a \
+             directory: `chunkscope simulate --preset datastore-b --slice 32 --model \
+             zfs-raidz-hdd`",
+        ),
+        None => {}
     }
-    out
+    line + "."
+}
+
+/// Whether the simulator counted what the mount counted, strategy for strategy.
+fn simulator_finding(r: &DemoReport) -> Option<String> {
+    if r.sim_check.is_empty() {
+        return None;
+    }
+    let differ: Vec<String> = r
+        .sim_check
+        .iter()
+        .filter(|c| !c.same_counts())
+        .map(|c| {
+            format!(
+                "{} (mount {:?}, simulated {:?})",
+                c.strategy.name(),
+                c.mount,
+                c.simulated
+            )
+        })
+        .collect();
+    let worst = r
+        .sim_check
+        .iter()
+        .map(|c| c.phase1_difference())
+        .fold(0.0, f64::max);
+    if differ.is_empty() {
+        Some(format!(
+            "The simulator, given the same store (inode numbers from its root) and model, \
+             counted what the mount counted for all {} strategies (touches, listings, \
+             stats, removals), its modelled phase 1 within {} of the mount's: the dense \
+             table comes from the same GC code and cost model.",
+            r.sim_check.len(),
+            percent(worst)
+        ))
+    } else {
+        Some(format!(
+            "The simulator's counts differ from the mount's for {}: its tables are not to \
+             be trusted until that is explained (please report it).",
+            differ.join(", ")
+        ))
+    }
 }
 
 fn percent(f: f64) -> String {

@@ -455,35 +455,7 @@ pub fn run<S: ChunkStore>(
     };
     // Before anything is touched: every chunk directory must be the store's own.
     check_layout(store).map_err(|e| aborted(1, &report, log, e))?;
-    if opts.dry_run {
-        log.info(
-            "Dry run: nothing is touched or removed; the access time check (it writes the zero \
-             chunk) is skipped, and phase 2 counts the unreferenced chunks older than the cutoff.",
-        );
-    } else if opts.shadow {
-        log.info(
-            "Access time update check skipped: on a --shadow mount atimes live in the mount's \
-             memory (the check would test that, not the store's filesystem).",
-        );
-    } else if opts.atime_check {
-        atime_safety_check(store)?;
-        log.info("Access time update check successful, proceeding with GC.");
-    } else {
-        log.info("Access time update check disabled (--no-atime-check).");
-    }
-    log.info(&format!(
-        "Using access time cutoff {}, minimum access time is {}",
-        time_span(cutoff as f64),
-        crate::time::rfc3339_utc(min_atime)
-    ));
-    // PBS logs the capacity exactly when the tuning option is set; the GC before the digest
-    // cache (naive) had no such option.
-    if opts.cache_capacity_tuned && !opts.strategy.uncached() {
-        log.info(&format!(
-            "Using chunk digest cache capacity of {}.",
-            opts.cache_capacity
-        ));
-    }
+    announce(store, opts, log, cutoff, min_atime)?;
     let mut marked = None;
     if opts.phases != Phases::Sweep {
         log.info("Start GC phase1 (mark used chunks)");
@@ -565,6 +537,47 @@ fn check_layout<S: ChunkStore>(store: &S) -> Result<()> {
     let odd = store.odd_chunk_dirs()?;
     if !odd.is_empty() {
         return Err(crate::store::layout::refusal(store.root(), &odd));
+    }
+    Ok(())
+}
+
+/// Format document 3.2 and 3.5's opening lines: the atime check (run, or why not), the
+/// cutoff, the digest cache's capacity where the tuning option sets it.
+fn announce<S: ChunkStore>(
+    store: &S,
+    opts: &GcOptions,
+    log: &mut TaskLog,
+    cutoff: i64,
+    min_atime: i64,
+) -> Result<()> {
+    if opts.dry_run {
+        log.info(
+            "Dry run: nothing is touched or removed; the access time check (it writes the zero \
+             chunk) is skipped, and phase 2 counts the unreferenced chunks older than the cutoff.",
+        );
+    } else if opts.shadow {
+        log.info(
+            "Access time update check skipped: on a --shadow mount atimes live in the mount's \
+             memory (the check would test that, not the store's filesystem).",
+        );
+    } else if opts.atime_check {
+        atime_safety_check(store)?;
+        log.info("Access time update check successful, proceeding with GC.");
+    } else {
+        log.info("Access time update check disabled (--no-atime-check).");
+    }
+    log.info(&format!(
+        "Using access time cutoff {}, minimum access time is {}",
+        time_span(cutoff as f64),
+        crate::time::rfc3339_utc(min_atime)
+    ));
+    // PBS logs the capacity exactly when the tuning option is set; the GC before the digest
+    // cache (naive) had no such option.
+    if opts.cache_capacity_tuned && !opts.strategy.uncached() {
+        log.info(&format!(
+            "Using chunk digest cache capacity of {}.",
+            opts.cache_capacity
+        ));
     }
     Ok(())
 }
