@@ -100,6 +100,17 @@ fn phase(p: &Phase, block_bytes: u64) {
         duration_ns(p.real_ns),
         duration_ns(p.modeled_ns)
     );
+    ops_table(p);
+    locality("touches", &p.touches);
+    locality("lookups", &p.lookups);
+    digest_cache(p);
+    block_cache(p, block_bytes);
+    writeback(p, block_bytes);
+    listings(p);
+}
+
+/// Each operation's count, rate, latencies and errors.
+fn ops_table(p: &Phase) {
     println!(
         "  {:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11}  errors",
         "op", "count", "per s", "real p50", "real p99", "real max", "model avg", "model p99"
@@ -119,8 +130,10 @@ fn phase(p: &Phase, block_bytes: u64) {
             errors.join(" ")
         );
     }
-    locality("touches", &p.touches);
-    locality("lookups", &p.lookups);
+}
+
+/// The digest cache's miss-ratio curve at the capacities PBS users set.
+fn digest_cache(p: &Phase) {
     let m = &p.digest_mrc;
     if m.references > 0 {
         let at = |c: u64| 100.0 * m.hit_at(c);
@@ -151,6 +164,10 @@ fn phase(p: &Phase, block_bytes: u64) {
             );
         }
     }
+}
+
+/// The metadata block cache's hit ratio by cache size.
+fn block_cache(p: &Phase, block_bytes: u64) {
     let b = &p.block_mrc;
     if b.references > 0 {
         let pts: Vec<String> = b
@@ -174,6 +191,10 @@ fn phase(p: &Phase, block_bytes: u64) {
             pts.join(", ")
         );
     }
+}
+
+/// Blocks written per transaction group, and what the touches in inode order would write.
+fn writeback(p: &Phase, block_bytes: u64) {
     let w = &p.writeback;
     if w.block_writes > 0 {
         let inode_order = if w.inode_order_block_writes > 0 {
@@ -210,6 +231,10 @@ fn phase(p: &Phase, block_bytes: u64) {
             );
         }
     }
+}
+
+/// How chunk directories were listed.
+fn listings(p: &Phase) {
     let l = &p.listings;
     if l.count > 0 {
         println!(
@@ -224,6 +249,84 @@ fn phase(p: &Phase, block_bytes: u64) {
             thousands(l.dirs_without_shared_blocks),
             thousands(l.dirs_with_2_or_more),
             thousands(l.median_in_dir_gap)
+        );
+    }
+}
+
+/// The analysis's options from the command line, checked.
+fn options(args: &AnalyzeArgs) -> Result<Options> {
+    let block_bytes = parse_size::parse_size(&args.block_size).map_err(|e| {
+        anyhow::anyhow!(
+            "--block-size {}: {e} (expected e.g. 16KiB)",
+            args.block_size
+        )
+    })?;
+    let txg_ns = crate::units::parse_duration(&args.txg)
+        .map_err(|e| anyhow::anyhow!("--txg {}: {e}", args.txg))?;
+    if txg_ns == 0 {
+        anyhow::bail!("--txg must be longer than 0");
+    }
+    if super::to_stdout(&args.json) && super::to_stdout(&args.csv) {
+        anyhow::bail!(
+            "--json and --csv both on standard output: give one of them a destination \
+             (--json=FILE or --csv=DIR)"
+        );
+    }
+    Ok(Options {
+        inodes_per_block: args.inodes_per_block,
+        block_bytes,
+        txg_ns,
+        sample_rate: args
+            .shards
+            .as_deref()
+            .map(|s| super::parse_rate(s, "--shards"))
+            .transpose()?
+            .unwrap_or(1.0),
+        // The access-pattern points only matter for the plots.
+        access_points: if args.svg.is_some() { 8_000 } else { 0 },
+        mrc: !args.no_mrc,
+    })
+}
+
+/// What the trace at `trace` cannot show, said before its tables: a torn end, requests the
+/// kernel answered itself, phases inferred rather than marked.
+fn say_what_is_missing(trace: &Path, report: &crate::analysis::Report) {
+    if let Some(bytes) = report.truncated_bytes {
+        tracing::warn!(
+            "{}: its end is torn ({bytes} bytes ignored: a last record or block cut short)",
+            trace.display()
+        );
+    }
+    if let Some(c) = report.kernel_cache.filter(|c| c.hides_requests()) {
+        tracing::warn!(
+            "{}: the mount let the kernel cache names for {} s and \
+             attributes for {} s{}: the lookups and stats it answered itself are not in \
+             the trace (mount with --entry-ttl 0 --attr-ttl 0 to see them all)",
+            trace.display(),
+            c.entry_ttl_s,
+            c.attr_ttl_s,
+            if c.readdirplus {
+                ", with READDIRPLUS"
+            } else {
+                ""
+            }
+        );
+    }
+    if report.inferred_phases {
+        tracing::info!(
+            "note: {}: no phase markers (a GC that is not chunkscope's): the \
+             phases were inferred from the requests (atime check, touches, the sweep of \
+             the chunk directories) and are named '... (inferred)'",
+            trace.display()
+        );
+    }
+    if let Some(c) = report.kernel_cache.filter(|c| c.dir_ttl_s > 0.0) {
+        tracing::info!(
+            "note: {}: the kernel kept directories for {} s (--dir-ttl): \
+             a directory's lookups and stats within that were answered by the kernel, \
+             untraced; every chunk request was traced",
+            trace.display(),
+            c.dir_ttl_s
         );
     }
 }
@@ -324,82 +427,15 @@ pub fn labelled(reports: &[Report]) -> Vec<Labelled<'_>> {
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<Outcome> {
-    let block_bytes = parse_size::parse_size(&args.block_size).map_err(|e| {
-        anyhow::anyhow!(
-            "--block-size {}: {e} (expected e.g. 16KiB)",
-            args.block_size
-        )
-    })?;
-    let txg_ns = crate::units::parse_duration(&args.txg)
-        .map_err(|e| anyhow::anyhow!("--txg {}: {e}", args.txg))?;
-    if txg_ns == 0 {
-        anyhow::bail!("--txg must be longer than 0");
-    }
-    if super::to_stdout(&args.json) && super::to_stdout(&args.csv) {
-        anyhow::bail!(
-            "--json and --csv both on standard output: give one of them a destination \
-             (--json=FILE or --csv=DIR)"
-        );
-    }
-    let o = Options {
-        inodes_per_block: args.inodes_per_block,
-        block_bytes,
-        txg_ns,
-        sample_rate: args
-            .shards
-            .as_deref()
-            .map(|s| super::parse_rate(s, "--shards"))
-            .transpose()?
-            .unwrap_or(1.0),
-        // The access-pattern points only matter for the plots.
-        access_points: if args.svg.is_some() { 8_000 } else { 0 },
-        mrc: !args.no_mrc,
-    };
+    let o = options(&args)?;
     let mut reports = Vec::new();
     for trace in &args.traces {
         let report = analyze(trace, o.clone())?;
-        if let Some(bytes) = report.truncated_bytes {
-            tracing::warn!(
-                "{}: its end is torn ({bytes} bytes ignored: a last record or block cut short)",
-                trace.display()
-            );
-        }
-        if let Some(c) = report.kernel_cache.filter(|c| c.hides_requests()) {
-            tracing::warn!(
-                "{}: the mount let the kernel cache names for {} s and \
-                 attributes for {} s{}: the lookups and stats it answered itself are not in \
-                 the trace (mount with --entry-ttl 0 --attr-ttl 0 to see them all)",
-                trace.display(),
-                c.entry_ttl_s,
-                c.attr_ttl_s,
-                if c.readdirplus {
-                    ", with READDIRPLUS"
-                } else {
-                    ""
-                }
-            );
-        }
-        if report.inferred_phases {
-            tracing::info!(
-                "note: {}: no phase markers (a GC that is not chunkscope's): the \
-                 phases were inferred from the requests (atime check, touches, the sweep of \
-                 the chunk directories) and are named '... (inferred)'",
-                trace.display()
-            );
-        }
-        if let Some(c) = report.kernel_cache.filter(|c| c.dir_ttl_s > 0.0) {
-            tracing::info!(
-                "note: {}: the kernel kept directories for {} s (--dir-ttl): \
-                 a directory's lookups and stats within that were answered by the kernel, \
-                 untraced; every chunk request was traced",
-                trace.display(),
-                c.dir_ttl_s
-            );
-        }
+        say_what_is_missing(trace, &report);
         reports.push(report);
     }
     let rows = labelled(&reports);
-    let tables = crate::analysis::tables::tables(&rows, block_bytes);
+    let tables = crate::analysis::tables::tables(&rows, o.block_bytes);
     match args.csv.as_deref() {
         Some(dir) if dir != Path::new("-") => {
             let files = crate::columnar::write_csv_files(dir, &tables)?;

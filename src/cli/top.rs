@@ -307,19 +307,25 @@ fn lat(v: Option<u64>) -> String {
 
 /// Draws the full view of `iv` for the mount at `mnt` into `area`.
 fn draw(f: &mut ratatui::Frame<'_>, area: Rect, mnt: &str, iv: &Interval) {
-    let bold = Style::default().add_modifier(Modifier::BOLD);
     let rows = Layout::vertical([
         Constraint::Length(4),
         Constraint::Min(6),
         Constraint::Length(5),
     ])
     .split(area);
-    // The GC.
+    draw_gc(f, rows[0], mnt, iv);
+    draw_requests(f, rows[1], iv);
+    draw_model_faults_trace(f, rows[2], iv);
+}
+
+/// The GC: its phase, progress, rates and a gauge.
+fn draw_gc(f: &mut ratatui::Frame<'_>, area: Rect, mnt: &str, iv: &Interval) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
     let gc = Block::default()
         .borders(Borders::ALL)
         .title(format!(" chunkscope top {mnt}  (q quits) "));
-    let inner = gc.inner(rows[0]);
-    f.render_widget(gc, rows[0]);
+    let inner = gc.inner(area);
+    f.render_widget(gc, area);
     let gc_rows = Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).split(inner);
     let eta = iv.eta_secs.map_or(String::new(), |s| {
         format!(", ETA {}", duration_ns((s * 1e9) as u64))
@@ -343,7 +349,11 @@ fn draw(f: &mut ratatui::Frame<'_>, area: Rect, mnt: &str, iv: &Interval) {
             ),
         gc_rows[1],
     );
-    // Requests.
+}
+
+/// Requests per operation: rates, errors, real and modelled latencies.
+fn draw_requests(f: &mut ratatui::Frame<'_>, area: Rect, iv: &Interval) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
     let header = Row::new([
         "op",
         "req/s",
@@ -395,15 +405,18 @@ fn draw(f: &mut ratatui::Frame<'_>, area: Rect, mnt: &str, iv: &Interval) {
         )
         .header(header)
         .block(Block::default().borders(Borders::ALL).title(title)),
-        rows[1],
+        area,
     );
-    // Model, faults, trace.
+}
+
+/// The model's cache and dirty blocks, the fault rules, the trace writer.
+fn draw_model_faults_trace(f: &mut ratatui::Frame<'_>, area: Rect, iv: &Interval) {
     let cols = Layout::horizontal([
         Constraint::Percentage(32),
         Constraint::Percentage(44),
         Constraint::Percentage(24),
     ])
-    .split(rows[2]);
+    .split(area);
     let model = match iv.dirty {
         Some((d, limit)) => vec![
             Line::from(format!(

@@ -235,18 +235,10 @@ fn scaled(mean: u32, scale: f64, factor: f64) -> u32 {
     ((mean as f64 * scale * factor).round() as u32).max(1)
 }
 
-/// Builds the history for `cfg`, solving the churn for the requested dedup factor.
-pub fn build_history(cfg: &GenConfig) -> Result<History> {
-    cfg.validate()?;
+/// The namespaces: the root, a third of the rest under it, the others under namespaces less
+/// than 3 deep, chosen by hash.
+fn namespaces(cfg: &GenConfig) -> Vec<NamespaceSpec> {
     let seed = cfg.seed;
-    let day0 = cfg.history_end.div_euclid(86_400) - (cfg.days as i64 - 1);
-    let now = (day0 + cfg.days as i64 - 1) * 86_400 + 22 * 3600;
-    let prev_gc = now - (cfg.prev_gc_hours * 3600.0) as i64;
-    // GCs run every `prev_gc_hours`; the one before the previous still matters when that is
-    // shorter than the cutoff window (see `History::prev2_gc`).
-    let interval = now - prev_gc;
-    let prev2_gc = (interval < GC_CUTOFF_SECS).then(|| prev_gc - interval);
-
     let mut namespaces = vec![NamespaceSpec {
         rel: String::new(),
         depth: 0,
@@ -270,91 +262,112 @@ pub fn build_history(cfg: &GenConfig) -> Result<History> {
         let depth = p.depth + 1;
         namespaces.push(NamespaceSpec { rel, depth });
     }
+    namespaces
+}
 
-    let mut groups = Vec::with_capacity(cfg.groups);
-    for gi in 0..cfg.groups {
-        let h = |what: u64| hash(&[seed, 20, gi as u64, what]);
-        let u = unit(h(0));
-        let ty = if u < cfg.vm_share {
-            BackupType::Vm
-        } else if u < cfg.vm_share + cfg.ct_share {
-            BackupType::Ct
-        } else {
-            BackupType::Host
-        };
-        let id = match ty {
-            BackupType::Host => format!("host-{:03}", gi + 1),
-            _ => format!("{}", 100 + gi),
-        };
-        // Sizes spread log-uniformly over [mean/2, 2·mean], normalised to keep the mean.
-        let factor = 2f64.powf(2.0 * unit(h(1)) - 1.0) / 1.082;
-        let archives = match ty {
-            BackupType::Vm => {
-                let disks = 1 + (h(2) % cfg.max_disks.max(1) as u64) as u32;
-                (0..disks)
-                    .map(|d| ArchiveSpec {
-                        name: format!("drive-scsi{d}.img.fidx"),
-                        kind: ArchiveKind::Disk,
-                        slots: scaled(cfg.disk_chunks, cfg.scale, factor / (1 + d) as f64),
-                    })
-                    .collect()
-            }
-            _ => {
-                let slots = scaled(cfg.archive_chunks, cfg.scale, factor);
-                vec![
-                    ArchiveSpec {
-                        name: "root.pxar.didx".into(),
-                        kind: ArchiveKind::Pxar,
-                        slots,
-                    },
-                    ArchiveSpec {
-                        name: "catalog.pcat1.didx".into(),
-                        kind: ArchiveKind::Catalog,
-                        slots: (slots / 64).max(1),
-                    },
-                ]
-            }
-        };
-        let start = if gi == 0 {
+/// Group `gi`: its type and id, archives, daily backups from its start day, what prune kept
+/// now and at the previous GCs, a failed backup on the last day or not.
+fn group(cfg: &GenConfig, gi: usize, day0: i64, prev_gc: i64, prev2_gc: Option<i64>) -> GroupSpec {
+    let seed = cfg.seed;
+    let h = |what: u64| hash(&[seed, 20, gi as u64, what]);
+    let u = unit(h(0));
+    let ty = if u < cfg.vm_share {
+        BackupType::Vm
+    } else if u < cfg.vm_share + cfg.ct_share {
+        BackupType::Ct
+    } else {
+        BackupType::Host
+    };
+    let id = match ty {
+        BackupType::Host => format!("host-{:03}", gi + 1),
+        _ => format!("{}", 100 + gi),
+    };
+    // Sizes spread log-uniformly over [mean/2, 2·mean], normalised to keep the mean.
+    let factor = 2f64.powf(2.0 * unit(h(1)) - 1.0) / 1.082;
+    let archives = match ty {
+        BackupType::Vm => {
+            let disks = 1 + (h(2) % cfg.max_disks.max(1) as u64) as u32;
+            (0..disks)
+                .map(|d| ArchiveSpec {
+                    name: format!("drive-scsi{d}.img.fidx"),
+                    kind: ArchiveKind::Disk,
+                    slots: scaled(cfg.disk_chunks, cfg.scale, factor / (1 + d) as f64),
+                })
+                .collect()
+        }
+        _ => {
+            let slots = scaled(cfg.archive_chunks, cfg.scale, factor);
+            vec![
+                ArchiveSpec {
+                    name: "root.pxar.didx".into(),
+                    kind: ArchiveKind::Pxar,
+                    slots,
+                },
+                ArchiveSpec {
+                    name: "catalog.pcat1.didx".into(),
+                    kind: ArchiveKind::Catalog,
+                    slots: (slots / 64).max(1),
+                },
+            ]
+        }
+    };
+    let start = if gi == 0 {
+        0
+    } else {
+        (unit(h(3)) * cfg.start_spread * cfg.days as f64) as i64
+    };
+    let hour = ((unit(h(4)) * 20.0 * 60.0) as i64) * 60; // minutes into [00:00, 20:00)
+    let backups: Vec<i64> = (start..cfg.days as i64)
+        .map(|d| (day0 + d) * 86_400 + hour)
+        .collect();
+    let retained = cfg.retention.keep(&backups);
+    // What prune kept at a GC at `t` (false for backups made after it).
+    let kept_at = |t: i64| {
+        let before = backups.iter().take_while(|&&b| b <= t).count();
+        let mut kept = cfg.retention.keep(&backups[..before]);
+        kept.resize(backups.len(), false);
+        kept
+    };
+    let retained_prev = kept_at(prev_gc);
+    let retained_prev2 = prev2_gc.map_or_else(Vec::new, kept_at);
+    let failed = (unit(h(5)) < cfg.failed_backups).then(|| FailedBackup {
+        time: backups.last().expect("at least one backup") + 1800,
+        fraction: 0.2 + 0.7 * unit(h(6)),
+    });
+    GroupSpec {
+        ns: if cfg.namespaces == 1 {
             0
         } else {
-            (unit(h(3)) * cfg.start_spread * cfg.days as f64) as i64
-        };
-        let hour = ((unit(h(4)) * 20.0 * 60.0) as i64) * 60; // minutes into [00:00, 20:00)
-        let backups: Vec<i64> = (start..cfg.days as i64)
-            .map(|d| (day0 + d) * 86_400 + hour)
-            .collect();
-        let retained = cfg.retention.keep(&backups);
-        // What prune kept at a GC at `t` (false for backups made after it).
-        let kept_at = |t: i64| {
-            let before = backups.iter().take_while(|&&b| b <= t).count();
-            let mut kept = cfg.retention.keep(&backups[..before]);
-            kept.resize(backups.len(), false);
-            kept
-        };
-        let retained_prev = kept_at(prev_gc);
-        let retained_prev2 = prev2_gc.map_or_else(Vec::new, kept_at);
-        let failed = (unit(h(5)) < cfg.failed_backups).then(|| FailedBackup {
-            time: backups.last().expect("at least one backup") + 1800,
-            fraction: 0.2 + 0.7 * unit(h(6)),
-        });
-        groups.push(GroupSpec {
-            ns: if cfg.namespaces == 1 {
-                0
-            } else {
-                (h(7) % cfg.namespaces as u64) as usize
-            },
-            ty,
-            id,
-            template: (h(8) % cfg.templates.max(1) as u64) as u32,
-            archives,
-            backups,
-            retained,
-            retained_prev,
-            retained_prev2,
-            failed,
-        });
+            (h(7) % cfg.namespaces as u64) as usize
+        },
+        ty,
+        id,
+        template: (h(8) % cfg.templates.max(1) as u64) as u32,
+        archives,
+        backups,
+        retained,
+        retained_prev,
+        retained_prev2,
+        failed,
     }
+}
+
+/// Builds the history for `cfg`, solving the churn for the requested dedup factor.
+pub fn build_history(cfg: &GenConfig) -> Result<History> {
+    cfg.validate()?;
+    let seed = cfg.seed;
+    let day0 = cfg.history_end.div_euclid(86_400) - (cfg.days as i64 - 1);
+    let now = (day0 + cfg.days as i64 - 1) * 86_400 + 22 * 3600;
+    let prev_gc = now - (cfg.prev_gc_hours * 3600.0) as i64;
+    // GCs run every `prev_gc_hours`; the one before the previous still matters when that is
+    // shorter than the cutoff window (see `History::prev2_gc`).
+    let interval = now - prev_gc;
+    let prev2_gc = (interval < GC_CUTOFF_SECS).then(|| prev_gc - interval);
+
+    let namespaces = namespaces(cfg);
+    let groups = (0..cfg.groups)
+        .map(|gi| group(cfg, gi, day0, prev_gc, prev2_gc))
+        .collect();
 
     let model = ContentModel::new(seed, cfg.churn, cfg.zero_fraction, cfg.template_fraction);
     let mut history = History {
