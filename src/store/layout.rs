@@ -8,7 +8,6 @@
 //! the process's mount table (`/proc/self/mountinfo`), so it costs a few hundred KiB of
 //! directory reads even on a store of millions of chunks, and changes no atime.
 
-use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -140,31 +139,10 @@ pub fn odd_chunk_dirs(root: &Path) -> io::Result<Vec<OddDir>> {
 /// `lstat` of `name` in `dir`, for a filesystem whose listing has no entry types: what it is
 /// if it is not a directory.
 fn stat_kind(dir: &OwnedFd, name: &[u8]) -> io::Result<Option<String>> {
-    let mut nb = [0u8; 8];
-    nb[..name.len()].copy_from_slice(name);
-    let c = CStr::from_bytes_until_nul(&nb).expect("a NUL after four bytes");
-    // SAFETY: a plain C struct; zeroes are a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid descriptor, name and out pointer.
-    if unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    } != 0
-    {
-        let e = io::Error::last_os_error();
-        // Removed since the listing: not a chunk directory any more, nothing to follow.
-        return if e.kind() == io::ErrorKind::NotFound {
-            Ok(None)
-        } else {
-            Err(e)
-        };
-    }
-    Ok((st.st_mode & libc::S_IFMT != libc::S_IFDIR)
-        .then(|| crate::fsutil::file_type_name(st.st_mode).to_string()))
+    // Removed since the listing (None): not a chunk directory any more, nothing to follow.
+    Ok(crate::fsutil::lstat_at(dir.as_raw_fd(), name)?
+        .filter(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR)
+        .map(|st| crate::fsutil::file_type_name(st.st_mode).to_string()))
 }
 
 /// The mounts of this process's mount table below `chunks` (its canonical path).
