@@ -188,19 +188,14 @@ fn upid(store: &Path, start: i64) -> String {
     )
 }
 
-/// The daemon of the chunkscope mount holding `store_path`, when this process can reach its
-/// control socket (another user may not: then the GC runs as on any directory).
-fn reachable_socket(mount: Option<&Path>) -> Option<PathBuf> {
+/// The control socket of the chunkscope mount `mount`, when this process can reach it
+/// (another user may not: then the GC runs as on any directory), and whether that mount is a
+/// `--shadow` one (its stats count shadowed unlinks): one connection.
+fn mount_daemon(mount: Option<&Path>) -> Option<(PathBuf, bool)> {
     let socket = default_socket(mount?).ok()?;
-    Client::connect(&socket).is_ok().then_some(socket)
-}
-
-/// Whether the mount whose control socket is `socket` is a `--shadow` one (its stats count
-/// shadowed unlinks).
-fn is_shadow(socket: &Path) -> bool {
-    Client::connect(socket)
-        .and_then(|mut c| c.stats())
-        .is_ok_and(|s| s.shadow_unlinks.is_some())
+    let mut client = Client::connect(&socket).ok()?;
+    let shadow = client.stats().is_ok_and(|s| s.shadow_unlinks.is_some());
+    Some((socket, shadow))
 }
 
 /// The run's options from the command line.
@@ -244,7 +239,11 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     let mut store = DirStore::open(&store_path)
         .with_context(|| format!("{} is not a datastore", store_path.display()))?;
     let mount = crate::overlay::control::mount_of(&store_path);
-    let socket = reachable_socket(mount.as_deref());
+    // A --shadow mount keeps touches and unlinks in its memory and refuses every other
+    // write: nothing this GC does reaches the store, so there is nothing to lock against,
+    // and the atime check would test the mount's memory.
+    let (socket, shadow) =
+        mount_daemon(mount.as_deref()).map_or((None, false), |(s, sh)| (Some(s), sh));
     // The daemon checks its backing store: it sees the mounts there, and the trace gets only
     // the GC's own requests. A caller that cannot reach its socket (another user) checks
     // through the mount.
@@ -254,10 +253,6 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     {
         store.set_layout_check(crate::overlay::control::layout_check(socket.clone()));
     }
-    // A --shadow mount keeps touches and unlinks in its memory and refuses every other
-    // write: nothing this GC does reaches the store, so there is nothing to lock against,
-    // and the atime check would test the mount's memory.
-    let shadow = socket.as_deref().is_some_and(is_shadow);
     let lock = if args.no_lock || shadow {
         None
     } else {
