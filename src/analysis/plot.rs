@@ -52,7 +52,7 @@ fn palette(i: usize) -> RGBColor {
 macro_rules! marks {
     ($chart:expr, $i:expr, $pts:expr, $colour:expr, $label:expr) => {{
         let colour: RGBColor = $colour;
-        let pts: Vec<_> = $pts;
+        let pts: &[_] = $pts;
         let step = (pts.len() / 24).max(1);
         let shown: Vec<_> = pts
             .iter()
@@ -292,7 +292,7 @@ pub fn miss_ratio_curves(phases: &[Labelled], blocks: bool) -> Result<String> {
             chart
                 .draw_series(LineSeries::new(c.iter().copied(), colour.stroke_width(2)))
                 .map_err(err)?;
-            marks!(chart, i, c.clone(), colour, label.as_str());
+            marks!(chart, i, c, colour, label.as_str());
         }
         for (cap, _) in &marked {
             let x = *cap as f64;
@@ -456,7 +456,7 @@ pub fn dirty_per_txg(phases: &[Labelled]) -> Result<String> {
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
                 .map_err(err)?;
-            marks!(chart, i, pts.clone(), colour, label.as_str());
+            marks!(chart, i, pts, colour, label.as_str());
         }
         legend(&mut chart)
     })
