@@ -23,7 +23,7 @@ mod hdr;
 mod intmap;
 mod locality;
 mod phase;
-use phase::{OpAcc, PhaseAcc};
+use phase::PhaseAcc;
 pub mod mrc;
 mod sample;
 pub mod tables;
@@ -434,20 +434,10 @@ impl Analyzer {
             return;
         };
         if op == Op::Marker {
-            if let Some(i) = self.current {
-                self.phases[i].end_run();
-            }
-            self.current = Marker::decode(marker).section().map(|n| self.phase(&n));
+            self.enter_section(marker);
             return;
         }
-        let i = match self.current {
-            Some(i) => i,
-            None => {
-                let i = self.phase(OUTSIDE_PHASES);
-                self.current = Some(i);
-                i
-            }
-        };
+        let i = self.current_phase();
         if op == Op::Lookup && rec.ino != 0 {
             self.parent_of.insert(rec.ino, rec.parent);
         }
@@ -457,96 +447,43 @@ impl Analyzer {
         } else {
             rec.start_ns
         };
-        let per_block = self.o.inodes_per_block.max(1);
-        let txg_ns = self.o.txg_ns.max(1);
-        let mrc = self.o.mrc;
-        let ok = rec.errno == 0;
-        let touch = op == Op::Setattr && rec.flags & flags::SET_ATIME != 0 && ok && rec.ino != 0;
+        let touch = op == Op::Setattr
+            && rec.flags & flags::SET_ATIME != 0
+            && rec.errno == 0
+            && rec.ino != 0;
         let parent = if touch {
             self.parent_of.get(rec.ino).unwrap_or(0)
         } else {
             0
         };
         let p = &mut self.phases[i];
-        p.records += 1;
-        let end = rec.start_ns + rec.duration_ns;
-        let run = p.run.get_or_insert((rec.start_ns, end));
-        run.1 = run.1.max(end);
-        p.modeled_ns += rec.modeled_ns;
-        let slot = rec.op as usize;
-        if p.ops.len() <= slot {
-            p.ops.resize_with(slot + 1, || None);
+        p.count_request(rec);
+        p.note_locality(op, rec, touch.then_some(parent), &self.o);
+        p.note_write_back(op, rec, touch, clock, &self.o);
+        if matches!(op, Op::Readdir | Op::Readdirplus) && rec.errno == 0 {
+            p.note_listing(rec.ino, dirents);
         }
-        let a = p.ops[slot].get_or_insert_with(|| {
-            Box::new(OpAcc {
-                count: 0,
-                errors: Default::default(),
-                real: HdrCounts::default(),
-                modeled: HdrCounts::default(),
-                real_log2: [0; 65],
-                modeled_log2: [0; 65],
-            })
-        });
-        count_log2(&mut a.real_log2, rec.duration_ns);
-        count_log2(&mut a.modeled_log2, rec.modeled_ns);
-        a.count += 1;
-        if rec.errno != 0 {
-            *a.errors
-                .entry(crate::units::errno_name(rec.errno))
-                .or_insert(0) += 1;
-        }
-        a.real.record(rec.duration_ns);
-        a.modeled.record(rec.modeled_ns);
+    }
 
-        if touch {
-            p.touches.push(rec.ino, parent, per_block);
-            p.touch_log.push((rec.ino, parent));
+    /// A marker: the run of the current section ends; the records that follow belong to the
+    /// section it opens (none for a marker that opens no section).
+    fn enter_section(&mut self, marker: &str) {
+        if let Some(i) = self.current {
+            self.phases[i].end_run();
         }
-        if op == Op::Lookup {
-            if rec.name == SampleName::Index {
-                p.index_starts.push(p.touch_log.len());
-            }
-            if rec.name == SampleName::Digest {
-                if mrc {
-                    p.digests.push(rec.digest_key);
-                }
-                if ok && rec.ino != 0 {
-                    p.lookups.push(rec.ino, rec.parent, per_block);
-                }
-            }
-        }
-        if mrc && rec.ino != 0 && matches!(op, Op::Lookup | Op::Getattr | Op::Setattr | Op::Unlink)
-        {
-            p.blocks.push(rec.ino / per_block);
-        }
-        if rec.ino != 0 && ok && charged_metadata(op) {
-            p.access.push(|at| AccessPoint {
-                at,
-                ino: rec.ino,
-                op: op.name(),
-            });
-        }
-        // Write-back: windows of the clock.
-        let txg = clock / txg_ns;
-        if p.txg != Some(txg) {
-            p.close_txg(txg_ns);
-            p.txg = Some(txg);
-        }
-        if ok && rec.ino != 0 && (touch || op == Op::Unlink) {
-            if p.dirty.insert(rec.ino / per_block, p.txg_number) != Some(p.txg_number) {
-                p.dirty_in_txg += 1;
-            }
-            p.touches_in_txg += touch as u64;
-        }
-        if matches!(op, Op::Readdir | Op::Readdirplus) && ok {
-            p.listings += 1;
-            p.entries += dirents.len() as u64;
-            for w in dirents.windows(2) {
-                p.pairs += 1;
-                p.ascending += (w[1] > w[0]) as u64;
-            }
-            if !dirents.is_empty() {
-                p.dirs.entry(rec.ino).or_insert_with(|| dirents.to_vec());
+        self.current = Marker::decode(marker).section().map(|n| self.phase(&n));
+    }
+
+    /// The section the next record belongs to: records before any marker are outside the
+    /// phases.
+    #[inline]
+    fn current_phase(&mut self) -> usize {
+        match self.current {
+            Some(i) => i,
+            None => {
+                let i = self.phase(OUTSIDE_PHASES);
+                self.current = Some(i);
+                i
             }
         }
     }

@@ -117,6 +117,119 @@ impl PhaseAcc {
         }
     }
 
+    /// Counts a request and its times (real and modelled) under its operation.
+    #[inline]
+    pub(super) fn count_request(&mut self, rec: &Sample) {
+        self.records += 1;
+        let end = rec.start_ns + rec.duration_ns;
+        let run = self.run.get_or_insert((rec.start_ns, end));
+        run.1 = run.1.max(end);
+        self.modeled_ns += rec.modeled_ns;
+        let slot = rec.op as usize;
+        if self.ops.len() <= slot {
+            self.ops.resize_with(slot + 1, || None);
+        }
+        let a = self.ops[slot].get_or_insert_with(|| {
+            Box::new(OpAcc {
+                count: 0,
+                errors: Default::default(),
+                real: HdrCounts::default(),
+                modeled: HdrCounts::default(),
+                real_log2: [0; 65],
+                modeled_log2: [0; 65],
+            })
+        });
+        count_log2(&mut a.real_log2, rec.duration_ns);
+        count_log2(&mut a.modeled_log2, rec.modeled_ns);
+        a.count += 1;
+        if rec.errno != 0 {
+            *a.errors
+                .entry(crate::units::errno_name(rec.errno))
+                .or_insert(0) += 1;
+        }
+        a.real.record(rec.duration_ns);
+        a.modeled.record(rec.modeled_ns);
+    }
+
+    /// Where the request falls: the touches (`touch`: the touched chunk's directory) and
+    /// digest lookups by inode and block, the reuse streams of the miss-ratio curves, the
+    /// sampled access pattern.
+    #[inline]
+    pub(super) fn note_locality(&mut self, op: Op, rec: &Sample, touch: Option<u64>, o: &Options) {
+        let per_block = o.inodes_per_block.max(1);
+        let ok = rec.errno == 0;
+        if let Some(parent) = touch {
+            self.touches.push(rec.ino, parent, per_block);
+            self.touch_log.push((rec.ino, parent));
+        }
+        if op == Op::Lookup {
+            if rec.name == SampleName::Index {
+                self.index_starts.push(self.touch_log.len());
+            }
+            if rec.name == SampleName::Digest {
+                if o.mrc {
+                    self.digests.push(rec.digest_key);
+                }
+                if ok && rec.ino != 0 {
+                    self.lookups.push(rec.ino, rec.parent, per_block);
+                }
+            }
+        }
+        if o.mrc
+            && rec.ino != 0
+            && matches!(op, Op::Lookup | Op::Getattr | Op::Setattr | Op::Unlink)
+        {
+            self.blocks.push(rec.ino / per_block);
+        }
+        if rec.ino != 0 && ok && charged_metadata(op) {
+            self.access.push(|at| AccessPoint {
+                at,
+                ino: rec.ino,
+                op: op.name(),
+            });
+        }
+    }
+
+    /// Write-back: the request's time (`clock`) falls in a transaction group (a window of
+    /// `o.txg_ns`); a touch or an unlink dirties its inode's block in that group.
+    #[inline]
+    pub(super) fn note_write_back(
+        &mut self,
+        op: Op,
+        rec: &Sample,
+        touch: bool,
+        clock: u64,
+        o: &Options,
+    ) {
+        let txg_ns = o.txg_ns.max(1);
+        let txg = clock / txg_ns;
+        if self.txg != Some(txg) {
+            self.close_txg(txg_ns);
+            self.txg = Some(txg);
+        }
+        if rec.errno == 0 && rec.ino != 0 && (touch || op == Op::Unlink) {
+            let block = rec.ino / o.inodes_per_block.max(1);
+            if self.dirty.insert(block, self.txg_number) != Some(self.txg_number) {
+                self.dirty_in_txg += 1;
+            }
+            self.touches_in_txg += touch as u64;
+        }
+    }
+
+    /// A listing of directory `dir` that returned `dirents` (inode numbers, in order).
+    #[inline]
+    pub(super) fn note_listing(&mut self, dir: u64, dirents: &[u64]) {
+        self.listings += 1;
+        self.entries += dirents.len() as u64;
+        for w in dirents.windows(2) {
+            self.pairs += 1;
+            self.ascending += (w[1] > w[0]) as u64;
+        }
+        if !dirents.is_empty() {
+            self.dirs.entry(dir).or_insert_with(|| dirents.to_vec());
+        }
+    }
+
     pub(super) fn close_txg(&mut self, txg_ns: u64) {
         if let Some(t) = self.txg {
             self.per_txg.push(self.dirty_in_txg);

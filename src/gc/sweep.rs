@@ -16,7 +16,7 @@ use super::referenced::SealedSet;
 use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
 use crate::datastore::paths::{chunk_subdir_name, ChunkName, CHUNK_DIR};
 use crate::datastore::Digest;
-use crate::store::{ChunkDir, ChunkStore};
+use crate::store::{ChunkDir, ChunkStore, EntryStat};
 use crate::units::human_bytes;
 
 /// What protects referenced chunks in the sweep.
@@ -65,167 +65,24 @@ pub fn sweep<S: ChunkStore>(
     let started = Instant::now();
     let dirs = store.chunk_dirs();
     log.progress_start("swept", dirs as u64);
-    let mut names: Vec<u8> = Vec::new();
-    let mut ends: Vec<usize> = Vec::new();
-    let mut last_percent = 0usize;
-    let c = &mut report.counters;
+    let mut sweep = Sweep {
+        store,
+        min_atime,
+        oldest_writer,
+        dry_run,
+        guard,
+        log,
+        report,
+        dirs,
+        last_percent: 0,
+    };
+    let mut batch = Batch::default();
     for prefix in 0..dirs {
-        let mut dir = match store.open_dir(prefix as u16) {
-            Ok(Some(dir)) => dir,
-            Ok(None) => continue,
-            Err(e) => {
-                return Err(anyhow!(
-                    "opening chunk directory {} failed - {e}",
-                    dir_path(store, prefix).display()
-                ))
-            }
-        };
-        c.sweep_listings += 1;
-        // As PBS's iterator: one getdents call's entries, each stat'ed (and removed) before
-        // the next call (on ZFS, those stats are what keep the listing's dnode prefetch on).
-        loop {
-            names.clear();
-            ends.clear();
-            let more = dir
-                .read_batch(&mut |name, _| {
-                    names.extend_from_slice(name);
-                    ends.push(names.len());
-                })
-                .map_err(|e| {
-                    anyhow!(
-                        "listing chunk directory {} failed - {e}",
-                        dir_path(store, prefix).display()
-                    )
-                })?;
-            c.sweep_entries += ends.len() as u64;
-            let mut from = 0;
-            for &to in &ends {
-                let name = &names[from..to];
-                from = to;
-                let class = ChunkName::classify(name);
-                if class == ChunkName::Ignored {
-                    continue;
-                }
-                let percent = prefix * 100 / dirs;
-                if percent > last_percent {
-                    last_percent = percent;
-                    log.progress_line(&format!("processed {percent}% ({} chunks)", c.chunk_count));
-                }
-                c.stat_calls += 1;
-                let st = match dir.stat(name) {
-                    Ok(Some(st)) => st,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        // Nothing known of it: kept, counted, named (PBS skipped it silently).
-                        c.stat_errors += 1;
-                        log.warn(&format!(
-                            "warning: stat of {} failed - {e}: not removed",
-                            entry_path(store, prefix, name).display()
-                        ));
-                        continue;
-                    }
-                };
-                if !st.is_file {
-                    // PBS skips it silently; a chunk that is a symlink or a directory stands for
-                    // data the store does not hold, so say so (as `check` does).
-                    c.irregular_chunks += 1;
-                    log.warn(&format!(
-                        "warning: {} is not a regular file: not followed, not removed",
-                        entry_path(store, prefix, name).display()
-                    ));
-                    continue;
-                }
-                if let ChunkName::Using(_) = class {
-                    if !dry_run {
-                        dir.unlink(name).map_err(|e| {
-                            anyhow!(
-                                "unlinking marker {} failed - {e}",
-                                entry_path(store, prefix, name).display()
-                            )
-                        })?;
-                        c.unlinks += 1;
-                    }
-                    continue;
-                }
-                c.chunk_count += 1;
-                let bad = matches!(class, ChunkName::Bad(..));
-                if dry_run {
-                    if let ChunkName::Chunk(d) = class {
-                        if guard.referenced.contains(&d) {
-                            // A GC's phase 1 would have touched it (a dry run touches nothing).
-                            c.disk_chunks += 1;
-                            c.disk_bytes += st.size;
-                            continue;
-                        }
-                    }
-                }
-                if st.atime < min_atime {
-                    if let ChunkName::Chunk(d) = class {
-                        if guard.referenced.contains(&d) {
-                            // Referenced: PBS would remove it; keep it, count it as in use, say so.
-                            let reason = guard.reason(&d);
-                            c.kept_referenced += 1;
-                            c.kept_referenced_bytes += st.size;
-                            c.disk_chunks += 1;
-                            c.disk_bytes += st.size;
-                            if report.kept_referenced.len() < KEPT_NAMED {
-                                log.warn(&format!(
-                                "warning: kept referenced chunk {d} ({}, atime {}): its atime is \
-                                 older than the cutoff, PBS would have removed it",
-                                reason.describe(),
-                                crate::time::rfc3339_utc(st.atime)
-                            ));
-                                report.kept_referenced.push(KeptChunk {
-                                    digest: d.to_hex(),
-                                    reason,
-                                    atime: st.atime,
-                                    size: st.size,
-                                });
-                            }
-                            continue;
-                        }
-                    }
-                    if !dry_run {
-                        if let Err(e) = dir.unlink(name) {
-                            if bad {
-                                c.still_bad += 1;
-                            }
-                            return Err(anyhow!(
-                                "unlinking chunk {} failed on store '{}' ({}) - {e}",
-                                String::from_utf8_lossy(name),
-                                store.root().display(),
-                                dir_path(store, prefix).display()
-                            ));
-                        }
-                        c.unlinks += 1;
-                    }
-                    if bad {
-                        c.removed_bad += 1;
-                    } else {
-                        c.removed_chunks += 1;
-                    }
-                    c.removed_bytes += st.size;
-                } else if st.atime < oldest_writer {
-                    if bad {
-                        c.still_bad += 1;
-                    } else {
-                        c.pending_chunks += 1;
-                    }
-                    c.pending_bytes += st.size;
-                } else {
-                    if !bad {
-                        c.disk_chunks += 1;
-                    }
-                    c.disk_bytes += st.size;
-                }
-            }
-            if !more {
-                break;
-            }
-        }
-        log.progress(prefix as u64 + 1, dirs as u64);
+        sweep.dir(prefix, &mut batch)?;
+        sweep.log.progress(prefix as u64 + 1, dirs as u64);
     }
     log.progress_finish();
+    let c = &mut report.counters;
     if c.kept_referenced as usize > report.kept_referenced.len() {
         log.warn(&format!(
             "warning: {} more referenced chunks kept that PBS would have removed ({} in all, {})",
@@ -236,4 +93,213 @@ pub fn sweep<S: ChunkStore>(
     }
     c.phase2_seconds = started.elapsed().as_secs_f64();
     Ok(())
+}
+
+/// One getdents call's names, back to back, and where each ends (kept from one call to the
+/// next, so the sweep allocates nothing per directory).
+#[derive(Default)]
+struct Batch {
+    names: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+/// A sweep in progress: its cutoffs and where it counts.
+struct Sweep<'a, 'g, S> {
+    store: &'a S,
+    min_atime: i64,
+    oldest_writer: i64,
+    dry_run: bool,
+    guard: &'a Guard<'g>,
+    log: &'a mut TaskLog,
+    report: &'a mut GcReport,
+    dirs: usize,
+    last_percent: usize,
+}
+
+impl<S: ChunkStore> Sweep<'_, '_, S> {
+    /// Sweeps chunk directory `prefix` (none there: nothing to do).
+    fn dir(&mut self, prefix: usize, batch: &mut Batch) -> Result<()> {
+        let mut dir = match self.store.open_dir(prefix as u16) {
+            Ok(Some(dir)) => dir,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                return Err(anyhow!(
+                    "opening chunk directory {} failed - {e}",
+                    dir_path(self.store, prefix).display()
+                ))
+            }
+        };
+        self.report.counters.sweep_listings += 1;
+        // As PBS's iterator: one getdents call's entries, each stat'ed (and removed) before
+        // the next call (on ZFS, those stats are what keep the listing's dnode prefetch on).
+        loop {
+            batch.names.clear();
+            batch.ends.clear();
+            let more = dir
+                .read_batch(&mut |name, _| {
+                    batch.names.extend_from_slice(name);
+                    batch.ends.push(batch.names.len());
+                })
+                .map_err(|e| {
+                    anyhow!(
+                        "listing chunk directory {} failed - {e}",
+                        dir_path(self.store, prefix).display()
+                    )
+                })?;
+            self.report.counters.sweep_entries += batch.ends.len() as u64;
+            let mut from = 0;
+            for &to in &batch.ends {
+                self.entry(&mut dir, prefix, &batch.names[from..to])?;
+                from = to;
+            }
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One entry of chunk directory `prefix`: stat'ed, then removed, kept or counted.
+    #[inline]
+    fn entry(&mut self, dir: &mut S::Dir<'_>, prefix: usize, name: &[u8]) -> Result<()> {
+        let class = ChunkName::classify(name);
+        if class == ChunkName::Ignored {
+            return Ok(());
+        }
+        let percent = prefix * 100 / self.dirs;
+        if percent > self.last_percent {
+            self.last_percent = percent;
+            let chunks = self.report.counters.chunk_count;
+            self.log
+                .progress_line(&format!("processed {percent}% ({chunks} chunks)"));
+        }
+        let c = &mut self.report.counters;
+        c.stat_calls += 1;
+        let st = match dir.stat(name) {
+            Ok(Some(st)) => st,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                // Nothing known of it: kept, counted, named (PBS skipped it silently).
+                c.stat_errors += 1;
+                self.log.warn(&format!(
+                    "warning: stat of {} failed - {e}: not removed",
+                    entry_path(self.store, prefix, name).display()
+                ));
+                return Ok(());
+            }
+        };
+        if !st.is_file {
+            // PBS skips it silently; a chunk that is a symlink or a directory stands for
+            // data the store does not hold, so say so (as `check` does).
+            c.irregular_chunks += 1;
+            self.log.warn(&format!(
+                "warning: {} is not a regular file: not followed, not removed",
+                entry_path(self.store, prefix, name).display()
+            ));
+            return Ok(());
+        }
+        if let ChunkName::Using(_) = class {
+            if !self.dry_run {
+                dir.unlink(name).map_err(|e| {
+                    anyhow!(
+                        "unlinking marker {} failed - {e}",
+                        entry_path(self.store, prefix, name).display()
+                    )
+                })?;
+                c.unlinks += 1;
+            }
+            return Ok(());
+        }
+        c.chunk_count += 1;
+        self.judge(dir, prefix, name, class, st)
+    }
+
+    /// A chunk (or a `.bad` copy) by its atime: removed when older than the cutoff (but
+    /// never when referenced), pending when older than the oldest writer, else in use.
+    #[inline]
+    fn judge(
+        &mut self,
+        dir: &mut S::Dir<'_>,
+        prefix: usize,
+        name: &[u8],
+        class: ChunkName,
+        st: EntryStat,
+    ) -> Result<()> {
+        let referenced = match class {
+            ChunkName::Chunk(d) if self.guard.referenced.contains(&d) => Some(d),
+            _ => None,
+        };
+        let c = &mut self.report.counters;
+        if self.dry_run && referenced.is_some() {
+            // A GC's phase 1 would have touched it (a dry run touches nothing).
+            c.disk_chunks += 1;
+            c.disk_bytes += st.size;
+            return Ok(());
+        }
+        let bad = matches!(class, ChunkName::Bad(..));
+        if st.atime < self.min_atime {
+            if let Some(d) = referenced {
+                self.keep_referenced(d, st);
+                return Ok(());
+            }
+            if !self.dry_run {
+                if let Err(e) = dir.unlink(name) {
+                    if bad {
+                        c.still_bad += 1;
+                    }
+                    return Err(anyhow!(
+                        "unlinking chunk {} failed on store '{}' ({}) - {e}",
+                        String::from_utf8_lossy(name),
+                        self.store.root().display(),
+                        dir_path(self.store, prefix).display()
+                    ));
+                }
+                c.unlinks += 1;
+            }
+            if bad {
+                c.removed_bad += 1;
+            } else {
+                c.removed_chunks += 1;
+            }
+            c.removed_bytes += st.size;
+        } else if st.atime < self.oldest_writer {
+            if bad {
+                c.still_bad += 1;
+            } else {
+                c.pending_chunks += 1;
+            }
+            c.pending_bytes += st.size;
+        } else {
+            if !bad {
+                c.disk_chunks += 1;
+            }
+            c.disk_bytes += st.size;
+        }
+        Ok(())
+    }
+
+    /// A referenced chunk older than the cutoff: PBS would remove it; kept, counted as in
+    /// use, and named (the first [`KEPT_NAMED`]).
+    #[cold]
+    fn keep_referenced(&mut self, d: Digest, st: EntryStat) {
+        let reason = self.guard.reason(&d);
+        let c = &mut self.report.counters;
+        c.kept_referenced += 1;
+        c.kept_referenced_bytes += st.size;
+        c.disk_chunks += 1;
+        c.disk_bytes += st.size;
+        if self.report.kept_referenced.len() < KEPT_NAMED {
+            self.log.warn(&format!(
+                "warning: kept referenced chunk {d} ({}, atime {}): its atime is older than \
+                 the cutoff, PBS would have removed it",
+                reason.describe(),
+                crate::time::rfc3339_utc(st.atime)
+            ));
+            self.report.kept_referenced.push(KeptChunk {
+                digest: d.to_hex(),
+                reason,
+                atime: st.atime,
+                size: st.size,
+            });
+        }
+    }
 }
