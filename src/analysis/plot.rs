@@ -116,6 +116,12 @@ fn headroom(min: u64, max: u64) -> u64 {
     max + (max - min.min(max)) / 3 + 1
 }
 
+/// Room left of a y axis whose widest tick label is the number `widest`: the labels (about
+/// 7 px a digit at [`TEXT`]'s 12 px) and beside them the axis's description, clear of them.
+fn y_label_room(widest: u64) -> u32 {
+    7 * widest.to_string().len() as u32 + 44
+}
+
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plot: {e}")
 }
@@ -149,7 +155,7 @@ pub fn access_pattern(p: &Labelled) -> Result<String> {
             .margin(12)
             .margin_right(36)
             .x_label_area_size(45)
-            .y_label_area_size(90)
+            .y_label_area_size(y_label_room(headroom(min_ino, max_ino + 1)))
             .build_cartesian_2d(0u64..max_at + 1, min_ino..headroom(min_ino, max_ino + 1))
             .map_err(err)?;
         chart
@@ -329,7 +335,7 @@ fn log2_bars(
             .margin(12)
             .margin_right(36)
             .x_label_area_size(45)
-            .y_label_area_size(80)
+            .y_label_area_size(y_label_room(headroom(0, ymax)))
             .build_cartesian_2d(0f64..kmax as f64, 0u64..headroom(0, ymax))
             .map_err(err)?;
         chart
@@ -440,7 +446,7 @@ pub fn dirty_per_txg(phases: &[Labelled]) -> Result<String> {
             .margin(12)
             .margin_right(36)
             .x_label_area_size(45)
-            .y_label_area_size(80)
+            .y_label_area_size(y_label_room(headroom(0, ymax)))
             .build_cartesian_2d(0f64..xmax * 1.02, 0u64..headroom(0, ymax))
             .map_err(err)?;
         chart

@@ -77,11 +77,12 @@ fn demo_on_tiny_prints_the_table_and_writes_the_report() {
 #[ignore = "long suite (CI runs it with --ignored): the whole demo, five mounted GCs"]
 fn demo_with_every_strategy_on_tiny() {
     let dir = demo_on_tiny(&[], true);
-    assert_renders_in_chromium(&dir.path().join("report"));
+    assert_renders_in_chromium(&dir.path().join("report"), Some("report-plots"));
 }
 
 /// The browser check fails where a reader would see a problem: a plot that does not load,
-/// Markdown left in the text.
+/// Markdown left in the text, a blank page, labels drawn over each other or out of their
+/// plot; and passes a plain page without them.
 #[test]
 #[ignore = "long suite (CI runs it with --ignored): needs headless Chromium"]
 fn the_browser_check_fails_on_a_broken_report() {
@@ -101,7 +102,7 @@ fn the_browser_check_fails_on_a_broken_report() {
     let fails = |html: String| {
         std::fs::write(dir.path().join("report.html"), html).unwrap();
         let p = dir.path().to_path_buf();
-        std::panic::catch_unwind(move || assert_renders_in_chromium(&p))
+        std::panic::catch_unwind(move || assert_renders_in_chromium(&p, None))
             .err()
             .map(|e| {
                 e.downcast_ref::<String>()
@@ -121,6 +122,34 @@ fn the_browser_check_fails_on_a_broken_report() {
     }
     let blank = fails(page("<img src=\"svg/p3.svg\">")).expect("a blank page must fail");
     assert!(blank.contains("nearly blank"), "{blank}");
+    // Inked, but two labels of a plot drawn over each other, or one out of its plot.
+    let labelled = |texts: &str| {
+        let svg = svg.replace("</svg>", &format!("{texts}</svg>"));
+        for n in 0..4 {
+            std::fs::write(dir.path().join(format!("svg/p{n}.svg")), &svg).unwrap();
+        }
+    };
+    let label = |x: u32, y: u32, s: &str| {
+        format!("<text x=\"{x}\" y=\"{y}\" font-size=\"15\" fill=\"red\">{s}</text>")
+    };
+    labelled(&(label(10, 40, "phase 1 touches") + &label(60, 44, "phase 2")));
+    let overlap = fails(page("<img src=\"svg/p3.svg\">")).expect("overlapping labels must fail");
+    assert!(
+        overlap.contains(".svg: labels overlap") && overlap.contains("phase 2"),
+        "{overlap}"
+    );
+    labelled(&(label(10, 40, "apart") + &label(260, 80, "cut off at the edge")));
+    let outside = fails(page("<img src=\"svg/p3.svg\">")).expect("a label outside must fail");
+    assert!(
+        outside.contains("labels outside the plot") && outside.contains("cut off"),
+        "{outside}"
+    );
+    labelled(&(label(10, 40, "apart") + &label(10, 80, "and inside")));
+    assert_eq!(
+        fails(page("<img src=\"svg/p3.svg\">")),
+        None,
+        "apart and inside passes"
+    );
 }
 
 /// Chromium's flags for a run as root on a machine without a network or a session bus.
@@ -188,9 +217,10 @@ window.addEventListener('load', () => {
 "#;
 
 /// The demo's report as a browser shows it: every plot loaded (and the probe's own missing
-/// image not, so the check can fail), no Markdown markup in the text a reader sees, and a
-/// screenshot that is not blank.
-fn assert_renders_in_chromium(report: &Path) {
+/// image not, so the check can fail), no Markdown markup in the text a reader sees, a
+/// screenshot that is not blank, no label of a plot over another or out of it; a screenshot
+/// of each plot is kept in [`artefacts`]`/KEEP` (none: beside the report).
+fn assert_renders_in_chromium(report: &Path, keep: Option<&str>) {
     let page = std::fs::read_to_string(report.join("report.html")).unwrap();
     let plots = page.matches("<img ").count();
     assert!(plots >= 4, "{page}");
@@ -198,23 +228,7 @@ fn assert_renders_in_chromium(report: &Path) {
     std::fs::write(&probe, page.replace("</body>", &format!("{PROBE}</body>"))).unwrap();
     let url = |p: &Path| format!("file://{}", p.display());
     let out = chromium(&["--virtual-time-budget=10000", "--dump-dom", &url(&probe)]);
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let json = dom
-        .split("<pre id=\"chunkscope-probe\">")
-        .nth(1)
-        .and_then(|s| s.split("</pre>").next())
-        .unwrap_or_else(|| {
-            panic!(
-                "the probe did not run: {}\n{}",
-                dom,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-        .replace("&quot;", "\"")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&");
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v = probe_json(&out);
     let images = v["images"].as_array().unwrap();
     assert_eq!(images.len(), plots + 1, "{images:?}");
     for img in images {
@@ -249,7 +263,75 @@ fn assert_renders_in_chromium(report: &Path) {
         "--window-size=1200,2400",
         &url(&report.join("report.html")),
     ]);
-    let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
+    assert_inked(&shot, 3);
+
+    let sources = plot_sources(&page);
+    assert_text_apart(report, &sources);
+    // A screenshot of each plot at its own size, kept where CI keeps its artefacts (`keep`)
+    // or beside the report.
+    let kept = keep.map_or_else(|| report.join("plots"), |k| artefacts().join(k));
+    std::fs::create_dir_all(&kept).unwrap();
+    for src in &sources {
+        let svg = std::fs::read_to_string(report.join(src)).unwrap();
+        let (w, h) = svg_size(&svg).unwrap_or_else(|| panic!("{src}: no width and height"));
+        let name = Path::new(src)
+            .file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let png = kept.join(format!("{name}.png"));
+        let _ = std::fs::remove_file(&png);
+        chromium(&[
+            &format!("--screenshot={}", png.display()),
+            &format!("--window-size={w},{h}"),
+            &url(&report.join(src)),
+        ]);
+        assert_inked(&png, 1);
+    }
+}
+
+/// Where the tests leave what a person should look at after a CI run (the report's plots as
+/// the browser drew them): `$CHUNKSCOPE_ARTEFACTS`, or `target/artefacts` in the checkout.
+fn artefacts() -> std::path::PathBuf {
+    std::env::var_os("CHUNKSCOPE_ARTEFACTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/artefacts"))
+}
+
+/// The `svg/NAME.svg` sources of the page's images, in order, each once.
+fn plot_sources(page: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in page.split("src=\"").skip(1) {
+        let src = part.split('"').next().unwrap();
+        if src.ends_with(".svg") && !out.iter().any(|s| s == src) {
+            out.push(src.to_string());
+        }
+    }
+    out
+}
+
+/// The `width` and `height` of an SVG's root element, in pixels.
+fn svg_size(svg: &str) -> Option<(u32, u32)> {
+    let root = &svg[svg.find("<svg")?..];
+    let root = &root[..root.find('>')?];
+    let attr = |name: &str| -> Option<u32> {
+        let v = root
+            .split(&format!(" {name}=\""))
+            .nth(1)?
+            .split('"')
+            .next()?;
+        v.trim_end_matches("px")
+            .parse::<f64>()
+            .ok()
+            .map(|f| f.ceil() as u32)
+    };
+    Some((attr("width")?, attr("height")?))
+}
+
+/// The screenshot at `png` has more than `percent`% of its pixels darker than the
+/// background (not blank).
+fn assert_inked(png: &Path, percent: usize) {
+    let decoder = png::Decoder::new(std::fs::File::open(png).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut buf).unwrap();
@@ -262,9 +344,105 @@ fn assert_renders_in_chromium(report: &Path) {
         .filter(|p| p[..3].iter().any(|&c| c < 200))
         .count();
     assert!(
-        inked * 100 > total * 3,
-        "the screenshot is nearly blank: {inked} of {total} pixels not background"
+        inked * 100 > total * percent,
+        "the screenshot {} is nearly blank: {inked} of {total} pixels not background",
+        png.display()
     );
+}
+
+/// What the overlap probe reports once the page of inlined plots has loaded: for each plot,
+/// how many labels it has, the pairs whose boxes (as laid out, rotation included) overlap by
+/// more than a pixel each way, and the labels that stick out of the plot.
+const OVERLAP_PROBE: &str = r#"<script>
+window.addEventListener('load', () => {
+  const out = [];
+  for (const sec of document.querySelectorAll('section[data-src]')) {
+    const frame = sec.querySelector('svg').getBoundingClientRect();
+    const texts = Array.from(sec.querySelectorAll('text'))
+      .filter(t => t.textContent.trim() !== '')
+      .map(t => [t.textContent.trim(), t.getBoundingClientRect()]);
+    const overlaps = [];
+    const outside = [];
+    texts.forEach(([s, a], i) => {
+      if (a.left < frame.left - 1 || a.top < frame.top - 1
+          || a.right > frame.right + 1 || a.bottom > frame.bottom + 1) {
+        outside.push(s);
+      }
+      for (const [u, b] of texts.slice(i + 1)) {
+        const dx = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const dy = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (dx > 1 && dy > 1) overlaps.push([s, u]);
+      }
+    });
+    out.push({src: sec.dataset.src, texts: texts.length, overlaps, outside});
+  }
+  const pre = document.createElement('pre');
+  pre.id = 'chunkscope-probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"#;
+
+/// No label of a plot covers another or leaves the plot, as the browser lays them out:
+/// each SVG is inlined in a page of its own (an `<img>`'s SVG cannot be looked into) and
+/// [`OVERLAP_PROBE`] measures every `<text>`.
+fn assert_text_apart(report: &Path, plots: &[String]) {
+    let mut page = String::from("<!DOCTYPE html><html><body style=\"margin:0\">");
+    for src in plots {
+        let svg = std::fs::read_to_string(report.join(src)).unwrap();
+        let svg = &svg[svg
+            .find("<svg")
+            .unwrap_or_else(|| panic!("{src}: no <svg>"))..];
+        page.push_str(&format!("<section data-src=\"{src}\">{svg}</section>"));
+    }
+    page.push_str(OVERLAP_PROBE);
+    page.push_str("</body></html>");
+    let path = report.join("overlap-probe.html");
+    std::fs::write(&path, page).unwrap();
+    let out = chromium(&[
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        &format!("file://{}", path.display()),
+    ]);
+    let v = probe_json(&out);
+    let found = v.as_array().unwrap();
+    assert_eq!(found.len(), plots.len(), "{v}");
+    for p in found {
+        let src = p["src"].as_str().unwrap();
+        assert!(p["texts"].as_u64().unwrap() > 0, "{src}: no labels");
+        assert!(
+            p["overlaps"].as_array().unwrap().is_empty(),
+            "{src}: labels overlap: {}",
+            p["overlaps"]
+        );
+        assert!(
+            p["outside"].as_array().unwrap().is_empty(),
+            "{src}: labels outside the plot: {}",
+            p["outside"]
+        );
+    }
+}
+
+/// The JSON a probe script left in `<pre id="chunkscope-probe">` of a dumped DOM.
+fn probe_json(out: &std::process::Output) -> serde_json::Value {
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let json = dom
+        .split("<pre id=\"chunkscope-probe\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or_else(|| {
+            panic!(
+                "the probe did not run: {}\n{}",
+                dom,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap()
 }
 
 /// Runs the demo on `tiny` with `strategies` (none: its default, every strategy) and checks
