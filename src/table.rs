@@ -50,14 +50,16 @@ impl Table {
         w
     }
 
+    /// Which columns are right-aligned: those (but the first) whose cells are numbers, beside
+    /// placeholders without a digit (`-`, `no repeats`), with at least one number.
     fn right(&self) -> Vec<bool> {
+        let placeholder = |c: &str| !c.chars().any(|ch| ch.is_ascii_digit());
         (0..self.headers.len())
             .map(|i| {
+                let cells = || self.rows.iter().filter_map(|r| r.get(i));
                 i > 0
-                    && self
-                        .rows
-                        .iter()
-                        .all(|r| r.get(i).is_none_or(|c| c.is_empty() || numeric(c)))
+                    && cells().all(|c| placeholder(c) || numeric(c))
+                    && cells().any(|c| !placeholder(c))
             })
             .collect()
     }
@@ -185,6 +187,19 @@ mod tests {
         assert_eq!(
             t.markdown(),
             "| strategy | touches |\n|---|---:|\n| naive | 405,929 |\n| inode-order | 7 |\n"
+        );
+    }
+
+    #[test]
+    fn placeholders_keep_a_column_of_numbers_right_aligned() {
+        let mut t = Table::new(["phase", "hit", "name"]);
+        t.row(vec!["phase1".into(), "83.3%".into(), "-".into()]);
+        t.row(vec!["phase2".into(), "no repeats".into(), "lru".into()]);
+        t.row(vec!["phase3".into(), "-".into(), "-".into()]);
+        assert_eq!(
+            t.text(),
+            "phase          hit  name\n------  ----------  ----\nphase1       83.3%  -\n\
+             phase2  no repeats  lru\nphase3           -  -\n"
         );
     }
 

@@ -218,16 +218,22 @@ fn writeback(p: &Phase, block_bytes: u64) {
     if p.touches.count > 1 {
         println!("  what if the same touches came in inode order:");
         for w in &p.what_if {
-            let at = |c: u64| 100.0 * w.block_mrc.hit_at(c);
+            // Without the miss-ratio curves (--no-mrc) there is no hit ratio to show.
+            let hits = if w.block_mrc.references > 0 {
+                format!(
+                    ", touched-block hit ratio at {} {:.1}%",
+                    human_bytes(1024 * block_bytes),
+                    100.0 * w.block_mrc.hit_at(1024)
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "    {:<10} |Δino| p50 {:>8}, same block {:>5.1}%, block writes {:>8}, touched-block \
-                 hit ratio at {} {:.1}%",
+                "    {:<10} |Δino| p50 {:>8}, same block {:>5.1}%, block writes {:>8}{hits}",
                 w.order,
                 thousands(w.touches.gap_p50),
                 100.0 * w.touches.same_block,
                 thousands(w.block_writes),
-                human_bytes(1024 * block_bytes),
-                at(1024)
             );
         }
     }
@@ -352,6 +358,15 @@ fn digest_hit(m: &crate::analysis::mrc::Mrc) -> String {
     }
 }
 
+/// `cell()` for a phase with touches, `-` for one without.
+fn touched(p: &Phase, cell: impl FnOnce() -> String) -> String {
+    if p.touches.count > 0 {
+        cell()
+    } else {
+        "-".into()
+    }
+}
+
 /// The block cache the summary's "block hit" column is at, in blocks: 16 Ki, the `zfs-hdd`
 /// model's 256 MiB of 16 KiB blocks.
 const SUMMARY_CACHE_BLOCKS: u64 = 1 << 14;
@@ -389,16 +404,24 @@ pub fn summary(rows: &[Labelled], block_bytes: u64) -> Table {
             } else {
                 "-".into()
             },
-            thousands(p.touches.gap_p50),
-            format!("{:.1}%", 100.0 * p.touches.same_block),
-            format!(
-                "{:.2}",
-                p.touches.distinct_blocks as f64 / p.touches.ideal_blocks.max(1) as f64
-            ),
+            // A phase without touches (a sweep) has no touch locality to show.
+            touched(p, || thousands(p.touches.gap_p50)),
+            touched(p, || format!("{:.1}%", 100.0 * p.touches.same_block)),
+            touched(p, || {
+                format!(
+                    "{:.2}",
+                    p.touches.distinct_blocks as f64 / p.touches.ideal_blocks.max(1) as f64
+                )
+            }),
             thousands(p.writeback.block_writes),
             thousands(p.writeback.inode_order_block_writes),
             digest_hit(&p.digest_mrc),
-            format!("{:.1}%", 100.0 * p.block_mrc.hit_at(SUMMARY_CACHE_BLOCKS)),
+            // `-` without the curves (--no-mrc) or without metadata requests.
+            if p.block_mrc.references > 0 {
+                format!("{:.1}%", 100.0 * p.block_mrc.hit_at(SUMMARY_CACHE_BLOCKS))
+            } else {
+                "-".into()
+            },
         ]);
     }
     t

@@ -210,7 +210,8 @@ fn options(args: &GcArgs, shadow: bool) -> GcOptions {
         cutoff_minutes: args.cutoff,
         phases: args.phase,
         dry_run: args.dry_run,
-        atime_check: !args.no_atime_check,
+        // What runs: a dry run and a --shadow mount skip the check whatever the flag.
+        atime_check: !args.no_atime_check && !args.dry_run && !shadow,
         shadow,
     }
 }

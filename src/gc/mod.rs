@@ -138,7 +138,8 @@ pub struct GcOptions {
     /// writes the zero chunk, is skipped), phase 2 counts what a GC would remove now (the
     /// unreferenced chunks older than the cutoff) and removes nothing.
     pub dry_run: bool,
-    /// PBS's `gc-atime-safety-check` (format document 3.2).
+    /// PBS's `gc-atime-safety-check` (format document 3.2). A dry run and a `--shadow` mount
+    /// skip it whatever this says; the CLI sets it only when the check runs.
     pub atime_check: bool,
     /// The store is a `--shadow` chunkscope mount: touches and unlinks stay in the mount's
     /// memory, the backing store keeps every chunk. The atime check is skipped (it would test

@@ -518,6 +518,10 @@ fn a_gc_on_a_shadow_mount_needs_no_flag_and_says_what_it_would_remove() {
     );
     let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(r["options"]["shadow"], true);
+    assert_eq!(
+        r["options"]["atime_check"], false,
+        "skipped, so not reported as run"
+    );
     assert_eq!(n(&r["counters"]["removed_chunks"]), removable);
     assert_eq!(chunk_atimes(&store), before, "the store is as it was");
     // Point 4: the unmount sums the model up in words; its JSON is --stats's.
@@ -530,6 +534,7 @@ fn a_gc_on_a_shadow_mount_needs_no_flag_and_says_what_it_would_remove() {
     let (code, r, out) = gc(&store, &["--phase", "mark"]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(r["options"]["shadow"], false);
+    assert_eq!(r["options"]["atime_check"], false);
     assert!(
         out.contains("Access time update check disabled (--no-atime-check).")
             && !out.contains("tuning options"),
