@@ -58,8 +58,12 @@ impl Tree for SurveyTree<'_> {
         let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
         // As the GC's own walk (std's read_dir), the path itself may be a link; entries that
         // are links are never followed (their kind is Other).
+        // O_NOFOLLOW | O_DIRECTORY on a link fails with ENOTDIR on Linux (ELOOP elsewhere).
         let (fd, noatime) = match crate::fsutil::open_dir_noatime(libc::AT_FDCWD, &c) {
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR))
+                    && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()) =>
+            {
                 let canonical = std::fs::canonicalize(dir)?;
                 let c = std::ffi::CString::new(canonical.as_os_str().as_bytes())?;
                 crate::fsutil::open_dir_noatime(libc::AT_FDCWD, &c)?

@@ -140,6 +140,22 @@ fn a_surveys_counts_are_checks_finds_and_stats() {
     }
     let bytes: u64 = f.unreferenced.iter().map(|x| x.size).sum();
     assert_eq!(bytes, u(&r["garbage"]["bytes"]));
+
+    // A store reached through a link (/datastore/pbs -> the pool's mountpoint), as `check`
+    // and `gc` take it: the same counts.
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&store, &link).unwrap();
+    let (code, l, err) = survey_json(&link, &[]);
+    assert_eq!(code, 0, "{err}");
+    for k in [
+        "chunks",
+        "referenced",
+        "references",
+        "index_files",
+        "unreferenced",
+    ] {
+        assert_eq!(l[k], r[k], "{k} through a link");
+    }
 }
 
 /// The names in `dir`, listed with O_NOATIME (as the survey lists: a listing of std's
