@@ -44,6 +44,7 @@ pub mod progress;
 pub mod replay;
 pub mod rng;
 pub mod sim;
+pub mod sniff;
 pub mod store;
 pub mod survey;
 pub mod syscalls;

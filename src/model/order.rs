@@ -94,11 +94,15 @@ impl InodeOrder {
     /// Reads a ranking [`InodeOrder::save`] wrote.
     pub fn load(path: &Path) -> Result<InodeOrder> {
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
+        crate::fsutil::open_noatime(path)
+            .and_then(|(mut f, _)| f.read_to_end(&mut bytes))
             .with_context(|| format!("reading inode order {}", path.display()))?;
         if bytes.len() < 16 || &bytes[..8] != MAGIC {
-            bail!("{} is not a chunkscope inode order file", path.display());
+            bail!(
+                "{} is not a chunkscope inode order file{}",
+                path.display(),
+                crate::sniff::describe_file(path)
+            );
         }
         let n = u64::from_le_bytes(bytes[8..16].try_into().expect("8")) as usize;
         if bytes.len() != 16 + n * 8 {

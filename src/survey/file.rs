@@ -34,8 +34,8 @@ use crate::datastore::snapshots::EntryKind;
 use crate::datastore::Digest;
 use crate::model::Layout;
 
-/// The file's first bytes.
-pub const MAGIC: &[u8; 8] = b"CSSURVEY";
+/// The file's first bytes (kept with every other file's magic in [`crate::sniff`]).
+pub const MAGIC: &[u8; 8] = &crate::sniff::SURVEY_MAGIC;
 /// The format version this build writes and reads.
 pub const VERSION: u32 = 1;
 /// A reference to a chunk that was not listed (its digest follows).
@@ -369,16 +369,38 @@ impl SurveyFile {
     /// Reads the survey file at `path`; a file that is not one, of another version,
     /// truncated or damaged is an error naming it and what is wrong.
     pub fn read(path: &Path) -> Result<SurveyFile> {
-        let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        Self::read_from(f).with_context(|| format!("reading the survey file {}", path.display()))
+        // Without moving its atime: a file handed here by mistake may be a chunk.
+        let (f, _) = crate::fsutil::open_noatime(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Self::read_from(f, path)
+            .with_context(|| format!("reading the survey file {}", path.display()))
     }
 
-    fn read_from(mut f: File) -> Result<SurveyFile> {
+    fn read_from(mut f: File, path: &Path) -> Result<SurveyFile> {
         let mut head = [0u8; 12];
-        f.read_exact(&mut head)
-            .context("shorter than a survey file's first 12 bytes")?;
-        if &head[..8] != MAGIC {
-            bail!("not a chunkscope survey file (it does not start with CSSURVEY)");
+        let not_survey = || {
+            format!(
+                "not a chunkscope survey file (it does not start with CSSURVEY){}",
+                crate::sniff::describe_file(path)
+            )
+        };
+        let mut n = 0;
+        while n < head.len() {
+            match f.read(&mut head[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if n == 0 {
+            bail!("an empty file, not a survey file (was `survey --out` stopped before it wrote?)");
+        }
+        if !MAGIC.starts_with(&head[..n.min(8)]) {
+            bail!(not_survey());
+        }
+        if n < head.len() {
+            bail!("truncated: {n} of its {} header bytes", head.len());
         }
         let version = u32::from_le_bytes(head[8..].try_into().expect("4"));
         if version != VERSION {

@@ -545,7 +545,9 @@ struct Line {
 
 /// Reads the calls of `log` in `format`.
 fn calls(log: &Path, format: Format) -> Result<impl Iterator<Item = Line>> {
-    let f = std::fs::File::open(log).with_context(|| format!("opening {}", log.display()))?;
+    // Without moving its atime: a file handed here by mistake may be a chunk.
+    let (f, _) =
+        crate::fsutil::open_noatime(log).with_context(|| format!("opening {}", log.display()))?;
     let reader = std::io::BufReader::with_capacity(1 << 20, f);
     let mut strace = strace::Parser::default();
     let mut bpf = bpftrace::Parser::default();

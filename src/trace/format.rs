@@ -75,8 +75,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::datastore::Digest;
 
-/// `CSTRACE` and the format generation byte.
-pub const TRACE_MAGIC: [u8; 8] = *b"CSTRACE\x01";
+/// `CSTRACE` and the format generation byte (kept with every other file's magic in
+/// [`crate::sniff`]).
+pub const TRACE_MAGIC: [u8; 8] = crate::sniff::TRACE_MAGIC;
 /// The format's version the writer writes by default: 2, slots in compressed blocks.
 pub const TRACE_VERSION: u32 = 2;
 /// Version 1: the slots one after the other, uncompressed (still read, and written on

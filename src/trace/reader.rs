@@ -196,7 +196,9 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 impl TraceReader {
     /// Opens a trace and reads its header.
     pub fn open(path: &Path) -> Result<TraceReader> {
-        let file = File::open(path).with_context(|| format!("opening trace {}", path.display()))?;
+        // Without moving its atime: a file handed here by mistake may be a chunk.
+        let (file, _) = crate::fsutil::open_noatime(path)
+            .with_context(|| format!("opening trace {}", path.display()))?;
         let mut input = BufReader::with_capacity(1 << 20, file);
         let mut fixed = [0u8; 20];
         let n = read_full(&mut input, &mut fixed)
@@ -209,6 +211,10 @@ impl TraceReader {
             );
         }
         if n < 8 || fixed[..8] != TRACE_MAGIC {
+            let what = crate::sniff::describe_file(path);
+            if !what.is_empty() {
+                bail!("{} is not a chunkscope trace{what}", path.display());
+            }
             bail!(
                 "{} is not a chunkscope trace: it starts with {} instead of the magic {}",
                 path.display(),

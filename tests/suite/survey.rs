@@ -360,6 +360,79 @@ fn bad_input_is_named() {
     assert_eq!(u(&r["chunks"]), u(&good["chunks"]));
 }
 
+/// A file handed to the command that does not read it is named with what it is and which
+/// command does: a survey to `analyze`, a trace to `simulate --survey`, an strace log and a
+/// chunk to `replay`; exit 2 each.
+#[test]
+fn a_file_for_another_command_is_named_with_the_one_that_reads_it() {
+    let tmp = store_dir();
+    let (store, _) = gen(tmp.path(), "s", &["--preset", "tiny", "--seed", "7"]);
+    let survey = tmp.path().join("s.survey");
+    assert_eq!(
+        survey_json(&store, &["--out", survey.to_str().unwrap()]).0,
+        0
+    );
+    let trace = tmp.path().join("t.trace");
+    let o = run(&[
+        "simulate",
+        "--preset",
+        "tiny",
+        "--strategy",
+        "lru",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = tmp.path().join("gc.strace");
+    std::fs::write(
+        &log,
+        "4242  10:20:30.123456 utimensat(AT_FDCWD, \"/ds/.chunks/0000/00\", NULL, 0) = 0 <0.000010>\n",
+    )
+    .unwrap();
+    let chunk = (0..=0xffffu32)
+        .find_map(|p| {
+            let dir = store.join(format!(".chunks/{p:04x}"));
+            std::fs::read_dir(dir)
+                .unwrap()
+                .next()
+                .map(|e| e.unwrap().path())
+        })
+        .unwrap();
+    // An old atime, which a plain read would move (relatime): the chunk must keep it.
+    age_atime(&chunk);
+    let atime = chunk.symlink_metadata().unwrap().atime();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    for (args, says) in [
+        (
+            vec!["analyze".to_string(), s(&survey)],
+            "simulate --survey FILE",
+        ),
+        (
+            vec!["simulate".into(), "--survey".into(), s(&trace)],
+            "it is a chunkscope trace",
+        ),
+        (
+            vec!["replay".into(), s(&log)],
+            "trace import --format strace",
+        ),
+        (vec!["analyze".into(), s(&chunk)], "PBS chunk or blob"),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert!(
+            err.contains(args[args.len() - 1]) && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(
+        chunk.symlink_metadata().unwrap().atime(),
+        atime,
+        "read without O_NOATIME"
+    );
+}
+
 /// The records of each operation in `trace`, by name.
 fn op_counts(trace: &Path) -> std::collections::HashMap<String, u64> {
     let mut r = chunkscope::trace::TraceReader::open(trace).unwrap();
