@@ -265,7 +265,8 @@ pub fn write_csv_files(
         let path = dir.join(format!("{}.csv", f.name));
         let mut body = Vec::with_capacity(f.rows * 64);
         f.write_csv(&mut body)?;
-        std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::fsutil::write_whole(&path, |file| file.write_all(&body))
+            .with_context(|| format!("cannot write {}", path.display()))?;
         files.push(path);
     }
     Ok(files)
@@ -423,8 +424,7 @@ mod parquet_files {
         let mut files = Vec::new();
         for f in frames {
             let path = dir.join(format!("{}.parquet", f.name));
-            let write = || -> Result<()> {
-                let file = std::fs::File::create(&path)?;
+            crate::fsutil::write_whole(&path, |file| -> Result<()> {
                 let mut w = ParquetWriter::new(
                     std::io::BufWriter::new(file),
                     f.columns,
@@ -433,8 +433,8 @@ mod parquet_files {
                 w.write(f)?;
                 w.finish()?.flush()?;
                 Ok(())
-            };
-            write().with_context(|| format!("cannot write {}", path.display()))?;
+            })
+            .with_context(|| format!("cannot write {}", path.display()))?;
             files.push(path);
         }
         Ok(files)

@@ -27,6 +27,38 @@ pub fn open_noatime(path: &Path) -> io::Result<(File, bool)> {
     }
 }
 
+/// Writes the file at `path` whole or not at all: `write` fills a temporary file beside it
+/// (mode 0666 less the umask, as a plain create would give), which is synced and renamed
+/// over `path` once complete. On an error (a full disk) `path` is as it was before, and no
+/// half-written file that looks whole is left for a reader. A `path` that is not a regular
+/// file (`/dev/null`, a FIFO) or is a symbolic link is written in place: a rename would
+/// replace the device or the link itself.
+pub fn write_whole<E: From<io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> Result<(), E>,
+) -> Result<(), E> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)?;
+        return write(&mut f);
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut temp = tempfile::Builder::new()
+        .prefix(".chunkscope-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)?;
+    write(temp.as_file_mut())?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// What a file that is not regular is, for messages.
 pub fn file_type_name(mode: u32) -> &'static str {
     match mode & libc::S_IFMT {
@@ -325,6 +357,50 @@ impl TerminationSignals {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    /// A failed write leaves the file as it was and nothing beside it; a whole one replaces
+    /// it with a plain create's mode; a link and a device are written through, not replaced.
+    #[test]
+    fn a_file_is_written_whole_or_not_at_all() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::fs::write(&path, "old").unwrap();
+        let failed = write_whole(&path, |f| {
+            f.write_all(b"half")?;
+            Err(io::Error::from_raw_os_error(libc::ENOSPC))
+        });
+        assert_eq!(failed.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+
+        write_whole(&path, |f| f.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        // SAFETY: reads the umask and puts it back at once.
+        let umask = unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m
+        };
+        let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask, "a plain create's mode, not 0600");
+
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        write_whole(&link, |f| f.write_all(b"through")).unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "through");
+
+        write_whole(Path::new("/dev/null"), |f| f.write_all(b"x")).unwrap();
+        let null = std::fs::metadata("/dev/null").unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+            &null.file_type()
+        ));
+    }
 
     /// What the demo relies on: a private tmpfs numbers the same files the same way on every
     /// mount, whatever else was created on other tmpfs mounts meanwhile.

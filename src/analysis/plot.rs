@@ -496,7 +496,8 @@ pub fn write_all(dir: &std::path::Path, phases: &[Labelled]) -> Result<Vec<std::
     let mut files = Vec::new();
     let mut put = |name: String, body: String| -> Result<()> {
         let path = dir.join(name);
-        std::fs::write(&path, body).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+        crate::fsutil::write_whole(&path, |f| std::io::Write::write_all(f, body.as_bytes()))
+            .map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
         files.push(path);
         Ok(())
     };

@@ -160,7 +160,8 @@ fn write_json(dest: &std::path::Path, value: &impl serde::Serialize) -> anyhow::
         print!("{text}");
         Ok(())
     } else {
-        std::fs::write(dest, text).with_context(|| format!("writing {}", dest.display()))
+        crate::fsutil::write_whole(dest, |f| std::io::Write::write_all(f, text.as_bytes()))
+            .with_context(|| format!("writing {}", dest.display()))
     }
 }
 

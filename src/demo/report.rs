@@ -648,7 +648,8 @@ pub fn inline_html(text: &str) -> String {
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    crate::fsutil::write_whole(path, |f| std::io::Write::write_all(f, text.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]
