@@ -93,9 +93,9 @@ enum TraceCommand {
     },
 }
 
-/// Exports `file` in `format` to `output` (`-`: standard output). A file is written under a
-/// temporary name beside it and renamed when complete, so a failed export leaves no
-/// half-written file that looks whole.
+/// Exports `file` in `format` to `output` (`-`: standard output). A file is written whole
+/// or not at all ([`crate::fsutil::write_whole`]), so a failed export leaves no half-written
+/// file that looks whole.
 fn export(file: &Path, format: Format, output: &Path) -> Result<()> {
     let mut r = TraceReader::open(file)?;
     let to_stdout = output == Path::new("-");
@@ -103,9 +103,14 @@ fn export(file: &Path, format: Format, output: &Path) -> Result<()> {
     if format == Format::Parquet && to_stdout && std::io::stdout().is_terminal() {
         anyhow::bail!("Parquet is binary: give a file (-o gc.parquet) or redirect standard output");
     }
-    let mut temp = None;
-    let sink: Box<dyn Write + Send> = if to_stdout {
-        Box::new(std::io::stdout())
+    let to = if to_stdout {
+        "standard output".into()
+    } else {
+        output.display().to_string()
+    };
+    let context = || format!("exporting {} to {to}", file.display());
+    if to_stdout {
+        write_export(&mut r, format, std::io::stdout()).with_context(context)?;
     } else {
         let dir = match output.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -118,48 +123,33 @@ fn export(file: &Path, format: Format, output: &Path) -> Result<()> {
                 dir.display()
             );
         }
-        let t = tempfile::Builder::new()
-            .prefix(".chunkscope-export-")
-            // What a plain create would give (0666 less the umask), not a temp file's 0600.
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-            .tempfile_in(dir)
-            .with_context(|| format!("cannot write into {}", dir.display()))?;
-        let f = t.as_file().try_clone()?;
-        temp = Some(t);
-        Box::new(f)
-    };
+        crate::fsutil::write_whole(output, |f| write_export(&mut r, format, f))
+            .with_context(context)?;
+    }
+    warn_truncated(&r);
+    Ok(())
+}
+
+/// Every record of `r` in `format` to `sink`.
+fn write_export(r: &mut TraceReader, format: Format, sink: impl Write + Send) -> Result<()> {
     let out = std::io::BufWriter::with_capacity(1 << 20, sink);
-    let written = |e: anyhow::Error| {
-        let to = if to_stdout {
-            "standard output".into()
-        } else {
-            output.display().to_string()
-        };
-        e.context(format!("exporting {} to {to}", file.display()))
-    };
     match format {
         #[cfg(feature = "parquet")]
         Format::Parquet => {
-            let mut e = ParquetExporter::new(out, r.meta()).map_err(written)?;
+            let mut e = ParquetExporter::new(out, r.meta())?;
             while let Some(rec) = r.next_record()? {
-                e.write(&rec).map_err(written)?;
+                e.write(&rec)?;
             }
-            e.finish().map_err(written)?;
+            e.finish()?;
         }
         _ => {
-            let mut e = Exporter::new(out, format).map_err(|e| written(e.into()))?;
+            let mut e = Exporter::new(out, format)?;
             while let Some(rec) = r.next_record()? {
-                e.write(&rec).map_err(|e| written(e.into()))?;
+                e.write(&rec)?;
             }
-            e.finish().map_err(|e| written(e.into()))?;
+            e.finish()?;
         }
     }
-    if let Some(t) = temp {
-        t.as_file().sync_all()?;
-        t.persist(output)
-            .with_context(|| format!("cannot rename the export to {}", output.display()))?;
-    }
-    warn_truncated(&r);
     Ok(())
 }
 
