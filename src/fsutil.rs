@@ -27,6 +27,20 @@ pub fn open_noatime(path: &Path) -> io::Result<(File, bool)> {
     }
 }
 
+/// Reads up to `buf.len()` bytes; returns how many (less only at end of file).
+pub fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 /// Writes the file at `path` whole or not at all: `write` fills a temporary file beside it
 /// (mode 0666 less the umask, as a plain create would give), which is synced and renamed
 /// over `path` once complete. On an error (a full disk) `path` is as it was before, and no

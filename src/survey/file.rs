@@ -384,15 +384,7 @@ impl SurveyFile {
                 crate::sniff::describe_file(path)
             )
         };
-        let mut n = 0;
-        while n < head.len() {
-            match f.read(&mut head[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let n = crate::fsutil::read_full(&mut f, &mut head)?;
         if n == 0 {
             bail!("an empty file, not a survey file (was `survey --out` stopped before it wrote?)");
         }

@@ -15,7 +15,7 @@
 //! and callers print a warning. A file that is not a trace is refused with its magic shown.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -179,19 +179,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Reads up to `buf.len()` bytes; returns how many (less only at end of file).
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
+use crate::fsutil::read_full;
 
 impl TraceReader {
     /// Opens a trace and reads its header.
