@@ -4,6 +4,10 @@
 //! inodes), and each index file's references in order, made into an index file of the
 //! same kind when the walk opens it.
 //!
+//! Each index file is made with the content bytes (and fidx chunk size) the survey read from
+//! it, so a GC's "Original data usage" is the store's; a didx's chunk boundaries are spread
+//! evenly over its bytes (the GC reads only the digests and the last end).
+//!
 //! What a survey does not see: the atimes and sizes of referenced chunks (it stats only
 //! unreferenced ones: a GC's phase 1 touches the others anyway), so they start at the
 //! survey's time and size 0 (the sweep's byte counts of kept chunks are not the store's);
@@ -48,6 +52,9 @@ impl SurveySource {
 /// made into an index file of that kind when opened.
 pub(super) struct RefIndexes {
     pub(super) fixed: Vec<bool>,
+    /// Each one's content bytes and fidx chunk size; `None` when unknown (a trace's
+    /// indexes): [`CHUNK_SIZE`] a reference.
+    pub(super) sizes: Vec<Option<(u64, u64)>>,
     pub(super) refs: Vec<Vec<u32>>,
     pub(super) not_listed: Vec<Digest>,
     pub(super) chunks: u32,
@@ -137,9 +144,17 @@ impl Source for SurveySource {
             }
         }
         b.referenced = referenced.iter().map(|w| w.count_ones() as usize).sum();
-        let (fixed, refs) = f.indexes.into_iter().map(|i| (i.fixed, i.refs)).unzip();
+        let mut fixed = Vec::with_capacity(f.indexes.len());
+        let mut sizes = Vec::with_capacity(f.indexes.len());
+        let mut refs = Vec::with_capacity(f.indexes.len());
+        for i in f.indexes {
+            fixed.push(i.fixed);
+            sizes.push(Some((i.size, i.chunk_size)));
+            refs.push(i.refs);
+        }
         Ok(Box::new(RefIndexes {
             fixed,
+            sizes,
             refs,
             not_listed: f.not_listed,
             chunks,
@@ -201,14 +216,22 @@ impl IndexSource for RefIndexes {
             })
             .collect();
         let uuid = [0u8; 16];
+        let n = digests.len() as u64;
+        let (size, chunk_size) = self.sizes[id as usize].unwrap_or((n * CHUNK_SIZE, CHUNK_SIZE));
         if self.fixed[id as usize] {
-            let size = digests.len() as u64 * CHUNK_SIZE;
-            crate::datastore::index::fixed_index_bytes(uuid, self.ctime, size, CHUNK_SIZE, &digests)
+            let chunk_size = if chunk_size == 0 {
+                CHUNK_SIZE
+            } else {
+                chunk_size
+            };
+            crate::datastore::index::fixed_index_bytes(uuid, self.ctime, size, chunk_size, &digests)
         } else {
+            // The i-th chunk ends at an even share of the bytes: the last at `size`.
+            let end = |i: u64| (size as u128 * (i + 1) as u128 / n.max(1) as u128) as u64;
             let entries: Vec<(u64, Digest)> = digests
                 .into_iter()
                 .enumerate()
-                .map(|(i, d)| ((i as u64 + 1) * CHUNK_SIZE, d))
+                .map(|(i, d)| (end(i as u64), d))
                 .collect();
             crate::datastore::index::dynamic_index_bytes(uuid, self.ctime, &entries)
         }
@@ -220,6 +243,10 @@ impl IndexSource for RefIndexes {
 
     fn memory(&self) -> Vec<(&'static str, u64)> {
         let refs: usize = self.refs.iter().map(|r| r.capacity() * 4).sum();
-        vec![("index references", refs as u64)]
+        let per_index = std::mem::size_of::<Vec<u32>>()
+            + std::mem::size_of::<Option<(u64, u64)>>()
+            + std::mem::size_of::<bool>();
+        let indexes = self.refs.capacity() * per_index;
+        vec![("index references", (refs + indexes) as u64)]
     }
 }

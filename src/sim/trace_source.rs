@@ -233,6 +233,7 @@ impl Source for TraceSource {
         }
         b.referenced = referenced.iter().filter(|r| **r).count();
         Ok(Box::new(RefIndexes {
+            sizes: vec![None; fixed.len()],
             fixed,
             refs,
             not_listed: Vec::new(),

@@ -15,9 +15,10 @@
 //!    * `1` a directory listed: path (`u16` length, bytes, relative to the store, empty for
 //!      its root), `u64` inode, `u32` entries, each a kind byte (`0` directory, `1` file,
 //!      `2` other), `u64` inode, name (`u16` length, bytes);
-//!    * `2` an index file read: path, a kind byte (`b'f'` fixed, `b'd'` dynamic), `u64`
-//!      references, each a `u32` chunk number, or `u32::MAX` and the 32-byte digest of a
-//!      chunk not listed;
+//!    * `2` an index file read: path, a kind byte (`b'f'` fixed, `b'd'` dynamic), (from
+//!      version 2) `u64` content bytes (fidx: its size, didx: its last end offset) and `u64`
+//!      chunk size (fidx; 0 for didx), `u64` references, each a `u32` chunk number, or
+//!      `u32::MAX` and the 32-byte digest of a chunk not listed;
 //! 4. the unreferenced chunks, each a `u64` chunk number, `i64` atime (epoch seconds) and
 //!    `u64` size, until the number `u64::MAX`;
 //! 5. the trailer: `u64` chunks, references and unreferenced chunks (checked against what
@@ -36,8 +37,11 @@ use crate::model::Layout;
 
 /// The file's first bytes (kept with every other file's magic in [`crate::sniff`]).
 pub const MAGIC: &[u8; 8] = &crate::sniff::SURVEY_MAGIC;
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this build writes (it reads 1 as well: version 1 lacks the indexes'
+/// content bytes, taken as 4 MiB a reference).
+pub const VERSION: u32 = 2;
+/// The chunk size a version-1 file's indexes are taken to have.
+const V1_CHUNK_SIZE: u64 = 4 << 20;
 /// A reference to a chunk that was not listed (its digest follows).
 const NOT_LISTED: u32 = u32::MAX;
 /// The chunk number that ends the unreferenced chunks.
@@ -85,6 +89,11 @@ pub struct IndexRecord {
     pub path: PathBuf,
     /// Fixed (`.fidx`) or dynamic.
     pub fixed: bool,
+    /// Content bytes it describes (fidx: its size; didx: its last end offset): what a GC
+    /// adds to "Original data usage".
+    pub size: u64,
+    /// Its fixed chunk size (fidx; 0 for didx).
+    pub chunk_size: u64,
     /// Its references in order, 4 bytes each: a listed chunk's number, or (from the file's
     /// chunk count on) a chunk not listed ([`SurveyFile::chunk_ref`]).
     pub refs: Vec<u32>,
@@ -248,14 +257,23 @@ impl SurveyWriter {
         self.pending.push(r);
     }
 
-    /// The index file at `path` (relative) with the references given since the last one.
-    pub fn end_index(&mut self, path: &Path, fixed: bool) -> Result<()> {
+    /// The index file at `path` (relative) with the references given since the last one,
+    /// `size` content bytes and (fidx) chunks of `chunk_size`.
+    pub fn end_index(
+        &mut self,
+        path: &Path,
+        fixed: bool,
+        size: u64,
+        chunk_size: u64,
+    ) -> Result<()> {
         let refs = std::mem::take(&mut self.pending);
         self.references += refs.len() as u64;
         let w = self.w();
         w.write_all(&[2])?;
         put_bytes(w, path_bytes(path))?;
         w.write_all(&[if fixed { b'f' } else { b'd' }])?;
+        w.write_all(&size.to_le_bytes())?;
+        w.write_all(&chunk_size.to_le_bytes())?;
         w.write_all(&(refs.len() as u64).to_le_bytes())?;
         for r in &refs {
             match r {
@@ -395,8 +413,8 @@ impl SurveyFile {
             bail!("truncated: {n} of its {} header bytes", head.len());
         }
         let version = u32::from_le_bytes(head[8..].try_into().expect("4"));
-        if version != VERSION {
-            bail!("format version {version}; this chunkscope reads version {VERSION}");
+        if !(1..=VERSION).contains(&version) {
+            bail!("format version {version}; this chunkscope reads versions 1 to {VERSION}");
         }
         let dec = zstd::Decoder::new(f)?;
         let mut r = Reader {
@@ -427,7 +445,7 @@ impl SurveyFile {
             indexes,
             not_listed,
             references,
-        } = read_walk(&mut r, total)?;
+        } = read_walk(&mut r, total, version)?;
         let mut unreferenced = Vec::new();
         loop {
             let number = r.u64().map_err(truncated)?;
@@ -494,7 +512,7 @@ fn truncated_err(e: io::Error) -> anyhow::Error {
 }
 
 /// Section 3, the walk's records, of a file of `total` chunks.
-fn read_walk<R: Read>(r: &mut Reader<R>, total: u64) -> Result<Walk> {
+fn read_walk<R: Read>(r: &mut Reader<R>, total: u64, version: u32) -> Result<Walk> {
     let (mut dirs, mut indexes) = (Vec::new(), Vec::new());
     let path_of = |b: Vec<u8>| {
         PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b))
@@ -531,6 +549,15 @@ fn read_walk<R: Read>(r: &mut Reader<R>, total: u64) -> Result<Walk> {
                     b'd' => false,
                     k => bail!("index {} of kind {k}", path.display()),
                 };
+                // Version 1 did not keep them: PBS's fixed 4 MiB chunks are assumed.
+                let (size, chunk_size) = if version >= 2 {
+                    (
+                        r.u64().map_err(truncated_err)?,
+                        r.u64().map_err(truncated_err)?,
+                    )
+                } else {
+                    (u64::MAX, V1_CHUNK_SIZE)
+                };
                 let n = r.u64().map_err(truncated_err)?;
                 let mut refs = Vec::with_capacity(n.min(1 << 24) as usize);
                 for _ in 0..n {
@@ -548,7 +575,18 @@ fn read_walk<R: Read>(r: &mut Reader<R>, total: u64) -> Result<Walk> {
                     });
                 }
                 references += n;
-                indexes.push(IndexRecord { path, fixed, refs });
+                let size = if size == u64::MAX {
+                    n * V1_CHUNK_SIZE
+                } else {
+                    size
+                };
+                indexes.push(IndexRecord {
+                    path,
+                    fixed,
+                    size,
+                    chunk_size,
+                    refs,
+                });
             }
             t => bail!("a record of tag {t} in the walk (damaged?)"),
         }
@@ -586,7 +624,8 @@ mod tests {
         w.dir(Path::new(""), 2, &entries).unwrap();
         w.reference(ChunkRef::Listed(2));
         w.reference(ChunkRef::NotListed(d(9)));
-        w.end_index(Path::new("vm/1/x.fidx"), true).unwrap();
+        w.end_index(Path::new("vm/1/x.fidx"), true, 5 << 20, 4 << 20)
+            .unwrap();
         w.reference(ChunkRef::Listed(0));
         w.drop_index();
         let unref = [Unreferenced {
@@ -610,12 +649,41 @@ mod tests {
             indexes: vec![IndexRecord {
                 path: "vm/1/x.fidx".into(),
                 fixed: true,
+                size: 5 << 20,
+                chunk_size: 4 << 20,
                 refs: vec![2, 3],
             }],
             not_listed: vec![d(9)],
             unreferenced: unref.to_vec(),
         };
         (dest, expected)
+    }
+
+    /// A version-1 file (no content bytes per index) still reads, its indexes taken as
+    /// 4 MiB a reference.
+    #[test]
+    fn a_version_1_file_reads_with_4_mib_a_reference() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dest, expected) = sample(tmp.path());
+        let bytes = std::fs::read(&dest).unwrap();
+        let mut body = zstd::decode_all(&bytes[12..]).unwrap();
+        // The index record: its path, the kind byte, then the 16 bytes version 1 lacks.
+        let path = b"vm/1/x.fidx";
+        let at = body.windows(path.len()).position(|w| w == path).unwrap() + path.len() + 1;
+        body.drain(at..at + 16);
+        let mut enc = zstd::Encoder::new(Vec::new(), 3).unwrap();
+        enc.include_checksum(true).unwrap();
+        std::io::Write::write_all(&mut enc, &body).unwrap();
+        let mut v1 = bytes[..8].to_vec();
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&enc.finish().unwrap());
+        let old = tmp.path().join("v1.survey");
+        std::fs::write(&old, v1).unwrap();
+        let got = SurveyFile::read(&old).unwrap();
+        assert_eq!(got.indexes[0].size, 2 * (4 << 20));
+        assert_eq!(got.indexes[0].chunk_size, 4 << 20);
+        assert_eq!(got.indexes[0].refs, expected.indexes[0].refs);
+        assert_eq!(got.chunks, expected.chunks);
     }
 
     /// What is written is read back; nothing of the temporary file is left.

@@ -489,7 +489,12 @@ impl Phase1Visitor for Marker<'_> {
         match read {
             Ok(()) => {
                 if let Some(w) = writer.as_mut() {
-                    w.end_index(rel, index.kind() == IndexKind::Fixed)?;
+                    w.end_index(
+                        rel,
+                        index.kind() == IndexKind::Fixed,
+                        index.index_bytes(),
+                        index.chunk_size().unwrap_or(0),
+                    )?;
                 }
             }
             Err(e) => {

@@ -533,6 +533,11 @@ fn surveyed_simulation_is_the_mounted_gc(strategies: &str) {
         let trace = m.trace.as_ref().unwrap();
         let totals = replayed_totals(trace);
         assert_sim_matches(strategy, &report["counters"], &totals, s, 0.0);
+        // The indexes are made with the bytes the survey read: "Original data usage" holds.
+        assert_eq!(
+            s["counters"]["index_data_bytes"], report["counters"]["index_data_bytes"],
+            "{strategy}: the indexes' content bytes"
+        );
         let traced = op_counts(trace);
         for op in [
             "lookup", "getattr", "setattr", "opendir", "readdir", "open", "unlink",
