@@ -182,6 +182,17 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// A copy with the last `groups` entries of [`Totals::dirty_per_txg`] only: what a live
+    /// view polls under the model's lock, which the requests wait for, stays the same size
+    /// however long the mount runs (a group every 5 s: 17,280 a day).
+    pub fn recent(&self, groups: usize) -> Totals {
+        let from = self.dirty_per_txg.len().saturating_sub(groups);
+        Totals {
+            dirty_per_txg: self.dirty_per_txg[from..].to_vec(),
+            ..*self
+        }
+    }
+
     /// Metadata blocks read from the disks: demand misses and prefetch reads.
     pub fn reads(&self) -> u64 {
         self.misses + self.prefetched

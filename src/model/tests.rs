@@ -509,3 +509,26 @@ fn the_metadata_limit_and_the_backups_shrink_the_cache_and_stretch_the_disks() {
     assert!(q.mechanisms().is_empty());
     assert_eq!(q.cache_policy, Policy::Lru);
 }
+
+/// A live snapshot's copy keeps every counter and only the newest groups' dirty blocks.
+#[test]
+fn a_recent_copy_keeps_the_counters_and_the_last_groups() {
+    let t = Totals {
+        ops: 7,
+        misses: 3,
+        txg_syncs: 5,
+        blocks_written: 15,
+        dirty_per_txg: vec![1, 2, 3, 4, 5],
+        ..Totals::default()
+    };
+    let r = t.recent(2);
+    assert_eq!(r.dirty_per_txg, [4, 5]);
+    assert_eq!(
+        Totals {
+            dirty_per_txg: t.dirty_per_txg.clone(),
+            ..r
+        },
+        t
+    );
+    assert_eq!(t.recent(10), t, "fewer groups than asked: all of them");
+}

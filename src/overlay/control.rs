@@ -294,6 +294,10 @@ pub struct Stats {
     pub index_files: Option<u64>,
 }
 
+/// Transaction groups of dirty-block history a live snapshot carries (10 minutes at 5 s a
+/// group): copied under the model's lock, so bounded.
+pub const LIVE_TXG_GROUPS: usize = 120;
+
 /// The cost model's part of [`Stats`].
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelStats {
@@ -301,7 +305,8 @@ pub struct ModelStats {
     pub name: String,
     /// Its clock, ns of modelled time.
     pub clock_ns: u64,
-    /// What it charged so far.
+    /// What it charged so far; of its dirty blocks per transaction group, the last
+    /// [`LIVE_TXG_GROUPS`] (the unmount's `--stats` has them all).
     pub totals: crate::model::Totals,
     /// Blocks dirtied in the open transaction group.
     pub dirty_blocks: u64,
@@ -329,7 +334,7 @@ impl Stats {
             model: inst.model().map(|m| ModelStats {
                 name: m.params().name.clone(),
                 clock_ns: m.clock_ns(),
-                totals: m.totals().clone(),
+                totals: m.totals().recent(LIVE_TXG_GROUPS),
                 dirty_blocks: m.dirty_blocks(),
                 dirty_limit_blocks: m.params().dirty_limit_blocks,
             }),
