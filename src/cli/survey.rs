@@ -157,8 +157,10 @@ fn print_report(r: &SurveyReport) {
         );
     }
     println!(
-        "index files      {} read, {} references to {} distinct chunks{}",
+        "index files      {} read ({} of backup data: a GC's \"Original data usage\"), {} \
+         references to {} distinct chunks{}",
         n(r.index_files),
+        crate::units::human_bytes(r.index_data_bytes),
         n(r.references),
         n(r.referenced),
         if r.referenced_not_listed > 0 {

@@ -137,6 +137,9 @@ pub struct SurveyReport {
     pub unreadable_indexes: Vec<Problem>,
     /// References over all index files read.
     pub references: u64,
+    /// The backup data the index files describe (fidx sizes, didx last ends): what a GC's
+    /// task log calls "Original data usage".
+    pub index_data_bytes: u64,
     /// Distinct chunks referenced (listed or not).
     pub referenced: u64,
     /// Of them, not listed: created after their directory was listed, or missing.
@@ -322,6 +325,7 @@ fn mark_references(
         not_listed: hashbrown::HashSet::new(),
         references: 0,
         index_files: 0,
+        index_data_bytes: 0,
         unreadable: Vec::new(),
         bar: &bar,
     };
@@ -348,6 +352,7 @@ fn mark_references(
     report.unreadable_indexes = unreadable;
     report.index_files = marker.index_files;
     report.references = marker.references;
+    report.index_data_bytes = marker.index_data_bytes;
     report.referenced_not_listed = marker.not_listed.len() as u64;
     report.noatime_refused += tree.noatime_refused();
     Ok(())
@@ -452,6 +457,7 @@ struct Marker<'a> {
     not_listed: hashbrown::HashSet<Digest>,
     references: u64,
     index_files: u64,
+    index_data_bytes: u64,
     unreadable: Vec<Problem>,
     bar: &'a crate::progress::Bar,
 }
@@ -488,6 +494,7 @@ impl Phase1Visitor for Marker<'_> {
         let rel = path.strip_prefix(self.root).unwrap_or(path);
         match read {
             Ok(()) => {
+                self.index_data_bytes += index.index_bytes();
                 if let Some(w) = writer.as_mut() {
                     w.end_index(
                         rel,

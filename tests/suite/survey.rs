@@ -81,6 +81,8 @@ fn a_surveys_counts_are_checks_finds_and_stats() {
     assert_eq!(u(&r["referenced"]), u(&c["referenced_chunks"]));
     assert_eq!(u(&r["references"]), u(&c["references"]));
     assert_eq!(u(&r["index_files"]), u(&c["index_files"]));
+    assert_eq!(u(&r["index_data_bytes"]), u(&c["index_data_bytes"]));
+    assert!(u(&r["index_data_bytes"]) > 0);
     for k in ["chunks", "removable", "pending", "bytes"] {
         assert_eq!(u(&r["garbage"][k]), u(&c["garbage"][k]), "garbage {k}");
     }
