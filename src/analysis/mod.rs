@@ -461,7 +461,7 @@ impl Analyzer {
         p.note_locality(op, rec, touch.then_some(parent), &self.o);
         p.note_write_back(op, rec, touch, clock, &self.o);
         if matches!(op, Op::Readdir | Op::Readdirplus) && rec.errno == 0 {
-            p.note_listing(rec.ino, dirents);
+            p.note_listing(rec.ino, dirents, &self.o);
         }
     }
 

@@ -74,7 +74,54 @@ pub(super) struct PhaseAcc {
     pub(super) entries: u64,
     pub(super) ascending: u64,
     pub(super) pairs: u64,
-    pub(super) dirs: HashMap<u64, Vec<u64>>,
+    pub(super) dirs: DirListings,
+}
+
+/// Each directory's first listing, reduced as it comes: its entries, the distinct metadata
+/// blocks they fall in, and the gaps between its sorted inode numbers (4 bytes a gap, the
+/// only thing kept per entry: a sweep lists every chunk, 84 M on datastore A).
+#[derive(Default)]
+pub(super) struct DirListings {
+    /// Directories listed (by inode).
+    pub(super) seen: hashbrown::HashSet<u64>,
+    pub(super) entries: u64,
+    pub(super) blocks: u64,
+    pub(super) with_2_or_more: u64,
+    pub(super) without_shared_blocks: u64,
+    /// Gaps between consecutive inode numbers within a directory (above `u32::MAX`: kept
+    /// at it, which moves no median a store can have).
+    pub(super) gaps: Vec<u32>,
+    /// A listing's entries, sorted (reused).
+    sorted: Vec<u64>,
+}
+
+impl DirListings {
+    /// The first listing of directory `dir` that returned entries (later ones add nothing).
+    fn first_listing(&mut self, dir: u64, dirents: &[u64], inodes_per_block: u64) {
+        if !self.seen.insert(dir) {
+            return;
+        }
+        self.sorted.clear();
+        self.sorted.extend_from_slice(dirents);
+        self.sorted.sort_unstable();
+        let per_block = inodes_per_block.max(1);
+        let mut blocks = 1;
+        for w in self.sorted.windows(2) {
+            blocks += (w[1] / per_block != w[0] / per_block) as u64;
+        }
+        let n = self.sorted.len() as u64;
+        self.entries += n;
+        self.blocks += blocks;
+        if n >= 2 {
+            self.with_2_or_more += 1;
+            self.without_shared_blocks += (blocks == n) as u64;
+            let gaps = self
+                .sorted
+                .windows(2)
+                .map(|w| (w[1] - w[0]).min(u32::MAX as u64) as u32);
+            self.gaps.extend(gaps);
+        }
+    }
 }
 
 impl PhaseAcc {
@@ -113,7 +160,7 @@ impl PhaseAcc {
             entries: 0,
             ascending: 0,
             pairs: 0,
-            dirs: HashMap::new(),
+            dirs: DirListings::default(),
         }
     }
 
@@ -218,7 +265,7 @@ impl PhaseAcc {
 
     /// A listing of directory `dir` that returned `dirents` (inode numbers, in order).
     #[inline]
-    pub(super) fn note_listing(&mut self, dir: u64, dirents: &[u64]) {
+    pub(super) fn note_listing(&mut self, dir: u64, dirents: &[u64], o: &Options) {
         self.listings += 1;
         self.entries += dirents.len() as u64;
         for w in dirents.windows(2) {
@@ -226,7 +273,7 @@ impl PhaseAcc {
             self.ascending += (w[1] > w[0]) as u64;
         }
         if !dirents.is_empty() {
-            self.dirs.entry(dir).or_insert_with(|| dirents.to_vec());
+            self.dirs.first_listing(dir, dirents, o.inodes_per_block);
         }
     }
 
@@ -253,21 +300,9 @@ impl PhaseAcc {
         let what_if = self.what_if(o);
         let ideal = what_if.last().map_or(0, |w| w.block_writes);
         let writes: u64 = self.per_txg.iter().sum();
-        let mut dir_stats = (0u64, 0u64, 0u64, 0u64, Vec::new());
-        for inos in self.dirs.values_mut() {
-            inos.sort_unstable();
-            let mut blocks: Vec<u64> = inos.iter().map(|i| i / o.inodes_per_block).collect();
-            blocks.dedup();
-            dir_stats.0 += inos.len() as u64;
-            dir_stats.1 += blocks.len() as u64;
-            if inos.len() >= 2 {
-                dir_stats.2 += 1;
-                dir_stats.3 += (blocks.len() == inos.len()) as u64;
-                dir_stats.4.extend(inos.windows(2).map(|w| w[1] - w[0]));
-            }
-        }
-        dir_stats.4.sort_unstable();
-        let ndirs = self.dirs.len().max(1) as f64;
+        let d = &mut self.dirs;
+        d.gaps.sort_unstable();
+        let ndirs = d.seen.len().max(1) as f64;
         Phase {
             records: self.records,
             real_ns: self.real_ns,
@@ -316,11 +351,11 @@ impl PhaseAcc {
                 count: self.listings,
                 entries: self.entries,
                 ascending_pairs: self.ascending as f64 / self.pairs.max(1) as f64,
-                dirs_with_2_or_more: dir_stats.2,
-                dirs_without_shared_blocks: dir_stats.3,
-                mean_entries_per_dir: dir_stats.0 as f64 / ndirs,
-                mean_blocks_per_dir: dir_stats.1 as f64 / ndirs,
-                median_in_dir_gap: dir_stats.4.get(dir_stats.4.len() / 2).copied().unwrap_or(0),
+                dirs_with_2_or_more: d.with_2_or_more,
+                dirs_without_shared_blocks: d.without_shared_blocks,
+                mean_entries_per_dir: d.entries as f64 / ndirs,
+                mean_blocks_per_dir: d.blocks as f64 / ndirs,
+                median_in_dir_gap: d.gaps.get(d.gaps.len() / 2).map_or(0, |&g| g as u64),
             },
             what_if,
             indexes: self.index_starts.len() as u64,
