@@ -346,15 +346,14 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     })
 }
 
-/// `.gc-status` in the store, as PBS writes it after a successful run (beside, then renamed).
+/// `.gc-status` in the store, as PBS writes it after a successful run (beside, then renamed:
+/// [`crate::fsutil::write_whole`]).
 fn write_gc_status(store_path: &Path, report: &gc::GcReport) -> Result<()> {
     let status = gc::gc_status_json(report, &upid(store_path, report.phase1_start));
     let path = store_path.join(crate::datastore::paths::GC_STATUS_FILE);
-    let tmp = path.with_extension("tmp_chunkscope");
-    std::fs::write(&tmp, serde_json::to_vec(&status)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    let json = serde_json::to_vec(&status)?;
+    crate::fsutil::write_whole(&path, |f| std::io::Write::write_all(f, &json))
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// chunkscope's counters after the task log.
