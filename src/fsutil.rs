@@ -73,7 +73,27 @@ pub fn write_whole<E: From<io::Error>>(
     Ok(())
 }
 
-/// What a file that is not regular is, for messages.
+/// A path for a message: as it is where it is printable UTF-8; a byte that is not UTF-8 as
+/// `\xNN`, a control character escaped (`\n`, `\u{1b}`), so that a hostile name can neither
+/// hide in nor rewrite the terminal it is shown on.
+pub fn shown(path: &Path) -> String {
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_encoded_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// What kind of file `mode` is, for messages ("a FIFO", "a symbolic link").
 pub fn file_type_name(mode: u32) -> &'static str {
     match mode & libc::S_IFMT {
         libc::S_IFDIR => "a directory",
@@ -82,6 +102,7 @@ pub fn file_type_name(mode: u32) -> &'static str {
         libc::S_IFBLK => "a block device",
         libc::S_IFSOCK => "a socket",
         libc::S_IFLNK => "a symbolic link",
+        libc::S_IFREG => "a regular file",
         _ => "not a regular file",
     }
 }
@@ -90,10 +111,26 @@ pub fn file_type_name(mode: u32) -> &'static str {
 /// its size. Anything else is refused with `InvalidInput` naming what it is, without blocking:
 /// the open does not wait for a FIFO's writer, and a device is never read.
 pub fn open_regular_noatime(path: &Path) -> io::Result<(File, u64)> {
+    open_regular(path, 0)
+}
+
+/// [`open_regular_noatime`] of a file of a store, where a symbolic link (even a dangling one)
+/// is refused with `InvalidInput`, never followed: what a store's walk reads is in the store.
+pub fn open_regular_noatime_in_store(path: &Path) -> io::Result<(File, u64)> {
+    open_regular(path, libc::O_NOFOLLOW).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a symbolic link (only regular files of the store are read: links are never followed)",
+        ),
+        _ => e,
+    })
+}
+
+fn open_regular(path: &Path, extra: i32) -> io::Result<(File, u64)> {
     let open = |flags: i32| {
         std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(flags | libc::O_NONBLOCK)
+            .custom_flags(flags | extra | libc::O_NONBLOCK)
             .open(path)
     };
     let f = match open(libc::O_NOATIME) {

@@ -65,9 +65,12 @@ where
             Level::DEBUG => "debug: ",
             Level::TRACE => "trace: ",
         };
-        write!(w, "chunkscope: {level}")?;
-        ctx.field_format().format_fields(w.by_ref(), event)?;
-        writeln!(w)
+        // A name from a store or a trace may hold control characters: escaped, so that a
+        // hostile name cannot rewrite the terminal or forge a line of the log.
+        let mut text = String::new();
+        ctx.field_format()
+            .format_fields(Writer::new(&mut text), event)?;
+        writeln!(w, "chunkscope: {level}{}", escape_controls(&text))
     }
 }
 
@@ -102,12 +105,42 @@ pub fn init(level: LevelFilter, file: Option<&Path>) -> Result<()> {
 
 /// Writes the final error of a command: always shown (`-q` does not hide it).
 pub fn final_error(e: &anyhow::Error) {
-    let _ = writeln!(std::io::stderr(), "chunkscope: error: {e:#}");
+    let text = format!("{e:#}");
+    let text = escape_controls(&text);
+    let _ = writeln!(std::io::stderr(), "chunkscope: error: {text}");
+}
+
+/// `text` with its control characters but line feeds escaped (`\u{1b}`, `\t`).
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_but_line_feeds() {
+        assert_eq!(
+            escape_controls("a\u{1b}[31mb\tc\nd"),
+            "a\\u{1b}[31mb\\tc\nd"
+        );
+        assert!(matches!(
+            escape_controls("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn flags_pick_the_level() {

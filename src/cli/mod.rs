@@ -71,7 +71,7 @@ pub enum Outcome {
 
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run() -> i32 {
-    if let Some(e) = destination_without_equals(std::env::args()) {
+    if let Some(e) = destination_without_equals(std::env::args_os()) {
         log::final_error(&e);
         return 2;
     }
@@ -168,15 +168,19 @@ fn write_json(dest: &std::path::Path, value: &impl serde::Serialize) -> anyhow::
 /// `--json FILE.json` or `--csv DIR` (a destination after a space): it would be taken for the
 /// command's input. `--json` alone writes to standard output, `--json=FILE` to a file; the
 /// same for `--csv` and `--csv=DIR`.
-fn destination_without_equals(args: impl Iterator<Item = String>) -> Option<anyhow::Error> {
-    let args: Vec<String> = args.collect();
+fn destination_without_equals(
+    args: impl Iterator<Item = std::ffi::OsString>,
+) -> Option<anyhow::Error> {
+    // Arguments as the kernel gave them: a path need not be UTF-8.
+    let args: Vec<std::ffi::OsString> = args.collect();
     args.windows(2).find_map(|w| {
-        let (flag, value) = (w[0].as_str(), w[1].as_str());
-        if value.starts_with('-') {
+        let (flag, value) = (w[0].to_str()?, &w[1]);
+        let bytes = value.as_encoded_bytes();
+        if bytes.starts_with(b"-") {
             return None;
         }
         let (what, alone) = match flag {
-            "--json" if value.ends_with(".json") => ("a file", "writes the JSON"),
+            "--json" if bytes.ends_with(b".json") => ("a file", "writes the JSON"),
             // A trace after --csv is the command's input; a directory, or a name that is
             // nothing yet, was meant for the tables.
             "--csv" if !std::path::Path::new(value).is_file() => {
@@ -184,6 +188,7 @@ fn destination_without_equals(args: impl Iterator<Item = String>) -> Option<anyh
             }
             _ => return None,
         };
+        let value = crate::fsutil::shown(std::path::Path::new(value));
         Some(anyhow::anyhow!(
             "{flag} {value}: {what} goes after '=' ({flag}={value}); {flag} alone {alone} to \
              standard output"

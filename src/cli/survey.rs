@@ -173,12 +173,11 @@ fn print_report(r: &SurveyReport) {
         }
     );
     let g = &r.garbage;
+    let verdict = garbage_verdict(r);
     println!(
-        "unreferenced     {} chunks ({}): a GC now would remove {}, keep {} as pending{}",
+        "unreferenced     {} chunks ({}): {verdict}{}",
         n(r.unreferenced),
         human_bytes(g.bytes),
-        n(g.removable),
-        n(g.pending),
         if r.vanished > 0 {
             format!("; {} vanished during the survey", n(r.vanished))
         } else {
@@ -218,5 +217,50 @@ fn print_report(r: &SurveyReport) {
              never opened)",
             n(r.noatime_refused)
         );
+    }
+}
+
+/// "s" for any count but one.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// What a GC now would do with the unreferenced chunks: remove those past the cutoff, or stop
+/// before its sweep (an index it cannot read, a chunk directory not the store's own).
+fn garbage_verdict(r: &SurveyReport) -> String {
+    let n = |v: u64| thousands(v);
+    let g = &r.garbage;
+    if r.gc_would_stop {
+        format!(
+            "a GC now would stop before its sweep and remove none ({} named below); of them \
+             {} are past the cutoff, {} within it",
+            match (r.unreadable_indexes.len(), r.odd_chunk_dirs.len()) {
+                (i, 0) => format!("{} index file{} it cannot read", n(i as u64), plural(i)),
+                (0, d) => format!(
+                    "{} chunk director{} not the store's own",
+                    n(d as u64),
+                    if d == 1 { "y" } else { "ies" }
+                ),
+                (i, d) => format!(
+                    "{} unreadable index file{}, {} odd chunk director{}",
+                    n(i as u64),
+                    plural(i),
+                    n(d as u64),
+                    if d == 1 { "y" } else { "ies" }
+                ),
+            },
+            n(g.removable),
+            n(g.pending)
+        )
+    } else {
+        format!(
+            "a GC now would remove {}, keep {} as pending",
+            n(g.removable),
+            n(g.pending)
+        )
     }
 }

@@ -180,16 +180,17 @@ impl IndexFile {
     /// Opens, validates and (up to [`IN_MEMORY_BODY_LIMIT`]) reads an index file; the kind
     /// comes from its magic.
     ///
-    /// Only a regular file is opened (a FIFO, device or directory is refused, without blocking
-    /// on it). The header is checked against the file's size before the body is read: a fixed
-    /// index must be exactly as long as its size and chunk size imply. A larger body stays in
+    /// Only a regular file is opened (a FIFO, device, directory or symbolic link is refused,
+    /// without blocking on it or following it: an index of a store is read where it is). The
+    /// header is checked against the file's size before the body is read: a fixed index must
+    /// be exactly as long as its size and chunk size imply. A larger body stays in
     /// the file and is streamed by [`IndexFile::for_each_digest`], which verifies end offsets
     /// and the checksum as it goes; a smaller one is verified here.
     ///
     /// Index files are not chunks, so their atime is not GC state; they are still opened with
     /// `O_NOATIME` where permitted so that inspection leaves no trace.
     pub fn open(path: &Path) -> Result<IndexFile, FormatError> {
-        let index = IndexFile::open_with_limit(path, IN_MEMORY_BODY_LIMIT)?;
+        let index = IndexFile::open_file(path, IN_MEMORY_BODY_LIMIT, true)?;
         if index.stream.is_none() {
             index.verify().map_err(|e| e.in_file(path))?;
         }
@@ -198,11 +199,22 @@ impl IndexFile {
 
     /// [`IndexFile::open`] without verifying an in-memory body (for `inspect`, which reports a
     /// mismatch instead of refusing the file), with the in-memory limit given.
+    /// A symbolic link is followed here (a file named on the command line), unlike in
+    /// [`IndexFile::open`].
     pub fn open_with_limit(path: &Path, limit: u64) -> Result<IndexFile, FormatError> {
+        IndexFile::open_file(path, limit, false)
+    }
+
+    fn open_file(path: &Path, limit: u64, in_store: bool) -> Result<IndexFile, FormatError> {
         use std::io::Read;
         use std::os::unix::fs::FileExt;
         let io = |e| FormatError::io(path, e);
-        let (mut file, len) = crate::fsutil::open_regular_noatime(path).map_err(io)?;
+        let (mut file, len) = if in_store {
+            crate::fsutil::open_regular_noatime_in_store(path)
+        } else {
+            crate::fsutil::open_regular_noatime(path)
+        }
+        .map_err(io)?;
         let mut header = vec![0u8; INDEX_HEADER_SIZE.min(len as usize)];
         file.read_exact(&mut header).map_err(io)?;
         let kind = validate_header(&header, len).map_err(|e| e.in_file(path))?;

@@ -1,8 +1,9 @@
 //! The phase-1 view of a datastore: which index files exist, and in which order PBS visits them.
 //!
-//! * Step A ([`list_index_files`]): every `*.fidx`/`*.didx` regular file below the root, walking
-//!   without following symlinks and pruning every entry whose name starts with `.` (so `.chunks`
-//!   is never entered).
+//! * Step A ([`list_index_files`]): every path ending in `.fidx`/`.didx` below the root, whatever
+//!   it is (PBS's rule: a symbolic link, a FIFO or a directory of that name is an index that
+//!   cannot be read, so the GC stops before its sweep), walking without following symlinks and
+//!   pruning every entry whose name starts with `.` (so `.chunks` is never entered).
 //! * Step B ([`phase1_order`]): namespaces (root first, then depth-first pre-order over
 //!   `<ns>/ns/<child>` in readdir order, at most 7 levels), then type directories `vm`/`ct`/`host`
 //!   in readdir order, groups in readdir order, snapshots **newest first**, files in readdir order.
@@ -50,10 +51,6 @@ pub enum EntryKind {
 impl EntryKind {
     fn is_dir(self) -> bool {
         self == EntryKind::Dir
-    }
-
-    fn is_file(self) -> bool {
-        self == EntryKind::File
     }
 }
 
@@ -238,12 +235,13 @@ pub fn list_snapshots(tree: &dyn Tree, group: &Path) -> io::Result<Vec<(i64, Pat
 }
 
 /// Index files of a snapshot in readdir order (blobs and `.protected` are listed by PBS but
-/// skipped by GC, so they are not returned).
+/// skipped by GC, so they are not returned). A name of an index is one whatever it is: a
+/// symbolic link or a FIFO of that name is returned, for opening it to refuse.
 pub fn list_snapshot_indexes(tree: &dyn Tree, snapshot: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(tree
         .read_dir(snapshot)?
         .into_iter()
-        .filter(|(name, ty)| ty.is_file() && IndexKind::from_path(Path::new(name)).is_some())
+        .filter(|(name, _)| IndexKind::from_path(Path::new(name)).is_some())
         .map(|(name, _)| snapshot.join(name))
         .collect())
 }
@@ -276,9 +274,10 @@ fn read_walked_dir(
     }
 }
 
-/// Step A: every index file below `root`, hidden entries pruned, symlinks not followed.
-/// A directory that vanished meanwhile is skipped once its parent confirms it
-/// ([`confirm_vanished`]).
+/// Step A: every path below `root` whose name is an index's (`*.fidx`, `*.didx`), whatever it
+/// is (a link, a FIFO, a directory: opening it fails, and the GC with it, as in PBS), hidden
+/// entries pruned, symlinks not followed. A directory that vanished meanwhile is skipped once
+/// its parent confirms it ([`confirm_vanished`]).
 pub fn list_index_files(tree: &dyn Tree, root: &Path) -> Result<BTreeSet<PathBuf>> {
     let mut found = BTreeSet::new();
     let mut stack = vec![(root.to_path_buf(), 0usize)];
@@ -291,10 +290,11 @@ pub fn list_index_files(tree: &dyn Tree, root: &Path) -> Result<BTreeSet<PathBuf
                 continue;
             }
             let path = dir.join(&name);
+            if IndexKind::from_path(&path).is_some() {
+                found.insert(path.clone());
+            }
             if ty.is_dir() {
                 stack.push((path, depth + 1));
-            } else if ty.is_file() && IndexKind::from_path(&path).is_some() {
-                found.insert(path);
             }
         }
     }
@@ -321,10 +321,11 @@ pub fn walk_index_files(tree: &dyn Tree, root: &Path) -> Result<Vec<PathBuf>> {
                 continue;
             }
             let path = dir.join(&name);
+            if IndexKind::from_path(&path).is_some() {
+                found.push(path.clone());
+            }
             if ty.is_dir() {
                 walk(tree, root, &path, depth + 1, found)?;
-            } else if ty.is_file() && IndexKind::from_path(&path).is_some() {
-                found.push(path);
             }
         }
         Ok(())

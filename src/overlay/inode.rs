@@ -66,8 +66,9 @@ impl Handle {
 struct HandleBuf([u8; 8 + MAX_HANDLE_SZ]);
 
 /// The file handle of `name` in directory `dir` (not following a final symlink), or of `dir`
-/// itself when `name` is empty.
-pub fn handle_at(dir: RawFd, name: &std::ffi::CStr) -> io::Result<Handle> {
+/// itself when `name` is empty, with the id of the mount it is on (a name with a mount over
+/// it is on that mount: the handle is of what is mounted there).
+pub fn handle_at(dir: RawFd, name: &std::ffi::CStr) -> io::Result<(Handle, i32)> {
     let mut buf = HandleBuf([0; 8 + MAX_HANDLE_SZ]);
     buf.0[..4].copy_from_slice(&(MAX_HANDLE_SZ as u32).to_ne_bytes());
     let mut mount_id: libc::c_int = 0;
@@ -90,7 +91,10 @@ pub fn handle_at(dir: RawFd, name: &std::ffi::CStr) -> io::Result<Handle> {
         return Err(io::Error::last_os_error());
     }
     let len = u32::from_ne_bytes(buf.0[..4].try_into().expect("4")) as usize;
-    Ok(Handle::from_bytes(&buf.0[..8 + len.min(MAX_HANDLE_SZ)]))
+    Ok((
+        Handle::from_bytes(&buf.0[..8 + len.min(MAX_HANDLE_SZ)]),
+        mount_id,
+    ))
 }
 
 /// Opens a handle relative to the mount of `mount_fd` with `flags` (e.g. `O_PATH`).
@@ -332,7 +336,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), b"x").unwrap();
         let d = std::fs::File::open(dir.path()).unwrap();
-        let h = handle_at(d.as_raw_fd(), &CString::new("f").unwrap()).unwrap();
+        let (h, _) = handle_at(d.as_raw_fd(), &CString::new("f").unwrap()).unwrap();
         let fd = open_handle(d.as_raw_fd(), &h, libc::O_RDONLY).unwrap();
         let mut s = String::new();
         use std::io::Read;
@@ -342,7 +346,7 @@ mod tests {
         let t = InodeTable::default();
         assert_eq!(t.looked_up(42, h.clone()), 0);
         assert_eq!(t.looked_up(42, h.clone()), 0);
-        let other = handle_at(d.as_raw_fd(), &CString::new("").unwrap()).unwrap();
+        let (other, _) = handle_at(d.as_raw_fd(), &CString::new("").unwrap()).unwrap();
         assert_eq!(
             t.looked_up(42, other),
             1,

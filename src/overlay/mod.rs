@@ -110,7 +110,10 @@ pub struct OverlayOptions {
 pub struct Overlay {
     root: OwnedFd,
     root_ino: u64,
+    /// The store's device and mount: a name whose lookup lands on another (a submount, or a
+    /// directory of the same filesystem bound over one of the store's) is refused.
     dev: u64,
+    mount_id: i32,
     inodes: std::sync::Arc<InodeTable>,
     trace: Option<Trace>,
     shadow: Option<std::sync::Arc<shadow::Shadow>>,
@@ -161,7 +164,7 @@ impl Overlay {
         let st = fstat(root.as_raw_fd())
             .map_err(|e| anyhow::anyhow!("stat {}: errno {e}", store.display()))?;
         // File handles need CAP_DAC_READ_SEARCH; fail now rather than on the first lookup.
-        let h = handle_at(root.as_raw_fd(), c"").with_context(|| {
+        let (h, mount_id) = handle_at(root.as_raw_fd(), c"").with_context(|| {
             format!(
                 "{}: the filesystem does not support file handles",
                 store.display()
@@ -180,6 +183,7 @@ impl Overlay {
             root,
             root_ino: st.st_ino,
             dev: st.st_dev,
+            mount_id,
             inodes: std::sync::Arc::new(InodeTable::default()),
             trace: sink.map(Trace::all),
             shadow,
@@ -361,7 +365,10 @@ impl Overlay {
         if st.st_ino == 1 {
             return Err(libc::EIO); // would collide with the root's node id
         }
-        let h = handle_at(dir, name.as_cstr()).map_err(|e| errno_of(&e))?;
+        let (h, mount_id) = handle_at(dir, name.as_cstr()).map_err(|e| errno_of(&e))?;
+        if mount_id != self.mount_id {
+            return Err(libc::EXDEV); // bound over from elsewhere: never followed
+        }
         let generation = self.inodes.looked_up(st.st_ino, h);
         match &self.shadow {
             Some(sh) => {

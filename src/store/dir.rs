@@ -27,10 +27,10 @@ pub struct DirStore {
     /// `getdents64` buffers of closed [`DirHandle`]s, for the next `open_dir`: a sweep opens
     /// 65,536 directories, one (or a prefetch pass's jobs) at a time.
     buffers: std::sync::Mutex<Vec<Box<[u8]>>>,
-    /// The device of `.chunks`, which every chunk directory opened must share; `None` on a
-    /// FUSE mount, whose overlay never crosses into another filesystem itself (`EXDEV`) and
-    /// whose directories all report its device.
-    dev: Option<u64>,
+    /// Where `.chunks` is: every chunk directory opened must be on the same device and the
+    /// same mount (a directory bound over a chunk directory after the layout check is on the
+    /// same device, but is another mount).
+    home: Place,
     /// Where the layout check asks (a chunkscope mount's daemon checks its backing store);
     /// `None`: [`layout::odd_chunk_dirs`] on `root`.
     layout_check: Option<LayoutCheck>,
@@ -52,37 +52,48 @@ enum Identity {
     Fuse(u64),
 }
 
-/// `(st_dev, st_ino)` of `fd` from the attributes the kernel holds (`AT_STATX_DONT_SYNC`):
-/// a FUSE filesystem is not asked.
-fn statx_dev_ino(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+/// Where a directory is: its device and its mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Place {
+    dev: u64,
+    /// The mount's id (`STATX_MNT_ID`); `None` where the kernel does not say (before 5.8).
+    mnt: Option<u64>,
+}
+
+/// `(st_dev, st_ino)` of `fd` and its mount, from the attributes the kernel holds
+/// (`AT_STATX_DONT_SYNC`, no attribute the filesystem must fill): a FUSE filesystem is not
+/// asked.
+fn statx_place(fd: RawFd) -> io::Result<(Place, u64)> {
     statx_with(fd, libc::AT_STATX_DONT_SYNC)
 }
 
-/// The same, asking the filesystem (`AT_STATX_FORCE_SYNC`: a FUSE request).
+/// `(st_dev, st_ino)`, asking the filesystem (`AT_STATX_FORCE_SYNC`: a FUSE request).
 fn statx_dev_ino_sync(fd: &OwnedFd) -> io::Result<(u64, u64)> {
-    statx_with(fd, libc::AT_STATX_FORCE_SYNC)
+    let (place, ino) = statx_with(fd.as_raw_fd(), libc::AT_STATX_FORCE_SYNC)?;
+    Ok((place.dev, ino))
 }
 
-fn statx_with(fd: &OwnedFd, sync: libc::c_int) -> io::Result<(u64, u64)> {
+fn statx_with(fd: RawFd, sync: libc::c_int) -> io::Result<(Place, u64)> {
     // SAFETY: a plain C struct; zeroes are a valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: a valid descriptor, an empty path with AT_EMPTY_PATH, and an out pointer.
     let rc = unsafe {
         libc::statx(
-            fd.as_raw_fd(),
+            fd,
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | sync,
-            libc::STATX_INO,
+            libc::STATX_INO | libc::STATX_MNT_ID,
             &mut stx,
         )
     };
     if rc != 0 {
         return Err(last_err());
     }
-    Ok((
-        libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
-        stx.stx_ino,
-    ))
+    let place = Place {
+        dev: libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+        mnt: (stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id),
+    };
+    Ok((place, stx.stx_ino))
 }
 
 /// `major:minor` of a device, as the mount table names it.
@@ -127,10 +138,10 @@ impl DirStore {
         let chunks_fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // The device from the attributes the kernel has (AT_STATX_DONT_SYNC, no field asked:
         // on a FUSE mount no request, so its trace starts with the GC's own).
-        let (dev, ino) = statx_dev_ino(&chunks_fd)
+        let (home, ino) = statx_place(chunks_fd.as_raw_fd())
             .map_err(|e| io::Error::new(e.kind(), format!("stat {}: {e}", chunks.display())))?;
-        let fuse = is_fuse(dev);
-        let identity = if fuse {
+        let dev = home.dev;
+        let identity = if is_fuse(dev) {
             Identity::Fuse(dev)
         } else {
             let r = std::fs::metadata(&root)?;
@@ -141,7 +152,7 @@ impl DirStore {
             root,
             chunks: chunks_fd,
             buffers: Default::default(),
-            dev: (!fuse).then_some(dev),
+            home,
             layout_check: None,
             identity,
         })
@@ -152,6 +163,25 @@ impl DirStore {
     /// through the mount, so the trace holds only the GC's own requests).
     pub fn set_layout_check(&mut self, check: LayoutCheck) {
         self.layout_check = Some(check);
+    }
+
+    /// What `.chunks/<name>` is, for a chunk directory that would not open as one.
+    fn what_is(&self, name: &[u8], errno: Option<i32>) -> String {
+        match crate::fsutil::lstat_at(self.chunks.as_raw_fd(), name) {
+            Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                let path = self
+                    .root
+                    .join(CHUNK_DIR)
+                    .join(std::ffi::OsStr::from_bytes(name));
+                match std::fs::read_link(&path) {
+                    Ok(to) => format!("a symbolic link to {}", to.display()),
+                    Err(_) => "a symbolic link".to_string(),
+                }
+            }
+            Ok(Some(st)) => crate::fsutil::file_type_name(st.st_mode).to_string(),
+            _ if errno == Some(libc::ELOOP) => "a symbolic link".to_string(),
+            _ => "not a directory".to_string(),
+        }
     }
 
     /// `<root>/.chunks/XXXX/<hex>[suffix]` NUL-terminated in `buf`.
@@ -509,7 +539,7 @@ impl ChunkStore for DirStore {
         let c = name_cstr(&mut nb, name.as_bytes())?;
         let odd = |what: &str| {
             io::Error::other(format!(
-                "{}/{CHUNK_DIR}/{name} is {what}, not a directory of the store's filesystem: \
+                "{}/{CHUNK_DIR}/{name} is {what}, not a directory of the store's own mount: \
                  never followed",
                 self.root.display()
             ))
@@ -526,8 +556,17 @@ impl ChunkStore for DirStore {
             let e = last_err();
             return match e.raw_os_error() {
                 Some(libc::ENOENT) => Ok(None),
-                Some(libc::ELOOP) => Err(odd("a symbolic link")),
-                Some(libc::ENOTDIR) => Err(odd("not a directory")),
+                // O_DIRECTORY wins over O_NOFOLLOW: a symbolic link says ENOTDIR (ELOOP
+                // where a kernel checks the other way round). What it is, for the message.
+                Some(libc::ELOOP | libc::ENOTDIR) => {
+                    Err(odd(&self.what_is(name.as_bytes(), e.raw_os_error())))
+                }
+                // A chunkscope mount's answer for a name that would cross a mount point of
+                // its backing store.
+                Some(libc::EXDEV) => Err(odd(
+                    "a mount point in the mount's backing store (another filesystem, or a \
+                     directory bound there from elsewhere)",
+                )),
                 _ => Err(io::Error::new(
                     e.kind(),
                     format!("opening {}/{CHUNK_DIR}/{name}: {e}", self.root.display()),
@@ -536,16 +575,19 @@ impl ChunkStore for DirStore {
         }
         // SAFETY: new fd.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        if let Some(dev) = self.dev {
-            // SAFETY: a plain C struct; zeroes are a valid value.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: a valid descriptor and out pointer.
-            if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-                return Err(last_err());
-            }
-            if st.st_dev != dev {
-                return Err(odd("the mount point of another filesystem"));
-            }
+        // The layout check ran before the sweep, but a sweep takes hours: a directory bound
+        // over this one since (same device, another mount) or another filesystem mounted
+        // there holds another store's chunks. One statx of the descriptor, answered from
+        // what the kernel holds (no request to a FUSE mount).
+        let (place, _) = statx_place(fd.as_raw_fd())?;
+        if place.dev != self.home.dev {
+            return Err(odd("the mount point of another filesystem"));
+        }
+        if place.mnt != self.home.mnt {
+            return Err(odd(
+                "a mount point (a directory bound there from elsewhere, or another mount of \
+                 the store's filesystem)",
+            ));
         }
         let reused = self.buffers.lock().ok().and_then(|mut free| free.pop());
         Ok(Some(DirHandle {

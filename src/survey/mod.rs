@@ -146,8 +146,11 @@ pub struct SurveyReport {
     pub referenced_not_listed: u64,
     /// Listed chunks no index references.
     pub unreferenced: u64,
-    /// What a GC now would do with them.
+    /// What a GC now would do with them, if it swept: see `gc_would_stop`.
     pub garbage: GarbageCounts,
+    /// A GC now would stop before its sweep and remove none of `garbage` (an index file it
+    /// cannot read, a chunk directory that is not the store's own).
+    pub gc_would_stop: bool,
     /// Unreferenced chunks listed but gone by their stat (removed meanwhile).
     pub vanished: u64,
     /// What else the chunk directories held.
@@ -350,6 +353,7 @@ fn mark_references(
     bar.finish_and_clear();
     unreadable.append(&mut marker.unreadable);
     report.unreadable_indexes = unreadable;
+    report.gc_would_stop = !report.complete();
     report.index_files = marker.index_files;
     report.references = marker.references;
     report.index_data_bytes = marker.index_data_bytes;

@@ -223,3 +223,224 @@ fn a_mount_forced_away_under_a_gc_stops_it_with_one_message() {
         "nothing removed"
     );
 }
+
+/// The GC of `target` with a directory of `y` bound over `x`'s chunk directory `p` as its
+/// sweep starts (after the layout check): it stops at that directory, naming it, and removes
+/// nothing of `y`. Before issue 47 the sweep went through the bound directory (same device,
+/// `O_NOFOLLOW` passed) and removed `y`'s referenced chunks there with exit 0.
+fn bound_during_the_sweep(target: &Path, x: &Path, y: &Path, p: &str) -> String {
+    use chunkscope::gc::{self, log::TaskLog, GcOptions, GcPhase, Hooks};
+    use chunkscope::store::dir::DirStore;
+    let y_before = fingerprint(&y.join(".chunks"));
+    let store = DirStore::open(target).unwrap();
+    let mut log = TaskLog::new(Box::new(std::io::sink()), false);
+    let opts = GcOptions {
+        atime_check: false,
+        ..GcOptions::default()
+    };
+    let mut bind = None;
+    let mut boundary = |b: gc::Boundary| {
+        if b.phase == GcPhase::Sweep && b.start {
+            bind = Some(Bind::new(
+                &y.join(".chunks").join(p),
+                &x.join(".chunks").join(p),
+            ));
+        }
+        Ok(())
+    };
+    let hooks = Hooks {
+        boundary: Some(&mut boundary),
+        ..Hooks::default()
+    };
+    let e = gc::run(&store, &opts, &mut log, hooks).expect_err("the sweep must stop");
+    drop(bind);
+    assert_same_files(
+        &y_before,
+        &fingerprint(&y.join(".chunks")),
+        "the other store lost nothing",
+    );
+    let msg = format!("{e:#}");
+    assert!(msg.contains("aborted in phase 2"), "{msg}");
+    assert!(
+        msg.contains(&format!(".chunks/{p} is a mount point")),
+        "{msg}"
+    );
+    msg
+}
+
+/// Issue 47, point 1: a directory bound over a chunk directory while the sweep runs, directly
+/// and through a mount (whose daemon refuses a lookup that lands on another mount: `EXDEV`).
+#[test]
+fn a_directory_bound_over_a_chunk_directory_during_the_sweep_stops_it() {
+    let dir = store_dir();
+    let (x, y, p) = two_stores(dir.path());
+    bound_during_the_sweep(&x, &x, &y, &p);
+    // Through a mount whose kernel keeps no directory entry (--dir-ttl 0): the sweep's open
+    // of the chunk directory is a lookup the daemon answers, after the bind.
+    let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
+    let mut m = Mount::start(&x, mount_dir.path(), false, &["--dir-ttl", "0"]);
+    let msg = bound_during_the_sweep(&m.mnt, &x, &y, &p);
+    assert!(msg.contains("in the mount's backing store"), "{msg}");
+    m.stop();
+}
+
+/// A symbolically linked chunk directory found by the sweep itself is named as a link (the
+/// kernel answers ENOTDIR to `O_NOFOLLOW|O_DIRECTORY` on a link, not ELOOP).
+#[test]
+fn a_chunk_directory_linked_during_the_sweep_is_named_as_a_link() {
+    use chunkscope::store::{dir::DirStore, ChunkStore};
+    let dir = store_dir();
+    let (x, y, p) = two_stores(dir.path());
+    let store = DirStore::open(&x).unwrap();
+    let link = x.join(".chunks").join(&p);
+    std::fs::rename(&link, dir.path().join("aside")).unwrap();
+    std::os::unix::fs::symlink(y.join(".chunks").join(&p), &link).unwrap();
+    let e = store
+        .open_dir(u16::from_str_radix(&p, 16).unwrap())
+        .err()
+        .unwrap();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!(
+            ".chunks/{p} is a symbolic link to {}",
+            y.join(".chunks").join(&p).display()
+        )),
+        "{msg}"
+    );
+    std::fs::remove_file(&link).unwrap();
+    std::fs::write(&link, b"").unwrap();
+    let msg = store
+        .open_dir(u16::from_str_radix(&p, 16).unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains(&format!(".chunks/{p} is a regular file")),
+        "{msg}"
+    );
+}
+
+/// Issue 47, point 2: a path of an index (`*.fidx`, `*.didx`) that is not a regular file of
+/// the store: a symbolic link (to a valid index outside the store, or dangling), a FIFO, a
+/// directory, a device. PBS's rule: it is an index that cannot be read, so the GC stops
+/// before its sweep (exit 2, nothing removed, the path named); `check` names it (exit 1);
+/// `survey` names it and says a GC would stop, instead of promising its garbage. Before, each
+/// was skipped without a word: check OK, gc exit 0, the chunks only that index referenced
+/// swept.
+#[test]
+fn an_index_path_that_is_not_a_regular_file_stops_the_gc_before_its_sweep() {
+    let dir = store_dir();
+    let (x, _) = gen(dir.path(), "x", &["--preset", "tiny", "--seed", "5"]);
+    let index = walk_files(&x)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "fidx" || e == "didx"))
+        .expect("an index");
+    let outside = dir.path().join("outside.fidx");
+    std::fs::rename(&index, &outside).unwrap();
+    let chunks = |s: &Path| fingerprint(&s.join(".chunks")).len();
+    let before = chunks(&x);
+    type Make = Box<dyn Fn(&Path)>;
+    let outside2 = outside.clone();
+    let kinds: Vec<(&str, Make)> = vec![
+        (
+            "a symbolic link",
+            Box::new(move |p| std::os::unix::fs::symlink(&outside2, p).unwrap()),
+        ),
+        (
+            "a symbolic link",
+            Box::new(|p| std::os::unix::fs::symlink("/nonexistent/x.fidx", p).unwrap()),
+        ),
+        ("a FIFO", Box::new(|p| mknod(p, libc::S_IFIFO | 0o644, 0))),
+        ("a directory", Box::new(|p| std::fs::create_dir(p).unwrap())),
+        (
+            "a character device",
+            Box::new(|p| mknod(p, libc::S_IFCHR | 0o644, libc::makedev(1, 3))),
+        ),
+    ];
+    let name = index.display().to_string();
+    for (what, make) in kinds {
+        make(&index);
+        for args in [&[][..], &["--phase", "sweep"], &["--strategy", "batched"]] {
+            let (code, report, out) = gc(&x, args);
+            assert_eq!(code, 2, "{what} {args:?}: {out}");
+            assert!(
+                out.contains(&name)
+                    && out.contains(what)
+                    && out.contains("before anything was removed"),
+                "{what} {args:?}: {out}"
+            );
+            assert_eq!(
+                report["report"]["counters"]["unlinks"], 0,
+                "{what} {args:?}"
+            );
+        }
+        assert_eq!(chunks(&x), before, "{what}: nothing removed");
+        let (code, r) = check(&x, false);
+        assert_eq!(code, 1, "{what}: {r}");
+        let named = r["corrupt_indexes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == name.as_str())
+            .unwrap_or_else(|| panic!("{what}: check names it: {r}"));
+        assert!(named["problem"].as_str().unwrap().contains(what), "{named}");
+        let o = run(&["survey", "--json", x.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", stderr(&o));
+        let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(s["gc_would_stop"], true, "{what}");
+        assert!(
+            s["unreadable_indexes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["path"] == name.as_str()),
+            "{what}: {s}"
+        );
+        let text = run(&["survey", x.to_str().unwrap()]);
+        assert!(
+            stdout(&text).contains("a GC now would stop before its sweep and remove none"),
+            "{}",
+            stdout(&text)
+        );
+        match std::fs::symlink_metadata(&index).unwrap().is_dir() {
+            true => std::fs::remove_dir(&index).unwrap(),
+            false => std::fs::remove_file(&index).unwrap(),
+        }
+    }
+    // The index back where it was: the store is whole again.
+    std::fs::rename(&outside, &index).unwrap();
+    let (code, report, out) = gc(&x, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        report["counters"]["index_file_count"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+}
+
+fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string; a FIFO or a device node, as root.
+    let rc = unsafe { libc::mknod(c.as_ptr(), mode, dev) };
+    assert_eq!(rc, 0, "mknod {p:?}");
+}
+
+/// Every file below `dir` but those of `.chunks`, sorted.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().is_some_and(|n| n == ".chunks") {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -129,3 +129,43 @@ fn every_json_option_takes_nothing_a_dash_or_a_file_alike() {
         stderr(&o)
     );
 }
+
+/// Issue 47, point 4: a path need not be UTF-8. Before, any such argument panicked in the
+/// argument pre-parser (exit 101), so a store there could not be used at all; and a control
+/// character of a path in an error reached the terminal as it was.
+#[test]
+fn a_store_at_a_path_that_is_not_utf8_is_usable_and_errors_escape_control_characters() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = store_dir();
+    let store = dir.path().join(OsStr::from_bytes(b"st\xff\x01re"));
+    let o = bin()
+        .args(["gen", "--quiet", "--preset", "tiny", "--out"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for cmd in [&["check"][..], &["gc", "--no-atime-check"], &["survey"]] {
+        let o = bin().args(cmd).arg(&store).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{cmd:?}: {}", stderr(&o));
+    }
+    let json = dir.path().join(OsStr::from_bytes(b"report\xfe.json"));
+    let o = bin()
+        .arg("check")
+        .arg({
+            let mut a = std::ffi::OsString::from("--json=");
+            a.push(&json);
+            a
+        })
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(json.is_file());
+    let hostile = dir.path().join("no\x1b[31mred\ttrace");
+    let o = bin().arg("analyze").arg(&hostile).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(!err.contains('\x1b') && !err.contains('\t'), "{err:?}");
+    assert!(err.contains("no\\u{1b}[31mred\\ttrace"), "{err}");
+}
