@@ -137,7 +137,9 @@ fn lock_store(store: &Path) -> Result<std::fs::File> {
         .open(&path)
         .map_err(|e| {
             let hint = if e.raw_os_error() == Some(libc::EROFS) {
-                " (a --shadow mount refuses writes: add --no-lock, nothing else writes through it)"
+                " (the store is on a read-only filesystem: a GC sets atimes and removes chunks, \
+                 so it cannot run there; 'gc --dry-run --no-lock' counts what it would remove, \
+                 and a GC on a --shadow mount of the store runs whole without changing it)"
             } else {
                 ""
             };

@@ -1,6 +1,6 @@
 //! `chunkscope mount`
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -259,23 +259,42 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
     finish(&args, &inst, writer)
 }
 
+/// `path` made canonical, if it is a directory; a FUSE mount whose process is gone (ENOTCONN)
+/// is named as that, with how to clear it.
+fn directory(path: &Path, flag: &str) -> Result<PathBuf> {
+    let stale = |e: &std::io::Error| {
+        matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)).then(|| {
+            anyhow::anyhow!(
+                "{flag} {}: a stale FUSE mount ({e}: its process ended without unmounting); \
+                 clear it with 'umount -l {}' (or 'fusermount3 -uz {}'), then mount again",
+                path.display(),
+                path.display(),
+                path.display()
+            )
+        })
+    };
+    let canonical = match path.canonicalize() {
+        Ok(p) => p,
+        Err(e) => {
+            return Err(stale(&e).unwrap_or_else(|| {
+                anyhow::Error::new(e).context(format!("{flag} {}", path.display()))
+            }))
+        }
+    };
+    match std::fs::metadata(&canonical) {
+        Ok(m) if m.is_dir() => Ok(canonical),
+        Ok(_) => bail!("{flag} {}: not a directory", canonical.display()),
+        Err(e) => Err(stale(&e).unwrap_or_else(|| {
+            anyhow::Error::new(e).context(format!("{flag} {}", canonical.display()))
+        })),
+    }
+}
+
 /// The store and the mountpoint, canonical, refused with what is wrong: not directories, one
 /// inside the other (or the same), a mountpoint with something in it.
 fn checked_paths(args: &MountArgs) -> Result<(PathBuf, PathBuf)> {
-    let store = args
-        .store
-        .canonicalize()
-        .with_context(|| format!("--store {}", args.store.display()))?;
-    if !store.is_dir() {
-        bail!("--store {}: not a directory", store.display());
-    }
-    let mnt = args
-        .mountpoint
-        .canonicalize()
-        .with_context(|| format!("--mountpoint {}", args.mountpoint.display()))?;
-    if !mnt.is_dir() {
-        bail!("--mountpoint {}: not a directory", mnt.display());
-    }
+    let store = directory(&args.store, "--store")?;
+    let mnt = directory(&args.mountpoint, "--mountpoint")?;
     // What is wrong with a mountpoint in the store is that, not that it is not empty.
     if mnt == store {
         bail!(

@@ -413,6 +413,12 @@ pub struct RuleStats {
     pub hits: u64,
 }
 
+/// The most fault rules a mount or a simulation takes.
+pub const MAX_RULES: usize = 4096;
+
+/// The largest rule file read: 1 MiB (thousands of rules' worth of text).
+pub const MAX_RULE_FILE: u64 = 1 << 20;
+
 impl Faults {
     /// Rules in the order they are tried, with the seed of their decisions.
     pub fn new(rules: Vec<Rule>, seed: u64) -> Faults {
@@ -423,27 +429,47 @@ impl Faults {
         }
     }
 
-    /// Rules from command-line texts and rule files (one rule per line, `#` comments).
+    /// Rules from command-line texts and rule files (one rule per line, `#` comments). A
+    /// rule file is a regular file of at most [`MAX_RULE_FILE`] bytes (a FIFO or a device is
+    /// refused without reading it), and there are at most [`MAX_RULES`] rules in all: each is
+    /// tried on every request, so the limit is what a mount can afford, and it is checked
+    /// before a rule more is parsed.
     pub fn load(texts: &[String], files: &[impl AsRef<Path>], seed: u64) -> Result<Faults> {
         let mut rules = Vec::new();
+        let too_many = |at: &str| {
+            anyhow::anyhow!(
+                "{at}: more than {MAX_RULES} fault rules (each is tried on every request); \
+                 a rule with a glob or 'all' covers many operations at once"
+            )
+        };
         for t in texts {
+            if rules.len() == MAX_RULES {
+                return Err(too_many(&format!("--fault '{t}'")));
+            }
             rules.push(Rule::parse(t).with_context(|| format!("--fault '{t}'"))?);
         }
         for f in files {
             let f = f.as_ref();
-            let s = std::fs::read_to_string(f)
+            let bytes = crate::fsutil::read_regular_bounded(f, MAX_RULE_FILE)
                 .with_context(|| format!("reading fault rules {}", f.display()))?;
+            let s = String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "fault rules {}: not text (byte {} is not UTF-8)",
+                    f.display(),
+                    e.utf8_error().valid_up_to()
+                )
+            })?;
             for (i, line) in s.lines().enumerate() {
                 let line = line.split('#').next().unwrap_or("").trim();
                 if line.is_empty() {
                     continue;
                 }
+                if rules.len() == MAX_RULES {
+                    return Err(too_many(&format!("{}:{}", f.display(), i + 1)));
+                }
                 rules
                     .push(Rule::parse(line).with_context(|| format!("{}:{}", f.display(), i + 1))?);
             }
-        }
-        if rules.len() > u16::MAX as usize {
-            bail!("too many fault rules ({})", rules.len());
         }
         Ok(Faults::new(rules, seed))
     }
@@ -552,6 +578,45 @@ impl Faults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 47, point 3: a rule file is bounded by what a mount can use, not by the input:
+    /// `/dev/zero` and a FIFO are refused without reading or blocking, a file over 1 MiB
+    /// before it is read, a rule past the 4,096th before it is parsed.
+    #[test]
+    fn rule_files_are_bounded_and_only_regular_files_are_read() {
+        let no_texts: &[String] = &[];
+        let e = Faults::load(no_texts, &["/dev/zero"], 0).err().unwrap();
+        assert!(
+            format!("{e:#}").contains("only regular files are read"),
+            "{e:#}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("rules.fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = Faults::load(no_texts, &[&fifo], 0).err().unwrap();
+        assert!(format!("{e:#}").contains("a FIFO"), "{e:#}");
+        let big = dir.path().join("big.rules");
+        std::fs::write(&big, vec![b'#'; MAX_RULE_FILE as usize + 1]).unwrap();
+        let e = Faults::load(no_texts, &[&big], 0).err().unwrap();
+        assert!(
+            format!("{e:#}").contains("more than the 1048576 bytes"),
+            "{e:#}"
+        );
+        let many = dir.path().join("many.rules");
+        std::fs::write(&many, "lookup errno=EIO nth=1\n".repeat(MAX_RULES + 1)).unwrap();
+        let e = Faults::load(no_texts, &[&many], 0).err().unwrap();
+        assert!(
+            format!("{e:#}").contains(&format!("many.rules:{}: more than 4096", MAX_RULES + 1)),
+            "{e:#}"
+        );
+        std::fs::write(&many, "lookup errno=EIO nth=1\n".repeat(MAX_RULES)).unwrap();
+        assert_eq!(
+            Faults::load(no_texts, &[&many], 0).unwrap().rules.len(),
+            MAX_RULES
+        );
+    }
 
     fn req(op: Op, ino: u64, name: &[u8]) -> Request<'_> {
         Request {

@@ -6,8 +6,9 @@
 //! in), every chunk with its inode (lookups of digest names: phase 1's touches and the
 //! sweep's stats, which reach every chunk file), the snapshot tree (lookups of other names,
 //! by parent inode), the index files (names ending in `.fidx`, `.didx`) and their references
-//! (each touch attributed to the index file its thread opened last), what the sweep removed
-//! (unlinks).
+//! (each touch attributed to the index file its thread opened last; an index with none, all
+//! of its chunks digest cache hits, refers to the chunk touched last before it), what the
+//! sweep removed (unlinks).
 //!
 //! What a trace does not hold, and how it is filled in: a chunk directory's readdir order
 //! is the order the sweep stat'ed its entries (which is readdir order); a directory of the
@@ -218,17 +219,40 @@ impl Source for TraceSource {
         let mut referenced = vec![false; g.chunks.len()];
         let mut fixed = Vec::new();
         let mut refs = Vec::new();
+        // An index none of whose chunks the GC touched (each a digest cache hit: an unchanged
+        // guest) gets one reference, to the chunk touched last before it: a hit again for
+        // every strategy that deduplicates, so their touches stay the trace's; an index
+        // cannot be empty.
+        let mut last_touched: Option<u32> = None;
         for (ino, touched) in g.indexes {
             let name = &g.tree[&ino].name;
             fixed.push(name.ends_with(".fidx"));
-            refs.push(
-                touched
-                    .into_iter()
-                    .map(|c| {
-                        referenced[c as usize] = true;
-                        number[c as usize]
-                    })
-                    .collect(),
+            let mut r: Vec<u32> = touched
+                .into_iter()
+                .map(|c| {
+                    referenced[c as usize] = true;
+                    number[c as usize]
+                })
+                .collect();
+            match (r.last(), last_touched) {
+                (Some(&c), _) => last_touched = Some(c),
+                (None, Some(c)) => r.push(c),
+                (None, None) => {}
+            }
+            refs.push(r);
+        }
+        // Indexes before the first touch (a guest unchanged since a group visited earlier):
+        // the first chunk touched.
+        if let Some(first) = refs.iter().find_map(|r: &Vec<u32>| r.first().copied()) {
+            for r in refs.iter_mut().filter(|r| r.is_empty()) {
+                r.push(first);
+            }
+        }
+        if last_touched.is_none() {
+            bail!(
+                "the trace has no touch of phase 1 (a dry run, or a sweep alone): it cannot say \
+                 which chunks its {} index files reference; record a GC that marks",
+                fixed.len()
             );
         }
         b.referenced = referenced.iter().filter(|r| **r).count();

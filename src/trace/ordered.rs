@@ -11,6 +11,11 @@ use anyhow::Result;
 
 use super::{Op, Record, RecordView, TraceReader};
 
+/// The widest gap in request numbers a trace may have and still be whole but cut: the
+/// requests in flight when it was cut (the writer's channel holds 16,384 records) and far
+/// fewer in practice.
+const MAX_GAP: u64 = 1 << 20;
+
 /// What [`Ordered`] hands out for each record: the whole [`Record`], or what a consumer
 /// keeps of it, decoded straight from the slot.
 pub trait FromView {
@@ -86,10 +91,21 @@ impl<T: FromView> Ordered<T> {
                 }
             }
             if self.done {
-                // What is left follows a gap: keep its order.
+                // What is left follows a gap: keep its order. A cut trace leaves gaps of the
+                // requests in flight when it was cut; one wider than any reorder window is a
+                // damaged request number (a plain version-1 trace has no checksum).
                 let Some((&seq, _)) = self.pending.iter().find(|(_, s)| s.rec.is_some()) else {
                     return Ok(None);
                 };
+                if seq - self.next > MAX_GAP {
+                    anyhow::bail!(
+                        "{}: the trace is damaged: request number {seq} follows {} (a jump of \
+                         {}, more than a cut trace leaves); no record was left out silently",
+                        self.reader.path().display(),
+                        self.next.wrapping_sub(1),
+                        seq - self.next
+                    );
+                }
                 self.missing += seq - self.next;
                 self.next = seq;
                 continue;
@@ -105,7 +121,13 @@ impl<T: FromView> Ordered<T> {
                 let ino = view.ino();
                 self.pending.entry(seq).or_default().dirents.push(ino);
             } else if seq < self.next {
-                // A duplicate number; cannot happen with our writer.
+                // Every request has one record: a number already passed is damage.
+                anyhow::bail!(
+                    "{}: the trace is damaged: a record has request number {seq}, which came \
+                     before (the next expected is {}); no record was left out silently",
+                    self.reader.path().display(),
+                    self.next
+                );
             } else if seq == self.next && !self.pending.contains_key(&seq) {
                 let rec = T::from_view(&view);
                 self.next += 1;

@@ -9,7 +9,10 @@
 //! a chunk directory that is a symbolic link into another store, another store's directory
 //! bound over one, or a chunk that is a symbolic link to another store's chunk; the other
 //! store must come out untouched (every file, size, atime and mtime), and a GC facing a
-//! foreign chunk directory must stop before it touches anything.
+//! foreign chunk directory must stop before it touches anything. Issue 47 adds another store's
+//! directory bound over one of this store's while the sweep runs (after the layout check),
+//! and an index path that is not a regular file (a symbolic link to a valid index outside
+//! the store, a dangling one, a FIFO, a directory, a device): the GC stops before its sweep.
 //!
 //! CI runs a few cases; hunt longer with
 //!
@@ -66,12 +69,36 @@ enum Hostile {
     BoundDir,
     /// A chunk replaced by a symbolic link to a chunk file of the other store.
     SymlinkedChunk,
+    /// The other store's chunk directory bound over one of this store's once the sweep has
+    /// started (the task log's "Start GC phase2"): the sweep stops there, or has passed it.
+    BoundDuringSweep,
+    /// An index file replaced by something that is not a regular file of the store.
+    Index(IndexKind),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum IndexKind {
+    /// A symbolic link to the index, moved out of the store.
+    LinkOut,
+    Dangling,
+    Fifo,
+    Dir,
+    Device,
 }
 
 impl Hostile {
-    /// True when no GC may run at all (a chunk directory is not the store's own).
+    /// True when no GC may run at all (a chunk directory is not the store's own, an index
+    /// cannot be read).
     fn stops_the_gc(self) -> bool {
-        !matches!(self, Hostile::SymlinkedChunk)
+        !matches!(self, Hostile::SymlinkedChunk | Hostile::BoundDuringSweep)
+    }
+
+    /// What the GC's error says when it stops for this.
+    fn refusal(self) -> &'static str {
+        match self {
+            Hostile::Index(_) => "can't open index",
+            _ => "not the store's own",
+        }
     }
 }
 
@@ -80,10 +107,16 @@ impl Hostile {
 struct Applied {
     _bind: Option<Bind>,
     undo: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    /// For [`Hostile::BoundDuringSweep`]: the other store's directory and this store's, to
+    /// bind when the sweep starts.
+    later: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl Applied {
     fn new(h: Hostile, store: &Path, other: &Path, aside: &Path) -> Applied {
+        if let Hostile::Index(kind) = h {
+            return Applied::index(kind, store, aside);
+        }
         let p = shared_chunk_dir(store, other);
         let (mine, theirs) = (
             store.join(".chunks").join(&p),
@@ -97,7 +130,10 @@ impl Applied {
         };
         let mut undo = Vec::new();
         let mut bind = None;
+        let mut later = None;
         match h {
+            Hostile::Index(_) => unreachable!("above"),
+            Hostile::BoundDuringSweep => later = Some((theirs, mine)),
             Hostile::SymlinkedDir => {
                 std::fs::rename(&mine, aside).unwrap();
                 std::os::unix::fs::symlink(&theirs, &mine).unwrap();
@@ -115,14 +151,106 @@ impl Applied {
                 undo.push((aside.to_path_buf(), chunk));
             }
         }
-        Applied { _bind: bind, undo }
+        Applied {
+            _bind: bind,
+            undo,
+            later,
+        }
     }
+
+    /// The store's first index file (by path) moved to `aside`, and `kind` in its place.
+    fn index(kind: IndexKind, store: &Path, aside: &Path) -> Applied {
+        let index = index_files(store).into_iter().next().expect("an index");
+        std::fs::rename(&index, aside).unwrap();
+        let c = std::ffi::CString::new(index.as_os_str().as_encoded_bytes()).unwrap();
+        let node = |mode, dev| {
+            // SAFETY: a valid C string; a FIFO or a device node, as root.
+            let rc = unsafe { libc::mknod(c.as_ptr(), mode, dev) };
+            assert_eq!(rc, 0, "mknod {index:?}");
+        };
+        match kind {
+            IndexKind::LinkOut => std::os::unix::fs::symlink(aside, &index).unwrap(),
+            IndexKind::Dangling => std::os::unix::fs::symlink("/nonexistent.fidx", &index).unwrap(),
+            IndexKind::Fifo => node(libc::S_IFIFO | 0o644, 0),
+            IndexKind::Dir => std::fs::create_dir(&index).unwrap(),
+            IndexKind::Device => node(libc::S_IFCHR | 0o644, libc::makedev(1, 3)),
+        }
+        Applied {
+            _bind: None,
+            undo: vec![(aside.to_path_buf(), index)],
+            later: None,
+        }
+    }
+}
+
+/// The index files of `store` (`*.fidx`, `*.didx` outside `.chunks`), sorted.
+fn index_files(store: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![store.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().is_some_and(|n| n == ".chunks") {
+                continue;
+            } else if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "fidx" || e == "didx") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `gc` on `target` with `args`, binding `theirs` over `mine` once its task log says the
+/// sweep started; the bind is undone when the GC has ended.
+fn gc_binding_at_the_sweep(
+    target: &Path,
+    args: &[&str],
+    (theirs, mine): &(std::path::PathBuf, std::path::PathBuf),
+) -> (i32, Value, String) {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gc.json");
+    let mut child = bin()
+        .arg("gc")
+        .arg(format!("--json={}", json.display()))
+        .arg("--no-atime-check")
+        .args(args)
+        .arg(target)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    let mut bind = None;
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if bind.is_none() && line.contains("Start GC phase2") {
+            bind = Some(Bind::new(theirs, mine));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let o = child.wait_with_output().unwrap();
+    drop(bind);
+    out.push_str(&String::from_utf8_lossy(&o.stderr));
+    let report = std::fs::read(&json)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or(Value::Null);
+    (o.status.code().unwrap(), report, out)
 }
 
 impl Drop for Applied {
     fn drop(&mut self) {
         for (aside, place) in self.undo.drain(..) {
-            let _ = std::fs::remove_file(&place);
+            if std::fs::symlink_metadata(&place).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_dir(&place);
+            } else {
+                let _ = std::fs::remove_file(&place);
+            }
             let _ = std::fs::rename(&aside, &place);
         }
     }
@@ -176,6 +304,12 @@ fn case() -> impl Strategy<Value = Case> {
                 Hostile::SymlinkedDir,
                 Hostile::BoundDir,
                 Hostile::SymlinkedChunk,
+                Hostile::BoundDuringSweep,
+                Hostile::Index(IndexKind::LinkOut),
+                Hostile::Index(IndexKind::Dangling),
+                Hostile::Index(IndexKind::Fifo),
+                Hostile::Index(IndexKind::Dir),
+                Hostile::Index(IndexKind::Device),
             ]),
         ),
     )
@@ -188,7 +322,12 @@ fn case() -> impl Strategy<Value = Case> {
                 plan,
                 faults: if mount { faults } else { Vec::new() },
                 mount,
-                kill_after_requests: if mount { kill } else { None },
+                // A bind made when the sweep starts is the case's point: no kill before it.
+                kill_after_requests: match hostile {
+                    Some(Hostile::BoundDuringSweep) => None,
+                    _ if mount => kill,
+                    _ => None,
+                },
                 hostile,
             }
         })
@@ -278,6 +417,12 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
         for f in &case.faults {
             extra.extend(["--fault", f.as_str()]);
         }
+        // The kernel keeps no directory entry: the sweep's open of the bound directory is a
+        // lookup the daemon answers.
+        if matches!(case.hostile, Some(Hostile::BoundDuringSweep)) {
+            extra.extend(["--dir-ttl", "0"]);
+        }
+        let later = hostile.as_ref().and_then(|(_, a, _)| a.later.clone());
         let mut mount = case
             .mount
             .then(|| Mount::start(&store, dir.path(), false, &extra));
@@ -312,7 +457,10 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                     killed = true;
                     t.join().unwrap()
                 }
-                _ => gc(&target, &args),
+                _ => match &later {
+                    Some(dirs) if *phase != "mark" => gc_binding_at_the_sweep(&target, &args, dirs),
+                    _ => gc(&target, &args),
+                },
             };
             prop_assert!(
                 (0..=2).contains(&code),
@@ -323,7 +471,9 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                 // A killed mount's daemon cannot answer the check, and an injected fault may
                 // fail the store's opening first: another error then.
                 prop_assert!(
-                    killed || !case.faults.is_empty() || out.contains("not the store's own"),
+                    killed
+                        || !case.faults.is_empty()
+                        || out.contains(case.hostile.unwrap().refusal()),
                     "{:?}: {}",
                     case,
                     out

@@ -444,3 +444,52 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Issue 47, point 5: two messages that sent an admin the wrong way. A GC on a read-only
+/// store suggested `--no-lock` "for a --shadow mount" it was not; a mount over a mountpoint
+/// whose FUSE process died said "not a directory" (the error is ENOTCONN).
+#[test]
+fn a_read_only_store_and_a_stale_mountpoint_are_named_as_what_they_are() {
+    let dir = store_dir();
+    let (s, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "6"]);
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let bind = Bind::new(&s, &ro);
+    let c = std::ffi::CString::new(ro.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string; the bind above, remounted read-only.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    let o = run(&["gc", ro.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("read-only filesystem") && !e.contains("a --shadow mount refuses"),
+        "{e}"
+    );
+    drop(bind);
+
+    let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
+    let mut m = Mount::start(&s, mount_dir.path(), false, &[]);
+    m.kill();
+    let o = run(&[
+        "mount",
+        "--store",
+        s.to_str().unwrap(),
+        "--mountpoint",
+        m.mnt.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("a stale FUSE mount") && e.contains(&format!("umount -l {}", m.mnt.display())),
+        "{e}"
+    );
+}

@@ -641,3 +641,57 @@ fn a_traced_gc_rebuilds_its_store_for_the_simulator() {
         report["counters"]["removed_chunks"]
     );
 }
+
+/// Issue 47, point 5: a trace of an `lru` GC (PBS's default) serves the strategies that
+/// deduplicate, as the guide says (section 9). An index all of whose chunks were digest cache
+/// hits has no touch in the trace; it made the rebuilt store fail for every strategy ("index
+/// has no entries"). Each strategy's distinct touches are the surveyed store's.
+#[test]
+fn a_traced_lru_gc_rebuilds_a_store_for_every_deduplicating_strategy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = gen(
+        dir.path(),
+        "s",
+        &["--preset", "tiny", "--seed", "11", "--dedup", "8"],
+    );
+    let d = dir.path().join("mount");
+    std::fs::create_dir(&d).unwrap();
+    let mut m = Mount::start(&store, &d, true, &["--shadow"]);
+    let (code, report, out) = gc(&m.mnt, &["--no-lock", "--strategy", "lru"]);
+    assert_eq!(code, 0, "{out}");
+    m.stop();
+    let trace = m.trace.clone().unwrap();
+    // The case this is about: fewer touches than index files would leave some without any.
+    let c = &report["counters"];
+    assert!(
+        c["index_file_count"].as_u64().unwrap() > 0 && c["cache_hits"].as_u64().unwrap() > 0,
+        "{c}"
+    );
+    let sim = |source: &[&str]| -> Vec<serde_json::Value> {
+        let mut a = vec![
+            "simulate",
+            "--json",
+            "--model",
+            "zfs-hdd",
+            "--strategy",
+            "lru,prefetch,batched,inode-order",
+        ];
+        a.extend_from_slice(source);
+        let o = run(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let traced = sim(&["--store-trace", trace.to_str().unwrap()]);
+    let surveyed = sim(&["--store", store.to_str().unwrap()]);
+    assert_eq!(traced.len(), 4);
+    for (t, s) in traced.iter().zip(&surveyed) {
+        let strategy = t["strategy"].as_str().unwrap();
+        for key in ["touched", "listings", "unlinks", "removed_chunks"] {
+            assert_eq!(t["counters"][key], s["counters"][key], "{strategy}: {key}");
+        }
+    }
+    assert_eq!(
+        traced[0]["counters"]["utimensat_calls"],
+        c["utimensat_calls"]
+    );
+}
