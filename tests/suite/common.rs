@@ -630,3 +630,31 @@ impl Drop for Bind {
         unsafe { libc::umount2(d.as_ptr(), libc::MNT_DETACH) };
     }
 }
+
+/// A FIFO or device node at `p` (`mode` with its type bits), as root.
+pub fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string; a FIFO or a device node, as root.
+    let rc = unsafe { libc::mknod(c.as_ptr(), mode, dev) };
+    assert_eq!(rc, 0, "mknod {p:?}: {}", std::io::Error::last_os_error());
+}
+
+/// The index files of `store` (`*.fidx`, `*.didx` outside `.chunks`), sorted.
+pub fn index_files(store: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![store.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().is_some_and(|n| n == ".chunks") {
+                continue;
+            } else if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "fidx" || e == "didx") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -162,12 +162,7 @@ impl Applied {
     fn index(kind: IndexKind, store: &Path, aside: &Path) -> Applied {
         let index = index_files(store).into_iter().next().expect("an index");
         std::fs::rename(&index, aside).unwrap();
-        let c = std::ffi::CString::new(index.as_os_str().as_encoded_bytes()).unwrap();
-        let node = |mode, dev| {
-            // SAFETY: a valid C string; a FIFO or a device node, as root.
-            let rc = unsafe { libc::mknod(c.as_ptr(), mode, dev) };
-            assert_eq!(rc, 0, "mknod {index:?}");
-        };
+        let node = |mode, dev| mknod(&index, mode, dev);
         match kind {
             IndexKind::LinkOut => std::os::unix::fs::symlink(aside, &index).unwrap(),
             IndexKind::Dangling => std::os::unix::fs::symlink("/nonexistent.fidx", &index).unwrap(),
@@ -181,26 +176,6 @@ impl Applied {
             later: None,
         }
     }
-}
-
-/// The index files of `store` (`*.fidx`, `*.didx` outside `.chunks`), sorted.
-fn index_files(store: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![store.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.file_name().is_some_and(|n| n == ".chunks") {
-                continue;
-            } else if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|e| e == "fidx" || e == "didx") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// `gc` on `target` with `args`, binding `theirs` over `mine` once its task log says the

@@ -331,10 +331,7 @@ fn a_chunk_directory_linked_during_the_sweep_is_named_as_a_link() {
 fn an_index_path_that_is_not_a_regular_file_stops_the_gc_before_its_sweep() {
     let dir = store_dir();
     let (x, _) = gen(dir.path(), "x", &["--preset", "tiny", "--seed", "5"]);
-    let index = walk_files(&x)
-        .into_iter()
-        .find(|p| p.extension().is_some_and(|e| e == "fidx" || e == "didx"))
-        .expect("an index");
+    let index = index_files(&x).into_iter().next().expect("an index");
     let outside = dir.path().join("outside.fidx");
     std::fs::rename(&index, &outside).unwrap();
     let chunks = |s: &Path| fingerprint(&s.join(".chunks")).len();
@@ -414,82 +411,5 @@ fn an_index_path_that_is_not_a_regular_file_stops_the_gc_before_its_sweep() {
     assert!(
         report["counters"]["index_file_count"].as_u64().unwrap() > 0,
         "{report}"
-    );
-}
-
-fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid C string; a FIFO or a device node, as root.
-    let rc = unsafe { libc::mknod(c.as_ptr(), mode, dev) };
-    assert_eq!(rc, 0, "mknod {p:?}");
-}
-
-/// Every file below `dir` but those of `.chunks`, sorted.
-fn walk_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.file_name().is_some_and(|n| n == ".chunks") {
-                continue;
-            }
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Issue 47, point 5: two messages that sent an admin the wrong way. A GC on a read-only
-/// store suggested `--no-lock` "for a --shadow mount" it was not; a mount over a mountpoint
-/// whose FUSE process died said "not a directory" (the error is ENOTCONN).
-#[test]
-fn a_read_only_store_and_a_stale_mountpoint_are_named_as_what_they_are() {
-    let dir = store_dir();
-    let (s, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "6"]);
-    let ro = dir.path().join("ro");
-    std::fs::create_dir(&ro).unwrap();
-    let bind = Bind::new(&s, &ro);
-    let c = std::ffi::CString::new(ro.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid C string; the bind above, remounted read-only.
-    let rc = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    let o = run(&["gc", ro.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
-    let e = stderr(&o);
-    assert!(
-        e.contains("read-only filesystem") && !e.contains("a --shadow mount refuses"),
-        "{e}"
-    );
-    drop(bind);
-
-    let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
-    let mut m = Mount::start(&s, mount_dir.path(), false, &[]);
-    m.kill();
-    let o = run(&[
-        "mount",
-        "--store",
-        s.to_str().unwrap(),
-        "--mountpoint",
-        m.mnt.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let e = stderr(&o);
-    assert!(
-        e.contains("a stale FUSE mount") && e.contains(&format!("umount -l {}", m.mnt.display())),
-        "{e}"
     );
 }
