@@ -77,8 +77,13 @@ pub fn write_whole<E: From<io::Error>>(
 /// `\xNN`, a control character escaped (`\n`, `\u{1b}`), so that a hostile name can neither
 /// hide in nor rewrite the terminal it is shown on.
 pub fn shown(path: &Path) -> String {
+    shown_bytes(path.as_os_str().as_encoded_bytes())
+}
+
+/// [`shown`] of a name's bytes.
+pub fn shown_bytes(bytes: &[u8]) -> String {
     let mut out = String::new();
-    for chunk in path.as_os_str().as_encoded_bytes().utf8_chunks() {
+    for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
             if c.is_control() {
                 out.extend(c.escape_default());

@@ -421,7 +421,7 @@ impl Analyzer {
     /// Adds one record (in request order) with its listing's entries.
     pub fn push(&mut self, rec: &Record, dirents: &[u64]) {
         let marker = match &rec.name {
-            Name::Text(t) => &**t,
+            Name::Text(t) => t.as_str().unwrap_or(""),
             _ => "",
         };
         self.push_sample(&Sample::of(rec), dirents, marker);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::trace::ordered::FromView;
-use crate::trace::{Name, Op, Record, RecordView};
+use crate::trace::{Name, Op, Record, RecordView, Text};
 
 use super::Analyzer;
 
@@ -72,7 +72,7 @@ impl FromView for Sampled {
                 extra: (0, 0),
             },
             marker: if op == Op::Marker as u16 {
-                v.text().cloned()
+                v.text().map(|t| Arc::from(&*t.shown()))
             } else {
                 None
             },
@@ -88,8 +88,9 @@ fn digest_key(d: &[u8; 32]) -> u64 {
 
 /// What a name that is not a digest is to the analysis.
 #[inline]
-fn text_kind(t: &str) -> SampleName {
-    if t.ends_with(".fidx") || t.ends_with(".didx") {
+fn text_kind(t: &Text) -> SampleName {
+    let t = t.as_bytes();
+    if t.ends_with(b".fidx") || t.ends_with(b".didx") {
         SampleName::Index
     } else {
         SampleName::Other

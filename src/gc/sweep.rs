@@ -46,7 +46,8 @@ fn dir_path<S: ChunkStore>(store: &S, prefix: usize) -> PathBuf {
 
 /// An entry of chunk directory `prefix`, for messages.
 fn entry_path<S: ChunkStore>(store: &S, prefix: usize, name: &[u8]) -> PathBuf {
-    dir_path(store, prefix).join(String::from_utf8_lossy(name).as_ref())
+    dir_path(store, prefix)
+        .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name))
 }
 
 /// Sweeps with the given cutoffs; `dry_run` counts what a GC would remove (the chunks not in
@@ -248,7 +249,7 @@ impl<S: ChunkStore> Sweep<'_, '_, S> {
                     }
                     return Err(anyhow!(
                         "unlinking chunk {} failed on store '{}' ({}) - {e}",
-                        String::from_utf8_lossy(name),
+                        crate::fsutil::shown_bytes(name),
                         self.store.root().display(),
                         dir_path(self.store, prefix).display()
                     ));

@@ -152,6 +152,8 @@ pub fn scan_creation_order(store: &Path) -> Result<Vec<u64>> {
     let root = std::fs::symlink_metadata(store).with_context(|| format!("{}", store.display()))?;
     dirs.push((store.to_path_buf(), root.ino()));
     let mut stack = vec![store.to_path_buf()];
+    // A directory bound (same device) inside the store again is walked once, not forever.
+    let mut seen: hashbrown::HashSet<u64> = hashbrown::HashSet::from([root.ino()]);
     while let Some(dir) = stack.pop() {
         let rd = std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?;
         for e in rd {
@@ -161,6 +163,9 @@ pub fn scan_creation_order(store: &Path) -> Result<Vec<u64>> {
                 continue;
             }
             if m.is_dir() {
+                if !seen.insert(m.ino()) {
+                    continue;
+                }
                 dirs.push((e.path(), m.ino()));
                 stack.push(e.path());
             } else {

@@ -23,7 +23,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
 use super::builder::NodeKind;
 use super::builder::{Builder, IndexSource, Source};
@@ -44,6 +44,8 @@ struct Seen {
 /// The store a trace saw: what one pass over it gathered.
 #[derive(Default)]
 pub struct TraceSource {
+    /// The trace's path (for errors).
+    path: std::path::PathBuf,
     root: Option<u64>,
     chunks_ino: Option<u64>,
     dir_inos: Vec<u64>,
@@ -80,6 +82,7 @@ impl TraceSource {
         let reader =
             TraceReader::open(path).with_context(|| format!("reading {}", path.display()))?;
         let mut g = TraceSource {
+            path: path.to_path_buf(),
             dir_inos: vec![0; CHUNK_SUBDIRS],
             start_s: (reader.meta().start_epoch_ns / 1_000_000_000) as i64,
             ..Default::default()
@@ -95,7 +98,10 @@ impl TraceSource {
                     }
                 }
                 (Some(Op::Lookup), Name::Text(n)) if ok && r.ino != 0 => {
-                    let n: &str = n;
+                    // The simulated tree names a node as a message would (a name that is not
+                    // UTF-8 escaped): its paths are the simulator's own, never opened.
+                    let n = n.shown();
+                    let n: &str = &n;
                     if n == CHUNK_DIR {
                         g.chunks_ino = Some(r.ino);
                         g.root = Some(r.parent);
@@ -182,8 +188,19 @@ impl Source for TraceSource {
         let dir_inos = &g.dir_inos;
         b.add_chunk_dirs(g.chunks_ino.unwrap_or(0), |p| dir_inos[p as usize]);
         let mut stack = vec![(root, 0u32)];
+        // Each inode is placed once: a directory the trace shows inside itself (no real
+        // tree has one; a damaged or hand-made trace can) would make the walk endless.
+        let mut placed: HashSet<u64> = HashSet::from([root]);
         while let Some((ino, node)) = stack.pop() {
             for &(child, s) in children.get(&ino).map_or(&[][..], |v| &v[..]) {
+                if !placed.insert(child) {
+                    bail!(
+                        "{}: the trace is damaged: inode {child} ({}) is looked up under inode \
+                         {ino}, which is inside it (a directory cannot contain itself)",
+                        g.path.display(),
+                        crate::fsutil::shown(Path::new(&s.name))
+                    );
+                }
                 let kind = match g.index_of_ino.get(&child) {
                     Some(&id) => NodeKind::Index(id),
                     None if children.contains_key(&child) => NodeKind::Dir,

@@ -254,13 +254,17 @@ impl<W: Write + Send> ParquetExporter<W> {
     pub fn write(&mut self, r: &Record) -> anyhow::Result<()> {
         use crate::columnar::Value::{Null, T, U};
         let mut hex = [0u8; 64];
+        let shown;
         let name = match &r.name {
             Name::None => Null,
             Name::Digest(d) => {
                 hex::encode_to_slice(d.0, &mut hex).expect("64 hex digits for 32 bytes");
                 T(std::str::from_utf8(&hex).expect("hex is ASCII"))
             }
-            Name::Text(s) => T(s),
+            Name::Text(s) => {
+                shown = s.shown();
+                T(&shown)
+            }
         };
         let unknown;
         let errno = match r.errno {

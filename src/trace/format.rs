@@ -184,8 +184,88 @@ pub enum Name {
     None,
     /// A chunk's digest (a name of 64 hex digits, stored as 32 bytes).
     Digest(Digest),
-    /// A name that is not a digest (or a marker's text).
-    Text(std::sync::Arc<str>),
+    /// A name that is not a digest (or a marker's text), byte for byte.
+    Text(Text),
+}
+
+/// A name as a trace keeps it: its bytes exactly, whether or not they are UTF-8 (a file name
+/// need not be; two names differing only in bytes that are not UTF-8 stay two names). Shown
+/// to people and written to exports through [`Text::shown`].
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Text(std::sync::Arc<[u8]>);
+
+impl Text {
+    /// The name's bytes.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The name, if it is UTF-8 (markers always are).
+    #[inline]
+    pub fn as_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.0).ok()
+    }
+
+    /// The name for a message or an export: as it is where it is printable UTF-8; a byte that
+    /// is not UTF-8 as `\xNN` and a control character escaped (see [`crate::fsutil::shown`]).
+    pub fn shown(&self) -> std::borrow::Cow<'_, str> {
+        match self.as_str() {
+            Some(s) if !s.chars().any(char::is_control) => s.into(),
+            _ => crate::fsutil::shown_bytes(&self.0).into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.as_str() {
+            Some(s) => write!(f, "{s:?}"),
+            None => write!(f, "b\"{}\"", self.0.escape_ascii()),
+        }
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(s.as_bytes().into())
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text(s.into_bytes().into())
+    }
+}
+
+impl From<&[u8]> for Text {
+    fn from(b: &[u8]) -> Text {
+        Text(b.into())
+    }
+}
+
+impl From<Vec<u8>> for Text {
+    fn from(b: Vec<u8>) -> Text {
+        Text(b.into())
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == other.as_bytes()
+    }
 }
 
 /// A record as the reader returns it.

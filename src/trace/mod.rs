@@ -17,7 +17,7 @@ pub mod phases;
 pub mod reader;
 pub mod writer;
 
-pub use format::{KernelCache, Name, Op, RawRecord, Record, TraceMeta};
+pub use format::{KernelCache, Name, Op, RawRecord, Record, Text, TraceMeta};
 pub use marker::Marker;
 pub use reader::{RecordView, TraceReader};
 pub use writer::{Extra, ListingEntries, Observer, TraceSink, TraceWriter, WriterStats};

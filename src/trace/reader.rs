@@ -17,13 +17,12 @@
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use hashbrown::HashMap;
 
 use super::format::{
-    Name, Record, TraceMeta, BLOCK_HEADER, BLOCK_MAGIC, MAX_STRING, SLOT_SIZE, STRING_DEF,
+    Name, Record, Text, TraceMeta, BLOCK_HEADER, BLOCK_MAGIC, MAX_STRING, SLOT_SIZE, STRING_DEF,
     TRACE_MAGIC, TRACE_VERSION, TRACE_VERSION_PLAIN,
 };
 use crate::datastore::Digest;
@@ -138,12 +137,12 @@ const RELEASE_STEP: usize = 4 << 20;
 /// (corrupt or foreign) id far beyond the strings seen goes to a map instead of a huge vector.
 #[derive(Default)]
 struct Strings {
-    dense: Vec<Option<Arc<str>>>,
-    sparse: HashMap<u32, Arc<str>>,
+    dense: Vec<Option<Text>>,
+    sparse: HashMap<u32, Text>,
 }
 
 impl Strings {
-    fn define(&mut self, id: u32, text: Arc<str>) {
+    fn define(&mut self, id: u32, text: Text) {
         let i = id as usize;
         if i < self.dense.len() + 4096 {
             if self.dense.len() <= i {
@@ -155,7 +154,7 @@ impl Strings {
         }
     }
 
-    fn get(&self, id: u32) -> Option<&Arc<str>> {
+    fn get(&self, id: u32) -> Option<&Text> {
         match self.dense.get(id as usize) {
             Some(Some(s)) => Some(s),
             _ => self.sparse.get(&id),
@@ -434,8 +433,7 @@ impl TraceReader {
                     text.extend_from_slice(&copy);
                 }
                 text.truncate(len);
-                self.strings
-                    .define(id as u32, String::from_utf8_lossy(&text).into());
+                self.strings.define(id as u32, text.into());
                 continue;
             }
             match kind {
@@ -463,7 +461,7 @@ impl TraceReader {
 #[derive(Clone, Copy)]
 pub struct RecordView<'a> {
     slot: &'a [u8; SLOT_SIZE],
-    text: Option<&'a Arc<str>>,
+    text: Option<&'a Text>,
 }
 
 impl<'a> RecordView<'a> {
@@ -524,7 +522,7 @@ impl<'a> RecordView<'a> {
     }
     /// A name that is not a digest, or a marker's text.
     #[inline]
-    pub fn text(&self) -> Option<&'a Arc<str>> {
+    pub fn text(&self) -> Option<&'a Text> {
         self.text
     }
 

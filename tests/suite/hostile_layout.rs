@@ -413,3 +413,22 @@ fn an_index_path_that_is_not_a_regular_file_stops_the_gc_before_its_sweep() {
         "{report}"
     );
 }
+
+/// The creation-order scan (`mount --layout-order creation`'s ranking) walks a directory bound
+/// inside the store once: before, a store bound into one of its own directories was walked
+/// twice, each directory ranked twice (and a chain of such binds walked deeper each time).
+#[test]
+fn the_creation_order_scan_walks_a_directory_bound_inside_the_store_once() {
+    let dir = store_dir();
+    let root = dir.path().join("s");
+    std::fs::create_dir_all(root.join("vm/100/loop")).unwrap();
+    std::fs::write(root.join("vm/100/index.json.blob"), b"x").unwrap();
+    let _bind = Bind::new(&root, &root.join("vm/100/loop"));
+    let inos = chunkscope::model::order::scan_creation_order(&root).unwrap();
+    let mut sorted = inos.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), inos.len(), "an inode ranked twice: {inos:?}");
+    // s, vm, 100 and loop (the bound directory is the store itself: ranked as s), one file.
+    assert_eq!(inos.len(), 4, "{inos:?}");
+}

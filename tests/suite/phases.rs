@@ -98,7 +98,8 @@ fn without_the_atime_check_phase_1_starts_at_the_first_index() {
     let mut records = Ordered::<Record>::new(TraceReader::open(&trace).unwrap());
     let mut first_index = None;
     while let Some((r, _)) = records.next_record().unwrap() {
-        let index = matches!(&r.name, chunkscope::trace::Name::Text(t) if t.ends_with("idx"));
+        let index =
+            matches!(&r.name, chunkscope::trace::Name::Text(t) if t.as_bytes().ends_with(b"idx"));
         if r.op == Op::Lookup as u16 && index {
             first_index = Some(r.seq);
             break;

@@ -876,3 +876,48 @@ fn a_damaged_request_number_in_a_plain_trace_is_named_not_dropped() {
         }
     }
 }
+
+/// Issue 47, point 4: names are kept byte for byte. Two names that differ only in bytes that
+/// are not UTF-8 read back as two names (they were both read as "vm-\u{fffd}" before); the
+/// dump and the exports show such bytes as `\xNN` and escape control characters.
+#[test]
+fn names_that_are_not_utf8_read_back_byte_exact_and_are_escaped_when_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("names.trace");
+    let (writer, sink) = TraceWriter::start(&path, meta()).unwrap();
+    let names: [&[u8]; 3] = [b"vm-\xff", b"vm-\xfe", b"ct-\x1b[2J"];
+    for (i, n) in names.iter().enumerate() {
+        sink.record(rec(Op::Lookup, i as u64, n));
+    }
+    drop(sink);
+    writer.finish().unwrap();
+    let (recs, torn) = read_all(&path);
+    assert_eq!(torn, None);
+    let got: Vec<&[u8]> = recs
+        .iter()
+        .map(|r| match &r.name {
+            Name::Text(t) => t.as_bytes(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(got, names.to_vec());
+    assert_ne!(recs[0].name, recs[1].name);
+    let o = run(&["trace", "export", "--format", "csv", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    for want in ["vm-\\xff", "vm-\\xfe", "ct-\\u{1b}[2J"] {
+        assert!(csv.contains(want), "{want} in {csv}");
+    }
+    assert!(
+        !csv.contains('\u{fffd}') && !csv.contains('\u{1b}'),
+        "{csv}"
+    );
+    let o = run(&["trace", "dump", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dump = stdout(&o);
+    assert!(
+        dump.contains("vm-\\xff") && dump.contains("vm-\\xfe"),
+        "{dump}"
+    );
+    assert!(!dump.contains('\u{1b}'), "{dump}");
+}

@@ -155,7 +155,9 @@ impl FromView for Request {
     fn from_view(v: &RecordView<'_>) -> Request {
         let name = match (v.digest(), v.text()) {
             (Some(d), _) => NameClass::of_digest(d),
-            (None, Some(t)) if v.op() != Op::Marker as u16 => NameClass::of_text(t),
+            (None, Some(t)) if v.op() != Op::Marker as u16 => {
+                t.as_str().map_or(NameClass::Other, NameClass::of_text)
+            }
             _ => NameClass::None,
         };
         Request {
@@ -547,7 +549,7 @@ impl FromView for Item {
     fn from_view(v: &RecordView<'_>) -> Item {
         let req = Request::from_view(v);
         let marker = (req.op == Op::Marker as u16)
-            .then(|| v.text().cloned())
+            .then(|| v.text().map(|t| std::sync::Arc::from(&*t.shown())))
             .flatten();
         Item { req, marker }
     }
