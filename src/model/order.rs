@@ -93,9 +93,14 @@ impl InodeOrder {
 
     /// Reads a ranking [`InodeOrder::save`] wrote.
     pub fn load(path: &Path) -> Result<InodeOrder> {
+        // A regular file only (a device or a FIFO would be read without end), as long as
+        // its size says: 8 bytes an inode.
         let mut bytes = Vec::new();
-        crate::fsutil::open_noatime(path)
-            .and_then(|(mut f, _)| f.read_to_end(&mut bytes))
+        crate::fsutil::open_regular_noatime(path)
+            .and_then(|(f, len)| {
+                bytes.reserve_exact(len as usize);
+                f.take(len).read_to_end(&mut bytes)
+            })
             .with_context(|| format!("reading inode order {}", path.display()))?;
         if bytes.len() < 16 || &bytes[..8] != MAGIC {
             bail!(

@@ -255,9 +255,10 @@ impl ModelParams {
         if PRESETS.contains(&spec) || !std::path::Path::new(spec).exists() {
             return ModelParams::preset(spec);
         }
-        let text =
-            std::fs::read_to_string(spec).with_context(|| format!("reading model file {spec}"))?;
-        let p: ModelParams = serde_json::from_str(&text)
+        // A model file is a few hundred bytes of JSON; 1 MiB is far more than any needs.
+        let text = crate::fsutil::read_regular_bounded(std::path::Path::new(spec), 1 << 20)
+            .with_context(|| format!("reading model file {spec}"))?;
+        let p: ModelParams = serde_json::from_slice(&text)
             .with_context(|| format!("model file {spec}: not a valid model (JSON)"))?;
         p.validate().with_context(|| format!("model file {spec}"))?;
         Ok(p)

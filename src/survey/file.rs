@@ -481,10 +481,15 @@ impl SurveyFile {
             );
         }
         // The end of the frame, where zstd checks the content checksum.
+        // One byte more is enough to refuse: what follows is never read whole (a frame may
+        // decompress to any size).
         let mut rest = Vec::new();
-        r.r.read_to_end(&mut rest).map_err(truncated)?;
+        (&mut r.r)
+            .take(1)
+            .read_to_end(&mut rest)
+            .map_err(truncated)?;
         if !rest.is_empty() {
-            bail!("{} bytes after the trailer", rest.len());
+            bail!("data after the trailer");
         }
         Ok(SurveyFile {
             header,

@@ -497,8 +497,9 @@ impl Importer<'_> {
 
 /// The store root of a log: `store` if given, else the directory above the first
 /// `.chunks` in a path of it.
-fn find_root(lines: &mut dyn Iterator<Item = Syscall>) -> Option<PathBuf> {
-    for s in lines {
+fn find_root(lines: &mut dyn Iterator<Item = Result<Line>>) -> Result<Option<PathBuf>> {
+    for line in lines {
+        let Some(s) = line?.call else { continue };
         for p in [
             s.path.as_deref(),
             s.dir.as_deref(),
@@ -510,17 +511,17 @@ fn find_root(lines: &mut dyn Iterator<Item = Syscall>) -> Option<PathBuf> {
             if let Some(at) = p.find(&format!("/{CHUNK_DIR}")) {
                 let end = at + 1 + CHUNK_DIR.len();
                 if p.len() == end || p.as_bytes()[end] == b'/' {
-                    return Some(PathBuf::from(&p[..at.max(1)]));
+                    return Ok(Some(PathBuf::from(&p[..at.max(1)])));
                 }
             }
         }
     }
-    None
+    Ok(None)
 }
 
 /// The store a log's calls are on: the directory above the first `.chunks` in its paths.
 pub fn store_of(log: &Path, format: Format) -> Result<PathBuf> {
-    find_root(&mut calls(log, format)?.filter_map(|c| c.call)).with_context(|| {
+    find_root(&mut calls(log, format)?)?.with_context(|| {
         format!(
             "{}: no call on a datastore's .chunks in it: not a {} log of a GC? (--store \
              names the store)",
@@ -543,23 +544,58 @@ struct Line {
     lost: u64,
 }
 
-/// Reads the calls of `log` in `format`.
-fn calls(log: &Path, format: Format) -> Result<impl Iterator<Item = Line>> {
+/// The longest line a log may have: strace prints a path whole (4,096 bytes, each byte up
+/// to four when escaped) and a string argument cut at `-s`; a longer line is not a log's.
+const MAX_LINE: usize = 1 << 20;
+
+/// Reads the calls of `log` in `format`, line by line; a read error or a line longer than
+/// [`MAX_LINE`] ends it with an error naming the log and the line.
+fn calls(log: &Path, format: Format) -> Result<impl Iterator<Item = Result<Line>>> {
     // Without moving its atime: a file handed here by mistake may be a chunk.
     let (f, _) =
         crate::fsutil::open_noatime(log).with_context(|| format!("opening {}", log.display()))?;
-    let reader = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, f);
     let mut strace = strace::Parser::default();
     let mut bpf = bpftrace::Parser::default();
     let mut n = 0u64;
-    Ok(reader.split(b'\n').map_while(Result::ok).map(move |raw| {
+    let mut raw = Vec::new();
+    let mut failed = false;
+    let log = log.to_path_buf();
+    Ok(std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        raw.clear();
         n += 1;
+        let read =
+            std::io::Read::take(&mut reader, MAX_LINE as u64 + 1).read_until(b'\n', &mut raw);
+        match read {
+            Ok(0) => return None,
+            Ok(_) if raw.len() > MAX_LINE => {
+                failed = true;
+                return Some(Err(anyhow::anyhow!(
+                    "{}: line {n} is longer than {MAX_LINE} bytes: not a syscall log",
+                    crate::fsutil::shown(&log)
+                )));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                failed = true;
+                return Some(Err(anyhow::anyhow!(
+                    "{}: reading line {n}: {e}",
+                    crate::fsutil::shown(&log)
+                )));
+            }
+        }
+        if raw.last() == Some(&b'\n') {
+            raw.pop();
+        }
         let line = String::from_utf8_lossy(&raw);
         let (call, lost) = match format {
             Format::Strace => (strace.line(&line), 0),
             Format::Bpftrace => (bpf.line(&line), bpftrace::lost_events(&line).unwrap_or(0)),
         };
-        Line { n, call, lost }
+        Some(Ok(Line { n, call, lost }))
     }))
 }
 
@@ -578,7 +614,13 @@ pub fn import(
     };
     // The trace's start: the first call's time (since the epoch with -ttt or bpftrace's
     // wall clock; with -tt, the day of the log's last change).
-    let first = calls(log, format)?.find_map(|c| c.call);
+    let mut first = None;
+    for line in calls(log, format)? {
+        if let Some(c) = line?.call {
+            first = Some(c);
+            break;
+        }
+    }
     let Some(first) = first else {
         bail!(
             "{}: no utimensat, fstatat, statx, getdents64, unlinkat or openat call in it",
@@ -619,6 +661,7 @@ pub fn import(
         },
     };
     for line in calls(log, format)? {
+        let line = line?;
         im.report.lines = line.n;
         im.report.lost_events += line.lost;
         match line.call {

@@ -465,3 +465,63 @@ fn a_trace_with_inode_numbers_near_2_64_is_simulated_within_bounds() {
         }
     }
 }
+
+/// Issue 47, point 3: every file a command reads is bounded by what its format allows. A
+/// model file, an inode ranking and a syscall log at `/dev/zero` (or a FIFO) were read
+/// without end; now each is refused by name, in bounded memory, without blocking.
+#[test]
+fn model_files_rankings_and_syscall_logs_are_read_within_their_formats_bounds() {
+    use chunkscope::trace::{Op, RawRecord, TraceMeta, TraceWriter};
+    let dir = store_dir();
+    let d = dir.path();
+    let fifo = d.join("fifo");
+    mknod(&fifo, libc::S_IFIFO | 0o600, 0);
+    let big = write(&d.join("big.json"), &vec![b' '; (1 << 20) + 1]);
+    for model in ["/dev/zero", s(&fifo)] {
+        expect(
+            &["simulate", "--preset", "tiny", "--model", model],
+            2,
+            &["reading model file", model],
+        );
+    }
+    expect(
+        &["simulate", "--preset", "tiny", "--model", s(&big)],
+        2,
+        &[s(&big), "more than the 1048576 bytes allowed"],
+    );
+
+    let trace = d.join("t.trace");
+    let (writer, sink) = TraceWriter::start(&trace, TraceMeta::default()).unwrap();
+    sink.record(RawRecord::new(Op::Getattr));
+    drop(sink);
+    writer.finish().unwrap();
+    for order in ["/dev/zero", s(&fifo)] {
+        expect(
+            &["replay", s(&trace), "--model", "zfs-hdd", "--order", order],
+            2,
+            &["reading inode order", order],
+        );
+    }
+
+    // A log without a line end: refused at its first line, not read into memory whole.
+    let store = d.join("store");
+    std::fs::create_dir_all(store.join(".chunks")).unwrap();
+    let long = write(&d.join("long.log"), &vec![b'x'; (1 << 20) + 10]);
+    for log in ["/dev/zero", s(&long)] {
+        expect(
+            &[
+                "trace",
+                "import",
+                "--format",
+                "strace",
+                "--store",
+                s(&store),
+                "--out",
+                s(&d.join("imported.trace")),
+                log,
+            ],
+            2,
+            &[log, "line 1 is longer than 1048576 bytes"],
+        );
+    }
+}
