@@ -129,6 +129,25 @@ pub(super) fn flock(start: u64, end: u64, typ: i32) -> libc::flock {
     fl
 }
 
+/// The file handle the kernel keeps for an open backing file: the descriptor in the low 32
+/// bits, and bit 32 set when the backing file is open with `O_DIRECT` (its writes then go
+/// through an aligned copy, see [`super::files`]).
+pub(super) fn handle(fd: std::os::fd::RawFd, direct: bool) -> fuser::FileHandle {
+    fuser::FileHandle(fd as u32 as u64 | (direct as u64) << 32)
+}
+
+/// The backing descriptor of a file handle ([`handle`]).
+#[inline]
+pub(super) fn fd_of(fh: fuser::FileHandle) -> std::os::fd::RawFd {
+    fh.0 as u32 as std::os::fd::RawFd
+}
+
+/// Whether the handle's backing file is open with `O_DIRECT` ([`handle`]).
+#[inline]
+pub(super) fn is_direct(fh: fuser::FileHandle) -> bool {
+    fh.0 >> 32 & 1 == 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +193,13 @@ mod tests {
         to_time(i64::MAX, 999_999_999);
         assert_eq!(time_ns(-5, 0), 0);
         assert_eq!(time_ns(i64::MAX, 0), u64::MAX);
+    }
+
+    #[test]
+    fn a_handle_carries_its_descriptor_and_whether_it_is_direct() {
+        for (fd, direct) in [(0, false), (3, true), (i32::MAX, true), (19_999, false)] {
+            let fh = handle(fd, direct);
+            assert_eq!((fd_of(fh), is_direct(fh)), (fd, direct));
+        }
     }
 }

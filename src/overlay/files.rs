@@ -2,19 +2,19 @@
 //! and extended attributes. The [`super::fs`] `Filesystem` hands them here.
 
 use std::ffi::{CStr, OsStr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 
 use fuser::{
     FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLock, ReplyOpen,
     ReplyWrite, ReplyXattr, Request,
 };
 
-use super::convert::{err, flock};
+use super::convert::{err, fd_of, flock, handle, is_direct};
 use super::fs::IntoRawKeep;
 use super::inode::Fd;
 use super::record::{Done, Finish};
 use super::sys::{self, CName, ProcPath};
-use super::{unless, Overlay, BUF};
+use super::{unless, with_aligned, Overlay};
 use crate::faults::Decision;
 use crate::trace::Op;
 
@@ -32,8 +32,19 @@ impl Overlay {
         let writes = fl & libc::O_ACCMODE != libc::O_RDONLY || fl & libc::O_TRUNC != 0;
         let dec = self.admit(Op::Open, ino, b"", false, false);
         let r = unless(dec, || if writes { self.writable() } else { Ok(()) });
+        // O_DIRECT is passed on; a backing filesystem that refuses it (EINVAL) gets the
+        // open without it, and the kernel is told to keep no pages of this file (the
+        // caller still bypasses every cache above the backing store's).
+        let direct = fl & libc::O_DIRECT != 0;
+        let mut fallback = false;
         let r = r
-            .and_then(|()| self.fd(ino, self.read_flags(fl)))
+            .and_then(|()| match self.fd(ino, self.read_flags(fl)) {
+                Err(libc::EINVAL) if direct => {
+                    fallback = true;
+                    self.fd(ino, self.read_flags(fl & !libc::O_DIRECT))
+                }
+                r => r,
+            })
             .map(|fd| match fd {
                 Fd::Owned(o) => o.into_raw_fd_keep(),
                 Fd::Root(_) => unreachable!("root is opened with openat"),
@@ -49,7 +60,8 @@ impl Overlay {
             dec,
         );
         self.answer(hold, move || match r {
-            Ok(fd) => reply.opened(FileHandle(fd as u64), FopenFlags::empty()),
+            Ok(fd) if fallback => reply.opened(handle(fd, false), FopenFlags::FOPEN_DIRECT_IO),
+            Ok(fd) => reply.opened(handle(fd, direct), FopenFlags::empty()),
             Err(e) => reply.error(err(e)),
         });
     }
@@ -66,14 +78,13 @@ impl Overlay {
         let t0 = self.t0();
         self.caller(req);
         let dec = self.admit(Op::Read, ino, b"", false, false);
-        BUF.with(|b| {
-            let mut buf = b.borrow_mut();
-            buf.resize(size as usize, 0);
+        // Aligned, as a backing file open with O_DIRECT needs (any other takes it as well).
+        with_aligned(size as usize, |buf| {
             let r = unless(dec, || {
                 // SAFETY: buf is writable for `size` bytes.
                 sys::rc_size(unsafe {
                     libc::pread(
-                        fh.0 as RawFd,
+                        fd_of(fh),
                         buf.as_mut_ptr() as *mut libc::c_void,
                         size as usize,
                         offset as libc::off_t,
@@ -110,16 +121,27 @@ impl Overlay {
         // As the caller: a write clears set-uid bits unless the writer may keep them.
         self.caller(req);
         let dec = self.admit(Op::Write, ino, b"", false, false);
-        let r = unless(dec, || {
+        let pwrite = |data: &[u8]| {
             // SAFETY: data is readable for its length.
             sys::rc_size(unsafe {
                 libc::pwrite(
-                    fh.0 as RawFd,
+                    fd_of(fh),
                     data.as_ptr() as *const libc::c_void,
                     data.len(),
                     offset as libc::off_t,
                 )
             })
+        };
+        let r = unless(dec, || {
+            if is_direct(fh) {
+                // The request's bytes sit after its headers, at no alignment O_DIRECT takes.
+                with_aligned(data.len(), |buf| {
+                    buf.copy_from_slice(data);
+                    pwrite(buf)
+                })
+            } else {
+                pwrite(data)
+            }
         });
         let arg = *r.as_ref().unwrap_or(&0) as u64;
         let hold = self.emit(
@@ -149,7 +171,7 @@ impl Overlay {
         self.caller(req);
         // As close(2) would on the backing file: write-back errors surface here.
         // SAFETY: fh is an fd we opened; the duplicate is closed at once.
-        let r = sys::rc_val(unsafe { libc::dup(fh.0 as RawFd) })
+        let r = sys::rc_val(unsafe { libc::dup(fd_of(fh)) })
             .and_then(|dup| sys::rc(unsafe { libc::close(dup) }));
         self.emit(req, Op::Flush, t0, self.done(ino, &r), Decision::default());
         reply.done(r);
@@ -170,7 +192,7 @@ impl Overlay {
     pub(super) fn close_handle(&self, req: &Request, op: Op, ino: INodeNo, fh: FileHandle) {
         let t0 = self.t0();
         self.caller(req);
-        sys::close(fh.0 as RawFd);
+        sys::close(fd_of(fh));
         let d = Done {
             ino: self.backing(ino),
             ..Default::default()
@@ -196,7 +218,7 @@ impl Overlay {
             // SAFETY: fh is an fd we opened.
             sys::rc(unsafe {
                 libc::fallocate(
-                    fh.0 as RawFd,
+                    fd_of(fh),
                     mode,
                     offset as libc::off_t,
                     length as libc::off_t,
@@ -244,9 +266,9 @@ impl Overlay {
             // SAFETY: fh is an fd we opened.
             sys::rc(unsafe {
                 if datasync {
-                    libc::fdatasync(fh.0 as RawFd)
+                    libc::fdatasync(fd_of(fh))
                 } else {
-                    libc::fsync(fh.0 as RawFd)
+                    libc::fsync(fd_of(fh))
                 }
             })
         });
@@ -270,7 +292,7 @@ impl Overlay {
         self.caller(req);
         let mut fl = flock(start, end, typ);
         // SAFETY: valid fd and flock.
-        let r = sys::rc(unsafe { libc::fcntl(fh.0 as RawFd, libc::F_OFD_GETLK, &mut fl) });
+        let r = sys::rc(unsafe { libc::fcntl(fd_of(fh), libc::F_OFD_GETLK, &mut fl) });
         self.emit(
             req,
             Op::Getlk,
@@ -325,7 +347,7 @@ impl Overlay {
             libc::F_OFD_SETLK
         };
         // SAFETY: valid fd and flock.
-        let r = sys::rc(unsafe { libc::fcntl(fh.0 as RawFd, cmd, &fl) });
+        let r = sys::rc(unsafe { libc::fcntl(fd_of(fh), cmd, &fl) });
         self.emit(
             req,
             Op::Setlk,

@@ -14,7 +14,7 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 
-use super::convert::{attr, dtype_kind, err, time_ns};
+use super::convert::{attr, dtype_kind, err, fd_of, handle, time_ns};
 use super::inode::Fd;
 use super::record::Done;
 use super::sys::{self, fstat, fstatat, CName, ProcPath};
@@ -499,7 +499,7 @@ impl Filesystem for Overlay {
         reply: ReplyDirectoryPlus,
     ) {
         self.guarded(Op::Readdirplus, ino, || {
-            let dir = fh.0 as RawFd;
+            let dir = fd_of(fh);
             // SAFETY: a plain C struct; all zeroes is a valid value of it.
             let zero = attr(&unsafe { std::mem::zeroed() });
             self.list(
@@ -646,16 +646,30 @@ impl Filesystem for Overlay {
             self.caller(req);
             let n = name_or_reply!(self, req, Op::Create, t0, parent, name, reply);
             let mut fd_out = -1;
+            // O_DIRECT as in open (see serve_open): passed on, or left to the kernel.
+            let direct = oflags & libc::O_DIRECT != 0;
+            let mut fallback = false;
             let dec = self.admit(Op::Create, parent, n.bytes(), false, false);
             let r = unless(dec, || self.writable())
                 .and_then(|()| self.fd(parent, libc::O_PATH))
                 .and_then(|dir| {
-                    let fd = sys::openat(
-                        dir.as_raw_fd(),
-                        n.as_cstr(),
-                        oflags | libc::O_CREAT | libc::O_NOFOLLOW,
-                        mode & !umask,
-                    )?;
+                    let open = |oflags| {
+                        sys::openat(
+                            dir.as_raw_fd(),
+                            n.as_cstr(),
+                            oflags | libc::O_CREAT | libc::O_NOFOLLOW,
+                            mode & !umask,
+                        )
+                    };
+                    let fd = match open(oflags) {
+                        Err(libc::EINVAL) if direct => {
+                            // The refused open made the file (O_DIRECT is checked after):
+                            // without O_EXCL, the retry opens what it made.
+                            fallback = true;
+                            open(oflags & !(libc::O_DIRECT | libc::O_EXCL))
+                        }
+                        r => r,
+                    }?;
                     fd_out = fd;
                     let st = fstat(fd)?;
                     self.enter(dir.as_raw_fd(), &n, &st)
@@ -667,8 +681,12 @@ impl Filesystem for Overlay {
             let hold = self.emit(req, Op::Create, t0, d, dec);
             let ttl = self.opts.entry_ttl;
             self.answer(hold, move || match r {
+                Ok((a, g)) if fallback => {
+                    let fh = handle(fd_out, false);
+                    reply.created(&ttl, &a, g, fh, FopenFlags::FOPEN_DIRECT_IO)
+                }
                 Ok((a, g)) => {
-                    reply.created(&ttl, &a, g, FileHandle(fd_out as u64), FopenFlags::empty())
+                    reply.created(&ttl, &a, g, handle(fd_out, direct), FopenFlags::empty())
                 }
                 Err(e) => reply.error(err(e)),
             });

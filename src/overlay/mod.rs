@@ -50,7 +50,7 @@ pub use crate::instrument::Instruments;
 use crate::instrument::Trace;
 use crate::trace::format::flags;
 use crate::trace::{Op, TraceSink};
-use convert::{attr, timespec};
+use convert::{attr, fd_of, timespec};
 use inode::{handle_at, open_handle, Fd, InodeTable};
 use sys::{errno_of, fstat, fstatat, CName, ProcPath};
 
@@ -125,6 +125,23 @@ pub struct Overlay {
 
 thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The alignment a buffer of direct I/O needs (the largest logical block size in use; a
+/// page).
+const DIRECT_ALIGN: usize = 4096;
+
+/// Runs `f` on `len` bytes of this thread's buffer, aligned for direct I/O (what `O_DIRECT`
+/// asks of the memory a read fills or a write takes). The bytes are not cleared.
+fn with_aligned<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        if buf.len() < len + DIRECT_ALIGN {
+            buf.resize(len + DIRECT_ALIGN, 0);
+        }
+        let at = buf.as_ptr().align_offset(DIRECT_ALIGN);
+        f(&mut buf[at..at + len])
+    })
 }
 
 /// The injected error of `dec`, or what `run` returns (the operation is performed only if no
@@ -429,7 +446,7 @@ impl Overlay {
 
     fn getattr_of(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<libc::stat, i32> {
         let mut st = match fh {
-            Some(fh) => fstat(fh.0 as RawFd),
+            Some(fh) => fstat(fd_of(fh)),
             None => fstat(self.fd(ino, libc::O_PATH)?.as_raw_fd()),
         }?;
         if let Some(sh) = &self.shadow {
@@ -505,7 +522,7 @@ impl Overlay {
             // SAFETY: valid fd or path.
             sys::rc(unsafe {
                 match fh {
-                    Some(fh) => libc::ftruncate(fh.0 as RawFd, size as libc::off_t),
+                    Some(fh) => libc::ftruncate(fd_of(fh), size as libc::off_t),
                     None => libc::truncate(proc.as_cstr().as_ptr(), size as libc::off_t),
                 }
             })?;

@@ -126,20 +126,16 @@ impl Overlay {
         let track = self.tracks_listings();
         LISTING.with(|l| l.borrow_mut().clear());
         let r = unless(dec, || {
-            read_dir(
-                fh.0 as std::os::fd::RawFd,
-                offset,
-                |d_ino, next, t, name| {
-                    if self.hidden(parent, name) {
-                        return None;
-                    }
-                    let (full, listed) = add(&mut reply, d_ino, next, t, name);
-                    if !full && track {
-                        LISTING.with(|l| l.borrow_mut().push(listed, name));
-                    }
-                    Some(full)
-                },
-            )
+            read_dir(super::convert::fd_of(fh), offset, |d_ino, next, t, name| {
+                if self.hidden(parent, name) {
+                    return None;
+                }
+                let (full, listed) = add(&mut reply, d_ino, next, t, name);
+                if !full && track {
+                    LISTING.with(|l| l.borrow_mut().push(listed, name));
+                }
+                Some(full)
+            })
         });
         let hold = LISTING.with(|l| {
             let l = l.borrow();

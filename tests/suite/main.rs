@@ -13,6 +13,7 @@ mod architecture;
 mod conformance;
 mod data_loss_hunt;
 mod demo;
+mod direct_io;
 mod docs;
 mod format_props;
 mod gc;
