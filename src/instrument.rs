@@ -43,6 +43,8 @@ pub struct Done<'a> {
     pub parent: u64,
     /// Its argument: offset, size, entries listed, new directory, time set (see the format).
     pub arg: u64,
+    /// A read's or write's file offset.
+    pub offset: u64,
     /// Record flags ([`crate::trace::format::flags`]); an injected error's flag is added here.
     pub flags: u8,
     /// Its name (lookup, create, unlink, ...), empty for none.
@@ -349,6 +351,7 @@ impl Instruments {
             r.ino = d.ino;
             r.parent = d.parent;
             r.arg = d.arg;
+            r.offset = d.offset;
             r.flags = d.flags;
             if dec.errno != 0 {
                 r.flags |= flags::INJECTED_ERROR;

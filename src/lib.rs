@@ -6,6 +6,7 @@
 //! * [`gen`]: a backup-history model and the writer that turns it into a real datastore.
 //! * [`check`]: verifies a datastore (indexes, referenced chunks, optionally every chunk).
 //! * [`faults`]: fault rules (errors, delays, stalls) and their seeded decisions.
+//! * [`disk`]: a spinning disk under a mount's files (seek, rotation, transfer, queue, cache).
 //! * [`instrument`]: a request's fault decision, model charge and trace records, for the overlay
 //!   and the simulator alike.
 //! * [`live`]: a mount's live counters (requests, errors, latency histograms per operation).
@@ -30,6 +31,7 @@ pub mod columnar;
 pub mod datastore;
 #[cfg(feature = "cli")]
 pub mod demo;
+pub mod disk;
 pub mod faults;
 pub mod fsutil;
 pub mod gc;

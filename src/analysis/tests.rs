@@ -10,6 +10,7 @@ fn rec(seq: u64, op: Op, ino: u64, parent: u64) -> Record {
         ino,
         parent,
         arg: 0,
+        offset: 0,
         injected_ns: 0,
         modeled_ns: 0,
         pid: 1,

@@ -107,6 +107,14 @@ pub struct MountArgs {
     /// Read fault rules from FILE, one per line (# comments), after the --fault ones.
     #[arg(long = "faults", value_name = "FILE")]
     fault_files: Vec<PathBuf>,
+    /// A disk under the store's files: each read and write waits as long as it would on
+    /// this disk, from where the last one left the head (seek, rotation, transfer, one
+    /// queue, the drive's read cache). A preset (hdd-7200, hdd-5400, ssd), then
+    /// ,key=value to change one: rpm, seek-t2t, stroke, span, rate, cache, readahead,
+    /// overhead. E.g. 'hdd-7200,span=64GiB'. A file's offset is its place on the disk: made
+    /// for one image file (a loop device's) on the mount. See src/disk.rs.
+    #[arg(long, value_name = "DISK")]
+    disk: Option<String>,
     /// Seed of the fault decisions: same seed, same store, same requests, same faults.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -211,6 +219,11 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         readdirplus: args.readdirplus,
         xattr: args.xattr,
         shadow: args.shadow,
+        disk: args
+            .disk
+            .as_deref()
+            .map(crate::disk::DiskParams::parse)
+            .transpose()?,
     };
 
     let params = model_params(&args, &store)?;
@@ -240,6 +253,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
         &inst,
     )?;
     let overlay = Overlay::new(opts, sink, inst.clone())?;
+    let disk = overlay.disk();
     let cfg = MountConfig {
         mountpoint: mnt.clone(),
         threads: args.threads as usize,
@@ -256,7 +270,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             socket.display()
         )
     })?;
-    finish(&args, &inst, writer)
+    finish(&args, &inst, disk, writer)
 }
 
 /// `path` made canonical, if it is a directory; a FUSE mount whose process is gone (ENOTCONN)
@@ -435,6 +449,10 @@ fn start_trace(
             if params.is_some() {
                 o.insert("time_scale".into(), args.time_scale.into());
             }
+            if let Some(spec) = &args.disk {
+                let disk = crate::disk::DiskParams::parse(spec)?;
+                o.insert("disk".into(), serde_json::to_value(disk)?);
+            }
             if !rule_texts.is_empty() {
                 o.insert("faults".into(), rule_texts.clone().into());
                 o.insert("seed".into(), args.seed.into());
@@ -459,8 +477,31 @@ fn start_trace(
 
 /// After the unmount: the model summed up, the fault rules' counts, `--stats`, the trace
 /// finished (an error if it lost records).
-fn finish(args: &MountArgs, inst: &Instruments, writer: Option<TraceWriter>) -> Result<Outcome> {
+fn finish(
+    args: &MountArgs,
+    inst: &Instruments,
+    disk: Option<crate::overlay::SharedDisk>,
+    writer: Option<TraceWriter>,
+) -> Result<Outcome> {
     let mut stats = serde_json::Map::new();
+    if let Some(d) = disk {
+        let d = d.lock().unwrap_or_else(|p| p.into_inner());
+        let t = d.totals();
+        tracing::info!(
+            "disk ({}): {} reads ({} from its cache), {} writes, {} moved; busy {} \
+             (seeking {}, waiting for the platter {})",
+            d.params(),
+            crate::units::thousands(t.reads),
+            crate::units::thousands(t.cache_hits),
+            crate::units::thousands(t.writes),
+            crate::units::human_bytes(t.bytes),
+            crate::units::duration_ns(t.busy_ns),
+            crate::units::duration_ns(t.seek_ns),
+            crate::units::duration_ns(t.rotation_ns)
+        );
+        stats.insert("disk".into(), serde_json::to_value(d.params())?);
+        stats.insert("disk_totals".into(), serde_json::to_value(t)?);
+    }
     if let Some(mut m) = inst.model() {
         m.flush();
         // A sentence for a person; the figures as JSON with --stats.

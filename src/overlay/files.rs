@@ -91,9 +91,11 @@ impl Overlay {
                     )
                 })
             });
+            let dec = self.on_disk(dec, ino, t0, offset, &r, false);
             let arg = *r.as_ref().unwrap_or(&0) as u64;
             let d = Done {
                 arg,
+                offset,
                 ..self.done(ino, &r)
             };
             let hold = self.emit(req, Op::Read, t0, d, dec);
@@ -143,6 +145,7 @@ impl Overlay {
                 pwrite(data)
             }
         });
+        let dec = self.on_disk(dec, ino, t0, offset, &r, true);
         let arg = *r.as_ref().unwrap_or(&0) as u64;
         let hold = self.emit(
             req,
@@ -150,6 +153,7 @@ impl Overlay {
             t0,
             Done {
                 arg,
+                offset,
                 ..self.done(ino, &r)
             },
             dec,

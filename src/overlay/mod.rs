@@ -104,7 +104,13 @@ pub struct OverlayOptions {
     pub xattr: bool,
     /// Keep atime/mtime changes and unlinks in memory; refuse other changes (EROFS).
     pub shadow: bool,
+    /// A disk under the store's files: each read and write is held until the disk model
+    /// says it is done (`--disk`).
+    pub disk: Option<crate::disk::DiskParams>,
 }
+
+/// A mount's disk model, shared with whoever reports on it.
+pub type SharedDisk = std::sync::Arc<std::sync::Mutex<crate::disk::Disk>>;
 
 /// The FUSE filesystem.
 pub struct Overlay {
@@ -120,6 +126,8 @@ pub struct Overlay {
     inst: std::sync::Arc<Instruments>,
     /// Holds delayed replies (when anything can delay one).
     timer: Option<std::sync::Arc<timer::Timer>>,
+    /// The disk model (`--disk`): one queue, so one lock, taken by reads and writes only.
+    disk: Option<SharedDisk>,
     opts: OverlayOptions,
 }
 
@@ -204,7 +212,11 @@ impl Overlay {
             inodes: std::sync::Arc::new(InodeTable::default()),
             trace: sink.map(Trace::all),
             shadow,
-            timer: if inst.delays() {
+            disk: opts
+                .disk
+                .clone()
+                .map(|p| std::sync::Arc::new(std::sync::Mutex::new(crate::disk::Disk::new(p)))),
+            timer: if inst.delays() || opts.disk.is_some() {
                 Some(std::sync::Arc::new(
                     timer::Timer::start().context("starting the timer thread")?,
                 ))
@@ -280,6 +292,44 @@ impl Overlay {
     #[inline]
     fn t0(&self) -> u64 {
         self.inst.now_ns(self.trace.as_ref())
+    }
+
+    /// `dec` with the disk model's time for a read or write of `bytes` at `offset` of `node`
+    /// that arrived at `t0` and was performed (nothing when there is no disk, the request
+    /// failed or moved nothing): the reply is held until the disk would be done with it.
+    #[inline]
+    fn on_disk(
+        &self,
+        dec: Decision,
+        node: INodeNo,
+        t0: u64,
+        offset: u64,
+        done: &Result<usize, i32>,
+        write: bool,
+    ) -> Decision {
+        let (Some(disk), Ok(bytes)) = (&self.disk, done) else {
+            return dec;
+        };
+        if *bytes == 0 || dec.errno != 0 {
+            return dec;
+        }
+        let served = disk.lock().unwrap_or_else(|p| p.into_inner()).serve(
+            t0,
+            self.backing(node),
+            offset,
+            *bytes as u64,
+            write,
+        );
+        Decision {
+            delay_ns: dec.delay_ns + served.done_ns.saturating_sub(self.t0()),
+            ..dec
+        }
+    }
+
+    /// The disk model (`--disk`), if there is one: what it has done can be read while and
+    /// after the mount serves.
+    pub fn disk(&self) -> Option<SharedDisk> {
+        self.disk.clone()
     }
 
     /// Whether listings must collect their entries (for Dirent records or the model).

@@ -317,6 +317,7 @@ impl State {
             ino,
             parent: r.parent,
             arg: r.arg,
+            offset: 0,
             flags: r.flags,
             name,
             extra: Extra {

@@ -15,10 +15,11 @@
 //! | `ino` | backing inode number (0: none) |
 //! | `parent` | backing inode of the parent directory (0: none) |
 //! | `arg` | op-specific: entries returned, atime set (ns since epoch), bytes |
-//! | `injected_ns` | fault delay injected, ns |
+//! | `injected_ns` | delay injected by a fault rule or the disk model, ns |
 //! | `modeled_ns` | metadata cost computed by the model, ns |
 //! | `flags` | bit set: 1 atime set, 2 mtime set, 4 other attribute, 8 shadow, 16 injected error |
-//! | `name` | chunk digest (64 hex) or other name or marker text; empty when none |
+//! | `name` | chunk digest (64 hex) or other name or marker text; empty when none (bytes that are not UTF-8 as `\xNN`, control characters escaped) |
+//! | `offset` | a read's or write's file offset (0 for other requests) |
 //!
 //! `parquet` writes the same columns typed, and two more: `time` (`TIMESTAMP(NANOS)`, UTC:
 //! `start_epoch_ns + start_ns`) after `start_ns`, and `errno` as its name (`ENOENT`; null on
@@ -41,7 +42,7 @@ use std::io::{self, Write};
 use super::format::{Name, Record};
 
 /// The CSV columns (and the JSON Lines keys), in order.
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 14] = [
     "seq",
     "start_ns",
     "duration_ns",
@@ -55,6 +56,7 @@ pub const COLUMNS: [&str; 13] = [
     "modeled_ns",
     "flags",
     "name",
+    "offset",
 ];
 
 fn name_text(n: &Name) -> String {
@@ -140,6 +142,9 @@ impl<W: Write> Exporter<W> {
                     if !name.is_empty() {
                         args["name"] = name.into();
                     }
+                    if r.offset != 0 {
+                        args["offset"] = r.offset.into();
+                    }
                     serde_json::json!({
                         "ph": "X", "pid": 1, "tid": r.pid, "ts": ts,
                         "dur": r.duration_ns as f64 / 1000.0, "name": op, "cat": "fuse",
@@ -153,7 +158,7 @@ impl<W: Write> Exporter<W> {
                 let quoted = crate::table::csv_field(&name);
                 writeln!(
                     self.out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     r.seq,
                     r.start_ns,
                     r.duration_ns,
@@ -166,7 +171,8 @@ impl<W: Write> Exporter<W> {
                     r.injected_ns,
                     r.modeled_ns,
                     r.flags,
-                    quoted
+                    quoted,
+                    r.offset
                 )
             }
             #[cfg(feature = "parquet")]
@@ -177,6 +183,7 @@ impl<W: Write> Exporter<W> {
                     "op": r.op_name(), "errno": r.errno, "pid": r.pid, "ino": r.ino,
                     "parent": r.parent, "arg": r.arg, "injected_ns": r.injected_ns,
                     "modeled_ns": r.modeled_ns, "flags": r.flags, "name": name,
+                    "offset": r.offset,
                 });
                 writeln!(self.out, "{v}")
             }
@@ -199,7 +206,7 @@ pub const PARQUET_ROW_GROUP: usize = 1 << 18;
 
 /// The Parquet export's columns (see the module documentation).
 #[cfg(feature = "parquet")]
-pub const PARQUET_COLUMNS: [crate::columnar::Column; 14] = {
+pub const PARQUET_COLUMNS: [crate::columnar::Column; 15] = {
     use crate::columnar::Column;
     [
         Column::u64("seq"),
@@ -216,6 +223,7 @@ pub const PARQUET_COLUMNS: [crate::columnar::Column; 14] = {
         Column::u64("modeled_ns"),
         Column::u32("flags").dictionary(),
         Column::text("name").nullable().dictionary(),
+        Column::u64("offset"),
     ]
 };
 
@@ -292,6 +300,7 @@ impl<W: Write + Send> ParquetExporter<W> {
             U(r.modeled_ns),
             U(u64::from(r.flags)),
             name,
+            U(r.offset),
         ]);
         if self.group.rows() >= PARQUET_ROW_GROUP {
             self.writer.write(&self.group)?;

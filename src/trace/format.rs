@@ -23,7 +23,7 @@
 //! 32      8     parent       backing inode of the parent directory (0: none)
 //! 40      8     arg          op-specific: entries returned (readdir), atime set in ns since the
 //!                            epoch (setattr), bytes (read/write), new parent (rename)
-//! 48      8     injected_ns  delay injected by a fault rule
+//! 48      8     injected_ns  delay injected by a fault rule or the disk model (`--disk`)
 //! 56      8     modeled_ns   cost computed by the metadata model
 //! 64      4     pid          requesting process
 //! 68      2     op           [`Op`]
@@ -31,7 +31,8 @@
 //! 71      1     flags        [`flags`]
 //! 72      4     errno        0 on success, else the positive errno returned
 //! 76      4     reserved (0)
-//! 80      32    name         a chunk digest, or a string id (u32) then zeros
+//! 80      32    name         a chunk digest, or a string id (u32) then zeros; with name kind 0,
+//!                            the file offset (read, write: 8 bytes) then zeros
 //!
 //! string definition (op = STRING_DEF = 0xffff)
 //! 0       8     string id
@@ -283,7 +284,10 @@ pub struct Record {
     pub parent: u64,
     /// Its argument: offset, size, entries listed, new directory, time set (see the module documentation).
     pub arg: u64,
-    /// Delay a fault rule added before the reply, ns.
+    /// A read's or write's file offset (0 for every other record, and in traces written
+    /// before offsets were kept).
+    pub offset: u64,
+    /// Delay a fault rule or the disk model added before the reply, ns.
     pub injected_ns: u64,
     /// What the model charged, ns (0 without a model).
     pub modeled_ns: u64,
@@ -444,6 +448,9 @@ pub fn encode_record(r: &RawRecord, name_kind: u8, name: &[u8; 32], out: &mut [u
     out[72..76].copy_from_slice(&r.errno.to_le_bytes());
     out[76..80].copy_from_slice(&0u32.to_le_bytes());
     out[80..112].copy_from_slice(name);
+    if name_kind == 0 {
+        out[80..88].copy_from_slice(&r.offset.to_le_bytes());
+    }
 }
 
 /// The longest name carried inline from the request path (NAME_MAX).
@@ -465,6 +472,8 @@ pub struct RawRecord {
     pub parent: u64,
     /// As in [`Record`].
     pub arg: u64,
+    /// As in [`Record`] (written where a name would be: a read or write has none).
+    pub offset: u64,
     /// As in [`Record`].
     pub injected_ns: u64,
     /// As in [`Record`].
@@ -493,6 +502,7 @@ impl RawRecord {
             ino: 0,
             parent: 0,
             arg: 0,
+            offset: 0,
             injected_ns: 0,
             modeled_ns: 0,
             pid: 0,

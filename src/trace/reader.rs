@@ -536,6 +536,7 @@ impl<'a> RecordView<'a> {
             ino: self.ino(),
             parent: self.parent(),
             arg: u64_at(b, 40),
+            offset: if b[70] == 0 { u64_at(b, 80) } else { 0 },
             injected_ns: u64_at(b, 48),
             modeled_ns: self.modeled_ns(),
             pid: self.pid(),

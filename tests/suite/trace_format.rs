@@ -324,7 +324,7 @@ fn export_csv_and_jsonl_have_the_documented_columns() {
     assert_eq!(
         lines[1],
         format!(
-            "3,30,1003,unlink,0,4242,1000003,77,{},5,6,1,\"a,b\"",
+            "3,30,1003,unlink,0,4242,1000003,77,{},5,6,1,\"a,b\",0",
             u64::MAX - 3
         )
     );
@@ -340,7 +340,7 @@ fn export_csv_and_jsonl_have_the_documented_columns() {
         serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
     assert_eq!(first["op"], "unlink");
     assert_eq!(first["name"], "a,b");
-    assert_eq!(first.as_object().unwrap().len(), 13);
+    assert_eq!(first.as_object().unwrap().len(), 14);
 }
 
 #[test]
