@@ -51,6 +51,8 @@ pub mod store;
 pub mod survey;
 pub mod syscalls;
 pub mod table;
+#[cfg(feature = "cli")]
+pub mod testbed;
 pub mod time;
 pub mod trace;
 pub mod units;

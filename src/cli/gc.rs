@@ -78,6 +78,11 @@ pub struct GcArgs {
     /// like a real PBS's GC, whose phases `analyze` infers from the requests.
     #[arg(long)]
     no_markers: bool,
+    /// Write the phase markers into the trace of this chunkscope mount instead: the mount
+    /// under the store's filesystem (a `--disk` mount holding its image, as `testbed` runs
+    /// it), so its device trace says which phase each read and write served.
+    #[arg(long, value_name = "MNT", conflicts_with = "no_markers")]
+    mark_mount: Option<PathBuf>,
     /// Write .gc-status into the store after a successful run, as PBS does.
     #[arg(long)]
     write_gc_status: bool,
@@ -233,6 +238,17 @@ fn marker_client(mount: Option<&Path>, no_markers: bool) -> Option<Client> {
     }
 }
 
+/// A connection to the daemon of `--mark-mount MNT`, which must be a chunkscope mount.
+fn mark_mount_client(m: &Path) -> Result<Client> {
+    let m = m
+        .canonicalize()
+        .with_context(|| format!("--mark-mount {}", m.display()))?;
+    let socket = default_socket(&m)
+        .with_context(|| format!("--mark-mount {}: not a chunkscope mount", m.display()))?;
+    Client::connect(&socket)
+        .with_context(|| format!("--mark-mount {}: its control socket", m.display()))
+}
+
 pub fn run(args: GcArgs) -> Result<Outcome> {
     args.tuning.validate()?;
     let store_path = args
@@ -262,7 +278,10 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         Some(lock_store(&store_path)?)
     };
     let opts = options(&args, shadow);
-    let mut client = marker_client(mount.as_deref(), args.no_markers);
+    let mut client = match &args.mark_mount {
+        Some(m) => Some(mark_mount_client(m)?),
+        None => marker_client(mount.as_deref(), args.no_markers),
+    };
     let mut mark = |b: gc::Boundary| -> Result<()> {
         match &mut client {
             Some(c) => c

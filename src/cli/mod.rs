@@ -17,6 +17,7 @@ mod mount;
 mod replay;
 mod simulate;
 mod survey;
+mod testbed;
 mod top;
 mod trace;
 
@@ -59,6 +60,7 @@ enum Command {
     Survey(survey::SurveyArgs),
     Simulate(simulate::SimulateArgs),
     Fidelity(fidelity::FidelityArgs),
+    Testbed(testbed::TestbedArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -112,6 +114,7 @@ pub fn run() -> i32 {
         Command::Simulate(args) => simulate::run(args),
         Command::Survey(args) => survey::run(args),
         Command::Fidelity(args) => fidelity::run(args),
+        Command::Testbed(args) => testbed::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -32,4 +32,5 @@ mod phases;
 mod simulate;
 mod survey;
 mod syscalls;
+mod testbed;
 mod trace_format;

@@ -1,0 +1,743 @@
+//! The testbed: the cost model's predictions checked against a real filesystem on an
+//! emulated disk, in one command.
+//!
+//! ```text
+//! OUT/backing/disk.img ── chunkscope mount --disk SPEC --trace OUT/S.trace ──▶ OUT/disk
+//!        (the image)        (every read and write of the image held as the disk would)
+//!                                                  │ losetup --direct-io=on
+//!                                                  ▼
+//!                                   /dev/loopN ── mkfs.ext4|xfs|btrfs, mounted on OUT/fs
+//!                                                  │ chunkscope gen (once, then the image is
+//!                                                  ▼ kept as OUT/backing/golden.img)
+//!                                   OUT/fs/store ── chunkscope gc --strategy S, cold, in a
+//!                                                   memory cgroup (a bounded page cache)
+//! ```
+//!
+//! Per strategy: the image restored from the golden copy, the disk mount started with a trace
+//! of its own, the loop device attached with direct I/O (so every block the filesystem reads
+//! reaches the disk model), the filesystem mounted, the caches dropped, the GC run with its
+//! phase markers written into the disk's trace (`gc --mark-mount`). The report puts side by
+//! side, per strategy and phase: the GC's measured time and the device's reads (and re-reads
+//! of blocks read before in the same run: what memory reclaim evicted), and the model's
+//! prediction for the store (`simulate --store` with the same cache). Everything is built
+//! and torn down by guards that undo on drop, on error and on panic.
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::gc::Strategy;
+use crate::trace::{Marker, Name, Op, TraceReader};
+
+/// A filesystem the testbed can build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Fs {
+    /// ext4 (`mkfs.ext4`).
+    Ext4,
+    /// XFS (`mkfs.xfs`, xfsprogs).
+    Xfs,
+    /// Btrfs (`mkfs.btrfs`, btrfs-progs).
+    Btrfs,
+}
+
+impl Fs {
+    fn mkfs(self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            Fs::Ext4 => ("mkfs.ext4", &["-q", "-F"]),
+            Fs::Xfs => ("mkfs.xfs", &["-q", "-f"]),
+            Fs::Btrfs => ("mkfs.btrfs", &["-q", "-f"]),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Fs::Ext4 => "ext4",
+            Fs::Xfs => "xfs",
+            Fs::Btrfs => "btrfs",
+        }
+    }
+}
+
+/// What to build and run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TestbedOptions {
+    /// The working directory (created; the image, traces and the report go here).
+    pub out: PathBuf,
+    /// The filesystem under the store.
+    pub fs: Fs,
+    /// The generator's preset and seed for the store.
+    pub preset: String,
+    /// The generator's seed.
+    pub seed: u64,
+    /// The disk model (`mount --disk`), e.g. `hdd-7200`.
+    pub disk: String,
+    /// The image's size, bytes.
+    pub image_bytes: u64,
+    /// The GC's memory limit (its page cache included), bytes; 0: none.
+    pub memory_bytes: u64,
+    /// The strategies, run in this order.
+    pub strategies: Vec<Strategy>,
+    /// The cost model whose predictions are compared (`--model` of `simulate`).
+    pub model: String,
+}
+
+/// One phase of one strategy's run, measured and predicted.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PhaseResult {
+    /// The GC's own time for the phase, seconds.
+    pub measured_s: f64,
+    /// The model's, seconds.
+    pub predicted_s: f64,
+    /// Reads the disk served in the phase.
+    pub device_reads: u64,
+    /// Bytes they moved.
+    pub device_read_bytes: u64,
+    /// Reads of 4 KiB blocks read before in the same run (evicted from the page cache and
+    /// read again: memory reclaim, or a cache smaller than the working set).
+    pub device_rereads: u64,
+    /// Writes the disk served in the phase.
+    pub device_writes: u64,
+    /// Metadata blocks the model reads from its disks in the phase.
+    pub predicted_reads: u64,
+}
+
+/// One strategy's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// The strategy.
+    pub strategy: String,
+    /// Phase 1 (mark) and phase 2 (sweep).
+    pub phases: [PhaseResult; 2],
+    /// The disk's trace of the run.
+    pub trace: PathBuf,
+}
+
+/// The testbed's report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// What was built and run.
+    pub options: TestbedOptions,
+    /// Chunks in the generated store.
+    pub chunks: u64,
+    /// Per strategy, in run order.
+    pub runs: Vec<RunResult>,
+    /// Strategies by measured phase-1 time, fastest first.
+    pub measured_ranking: Vec<String>,
+    /// Strategies by predicted phase-1 time, fastest first.
+    pub predicted_ranking: Vec<String>,
+    /// What this machine disturbs, for whoever reads the figures.
+    pub notes: Vec<String>,
+}
+
+/// Builds the testbed in `o.out`, runs every strategy, writes `report.json` there and
+/// returns the report.
+pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
+    check_tools(o.fs)?;
+    std::fs::create_dir_all(&o.out).with_context(|| format!("creating {}", o.out.display()))?;
+    let out = o.out.canonicalize()?;
+    let bed = Bed {
+        exe,
+        backing: out.join("backing"),
+        disk_mnt: out.join("disk"),
+        fs_dir: out.join("fs"),
+        out,
+    };
+    for d in [&bed.backing, &bed.disk_mnt, &bed.fs_dir] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let predicted = bed.build(o)?;
+    let mut runs = Vec::new();
+    for &s in &o.strategies {
+        let mut run = bed.run_strategy(o, s)?;
+        if let Some(pr) = predicted.get(s.name()) {
+            for (p, &(secs, reads)) in run.phases.iter_mut().zip(pr) {
+                p.predicted_s = secs;
+                p.predicted_reads = reads;
+            }
+        }
+        runs.push(run);
+    }
+    let out = bed.out;
+    let rank = |f: &dyn Fn(&RunResult) -> f64| {
+        let mut v: Vec<&RunResult> = runs.iter().collect();
+        v.sort_by(|a, b| f(a).total_cmp(&f(b)));
+        v.iter().map(|r| r.strategy.clone()).collect::<Vec<_>>()
+    };
+    let report = Report {
+        options: o.clone(),
+        chunks: count_chunks(&out)?,
+        measured_ranking: rank(&|r| r.phases[0].measured_s),
+        predicted_ranking: rank(&|r| r.phases[0].predicted_s),
+        runs,
+        notes: vec![
+            "The VM's memory reclaim evicts cached blocks after about a minute whatever the \
+             cgroup allows: device_rereads counts blocks read again within a run."
+                .into(),
+            format!(
+                "The GC's memory (its page cache included) is bounded by a memory cgroup of {} \
+                 (0: unbounded); the model's cache is set to the same size.",
+                crate::units::human_bytes(o.memory_bytes)
+            ),
+        ],
+    };
+    crate::fsutil::write_whole(&out.join("report.json"), |f| {
+        serde_json::to_writer_pretty(&mut *f, &report)?;
+        f.write_all(b"\n")
+    })
+    .context("writing report.json")?;
+    Ok(report)
+}
+
+/// The testbed's places.
+struct Bed<'a> {
+    exe: &'a Path,
+    out: PathBuf,
+    backing: PathBuf,
+    disk_mnt: PathBuf,
+    fs_dir: PathBuf,
+}
+
+impl Bed<'_> {
+    fn image(&self) -> PathBuf {
+        self.backing.join("disk.img")
+    }
+
+    fn golden(&self) -> PathBuf {
+        self.backing.join("golden.img")
+    }
+
+    fn store(&self) -> PathBuf {
+        self.fs_dir.join("store")
+    }
+
+    /// The image with a filesystem and the store, generated once (through the mount without
+    /// a disk model: how long that takes is not measured) and kept as the golden image; the
+    /// model's predictions for the store.
+    fn build(&self, o: &TestbedOptions) -> Result<Predicted> {
+        let (exe, image, store) = (self.exe, self.image(), self.store());
+        tracing::info!(
+            "building {} on a {} image",
+            o.fs.name(),
+            crate::units::human_bytes(o.image_bytes)
+        );
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(o.image_bytes))
+            .with_context(|| format!("creating {}", image.display()))?;
+        let disk = DiskMount::start(exe, &self.backing, &self.disk_mnt, None, None)?;
+        let lo = Loop::attach(&self.disk_mnt.join("disk.img"))?;
+        let (mkfs, args) = o.fs.mkfs();
+        command(Command::new(mkfs).args(args).arg(&lo.dev))?;
+        let fs = FsMount::mount(&lo.dev, &self.fs_dir)?;
+        let seed = o.seed.to_string();
+        tracing::info!("generating the {} store", o.preset);
+        command(
+            Command::new(exe)
+                .args(["-q", "gen", "--preset", &o.preset, "--seed", &seed, "--out"])
+                .arg(&store),
+        )
+        .map_err(|e| {
+            if format!("{e:#}").contains("No space left") {
+                e.context(format!(
+                    "the {} image is too small for the {} store (its 65,536 chunk \
+                     directories need as many inodes): give a larger --image",
+                    crate::units::human_bytes(o.image_bytes),
+                    o.preset
+                ))
+            } else {
+                e
+            }
+        })?;
+        let predicted = predict(exe, &store, o)?;
+        drop(fs);
+        drop(lo);
+        drop(disk);
+        command(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(&image)
+                .arg(self.golden()),
+        )?;
+        Ok(predicted)
+    }
+
+    /// One strategy from the golden image, cold: the GC in a memory cgroup, the disk traced.
+    fn run_strategy(&self, o: &TestbedOptions, s: Strategy) -> Result<RunResult> {
+        let name = s.name();
+        tracing::info!("strategy {name}: restoring the image, cold caches");
+        command(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(self.golden())
+                .arg(self.image()),
+        )?;
+        let trace = self.out.join(format!("{name}.trace"));
+        let gc_json = self.out.join(format!("{name}.gc.json"));
+        let disk = DiskMount::start(
+            self.exe,
+            &self.backing,
+            &self.disk_mnt,
+            Some(&o.disk_spec()),
+            Some(&trace),
+        )?;
+        let lo = Loop::attach(&self.disk_mnt.join("disk.img"))?;
+        let fs = FsMount::mount(&lo.dev, &self.fs_dir)?;
+        drop_caches()?;
+        let cgroup = (o.memory_bytes > 0)
+            .then(|| {
+                Cgroup::create(
+                    &format!("chunkscope-testbed-{}-{name}", std::process::id()),
+                    o.memory_bytes,
+                )
+            })
+            .transpose()?;
+        let mut gc = Command::new(self.exe);
+        gc.args(["gc", "--strategy", name, "--mark-mount"])
+            .arg(&self.disk_mnt)
+            .arg(format!("--json={}", gc_json.display()))
+            .arg(self.store())
+            .stdout(Stdio::null());
+        if let Some(cg) = &cgroup {
+            cg.enter_on_exec(&mut gc)?;
+        }
+        tracing::info!("strategy {name}: gc");
+        command(&mut gc)?;
+        drop(cgroup);
+        drop(fs);
+        drop(lo);
+        disk.stop()?;
+        Ok(RunResult {
+            strategy: name.to_string(),
+            phases: measure(&trace, &gc_json)?,
+            trace,
+        })
+    }
+}
+
+/// The model's (seconds, reads) of phase 1 and phase 2, per strategy.
+type Predicted = std::collections::HashMap<String, [(f64, u64); 2]>;
+
+impl TestbedOptions {
+    /// The disk spec, spread over the image unless the spec says otherwise.
+    fn disk_spec(&self) -> String {
+        if self.disk.contains("span=") {
+            self.disk.clone()
+        } else {
+            format!("{},span={}", self.disk, self.image_bytes)
+        }
+    }
+}
+
+fn check_tools(fs: Fs) -> Result<()> {
+    for tool in ["losetup", "cp", fs.mkfs().0] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .map_or(true, |s| !s.success())
+        {
+            bail!(
+                "{tool} is not installed (the testbed needs util-linux, coreutils and the \
+                 {} tools)",
+                fs.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs `cmd` to its end; an error names it and what it printed.
+fn command(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let o = cmd
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("running {shown}"))?;
+    if !o.status.success() {
+        bail!(
+            "{shown} failed ({}): {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The model's (phase-1, phase-2) (seconds, reads) per strategy for the store.
+fn predict(exe: &Path, store: &Path, o: &TestbedOptions) -> Result<Predicted> {
+    let names: Vec<&str> = o.strategies.iter().map(|s| s.name()).collect();
+    let mut cmd = Command::new(exe);
+    cmd.args(["-q", "simulate", "--store"]).arg(store).args([
+        "--strategy",
+        &names.join(","),
+        "--model",
+        &o.model,
+        "--json",
+    ]);
+    if o.memory_bytes > 0 {
+        cmd.args(["--cache", &o.memory_bytes.to_string()]);
+    }
+    let out = cmd
+        .stderr(Stdio::piped())
+        .output()
+        .context("running simulate")?;
+    if !out.status.success() {
+        bail!(
+            "simulate failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let runs: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).context("simulate's JSON")?;
+    let mut m = std::collections::HashMap::new();
+    for r in runs {
+        let u = |k: &str| r[k].as_u64().unwrap_or(0);
+        let model = &r["model"];
+        let all_reads =
+            model["misses"].as_u64().unwrap_or(0) + model["prefetch_ios"].as_u64().unwrap_or(0);
+        let p1_reads = u("phase1_reads") + u("phase1_prefetch_reads");
+        m.insert(
+            r["strategy"].as_str().unwrap_or("").to_string(),
+            [
+                (u("phase1_ns") as f64 / 1e9, p1_reads),
+                (
+                    u("phase2_ns") as f64 / 1e9,
+                    all_reads.saturating_sub(p1_reads),
+                ),
+            ],
+        );
+    }
+    Ok(m)
+}
+
+/// The GC's phase times (its JSON report) and the disk's reads and writes per phase (its
+/// trace, split at the GC's phase markers).
+fn measure(trace: &Path, gc_json: &Path) -> Result<[PhaseResult; 2]> {
+    let gc: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(gc_json).with_context(|| format!("reading {}", gc_json.display()))?,
+    )
+    .with_context(|| format!("{}: not the GC's JSON report", gc_json.display()))?;
+    let mut phases = [PhaseResult::default(), PhaseResult::default()];
+    phases[0].measured_s = gc["counters"]["phase1_seconds"].as_f64().unwrap_or(0.0);
+    phases[1].measured_s = gc["counters"]["phase2_seconds"].as_f64().unwrap_or(0.0);
+    let mut phase: Option<usize> = None;
+    let mut seen = hashbrown::HashSet::new();
+    for r in TraceReader::open(trace)? {
+        let r = r?;
+        match r.op() {
+            Some(Op::Marker) => {
+                if let Name::Text(t) = &r.name {
+                    if let Some((n, start)) = Marker::decode(&t.shown()).phase_edge() {
+                        phase = start.then_some(n as usize - 1);
+                    }
+                }
+            }
+            Some(op @ (Op::Read | Op::Write)) if r.errno == 0 => {
+                let Some(p) = phase.map(|i| &mut phases[i]) else {
+                    continue;
+                };
+                if op == Op::Write {
+                    p.device_writes += 1;
+                    continue;
+                }
+                p.device_reads += 1;
+                p.device_read_bytes += r.arg;
+                let blocks = r.offset / 4096..(r.offset + r.arg).div_ceil(4096);
+                let mut again = false;
+                for b in blocks {
+                    again |= !seen.insert(b);
+                }
+                p.device_rereads += again as u64;
+            }
+            _ => {}
+        }
+    }
+    Ok(phases)
+}
+
+fn count_chunks(out: &Path) -> Result<u64> {
+    // The generator's summary is not kept; the first run's GC report has the sweep's count.
+    let first = std::fs::read_dir(out)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".gc.json"));
+    let Some(p) = first else { return Ok(0) };
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p)?)?;
+    Ok(v["counters"]["chunk_count"].as_u64().unwrap_or(0))
+}
+
+fn drop_caches() -> Result<()> {
+    // SAFETY: no arguments.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", b"3").context("dropping the page cache (as root)")
+}
+
+/// A `chunkscope mount` of the backing directory, unmounted (and its process reaped) on drop.
+struct DiskMount {
+    child: Option<Child>,
+    mnt: PathBuf,
+}
+
+impl DiskMount {
+    fn start(
+        exe: &Path,
+        backing: &Path,
+        mnt: &Path,
+        disk: Option<&str>,
+        trace: Option<&Path>,
+    ) -> Result<DiskMount> {
+        let mut cmd = Command::new(exe);
+        cmd.arg("mount")
+            .arg("--store")
+            .arg(backing)
+            .arg("--mountpoint")
+            .arg(mnt);
+        if let Some(d) = disk {
+            cmd.args(["--disk", d]);
+        }
+        if let Some(t) = trace {
+            cmd.arg("--trace").arg(t);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting chunkscope mount")?;
+        let mut m = DiskMount {
+            child: Some(child),
+            mnt: mnt.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !is_fuse(mnt) {
+            if let Some(st) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                m.child = None;
+                bail!("chunkscope mount on {} exited: {st}", mnt.display());
+            }
+            if Instant::now() > deadline {
+                bail!("chunkscope mount on {} did not come up", mnt.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(m)
+    }
+
+    /// Unmounts and waits for the process: its trace is then whole.
+    fn stop(mut self) -> Result<()> {
+        self.unmount();
+        match self.child.take() {
+            Some(mut c) => {
+                let st = c.wait()?;
+                if !st.success() {
+                    bail!("chunkscope mount on {} ended with {st}", self.mnt.display());
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn unmount(&self) {
+        if is_fuse(&self.mnt) {
+            let c = std::ffi::CString::new(self.mnt.as_os_str().as_encoded_bytes()).expect("path");
+            // SAFETY: a valid C string.
+            if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
+                // SAFETY: as above.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+    }
+}
+
+impl Drop for DiskMount {
+    fn drop(&mut self) {
+        self.unmount();
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+    }
+}
+
+fn is_fuse(p: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: a plain C struct; all zeroes is a valid value of it.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and an out struct.
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut s) };
+    rc == 0 && s.f_type as i64 == 0x6573_5546 // FUSE_SUPER_MAGIC
+}
+
+/// A loop device attached with direct I/O, detached on drop.
+struct Loop {
+    dev: String,
+}
+
+impl Loop {
+    fn attach(image: &Path) -> Result<Loop> {
+        let o = Command::new("losetup")
+            .args(["--direct-io=on", "--find", "--show"])
+            .arg(image)
+            .output()
+            .context("running losetup")?;
+        if !o.status.success() {
+            bail!(
+                "losetup --direct-io=on {}: {}",
+                image.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        let lo = Loop {
+            dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        };
+        let dio = Command::new("losetup")
+            .args(["--list", "--noheadings", "--output", "DIO", &lo.dev])
+            .output()?;
+        if String::from_utf8_lossy(&dio.stdout).trim() != "1" {
+            bail!(
+                "{} did not get direct I/O: its reads would be cached above the disk model",
+                lo.dev
+            );
+        }
+        Ok(lo)
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup")
+            .args(["-d", &self.dev])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A filesystem mounted on a directory, unmounted on drop.
+struct FsMount(PathBuf);
+
+impl FsMount {
+    fn mount(dev: &str, on: &Path) -> Result<FsMount> {
+        command(Command::new("mount").arg(dev).arg(on))?;
+        Ok(FsMount(on.to_path_buf()))
+    }
+}
+
+impl Drop for FsMount {
+    fn drop(&mut self) {
+        let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
+            // SAFETY: as above.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+/// A memory cgroup (v1 `memory` controller, else v2) with a limit, removed on drop.
+struct Cgroup {
+    dir: PathBuf,
+    procs: std::ffi::CString,
+}
+
+impl Cgroup {
+    fn create(name: &str, limit: u64) -> Result<Cgroup> {
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let (dir, file) = if v1.join("memory.limit_in_bytes").exists() {
+            (v1.join(name), "memory.limit_in_bytes")
+        } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"))
+        {
+            (Path::new("/sys/fs/cgroup").join(name), "memory.max")
+        } else {
+            bail!("no memory cgroup controller here: run with --memory 0 (no bound)");
+        };
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let cg = Cgroup {
+            procs: std::ffi::CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())?,
+            dir,
+        };
+        std::fs::write(cg.dir.join(file), limit.to_string())
+            .with_context(|| format!("{}: setting {file}", cg.dir.display()))?;
+        Ok(cg)
+    }
+
+    /// `cmd`'s process joins the cgroup before it executes.
+    fn enter_on_exec(&self, cmd: &mut Command) -> Result<()> {
+        let procs = self.procs.clone();
+        // SAFETY: only async-signal-safe calls (open, write, close) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let ok = libc::write(fd, b"0".as_ptr() as *const libc::c_void, 1) == 1;
+                libc::close(fd);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The report as a table for people.
+pub fn table(r: &Report) -> String {
+    let mut t = crate::table::Table::new([
+        "strategy",
+        "phase",
+        "measured",
+        "predicted",
+        "pred/meas",
+        "device reads",
+        "predicted reads",
+        "pred/meas",
+        "re-reads",
+    ]);
+    let ratio = |a: f64, b: f64| {
+        if a > 0.0 && b > 0.0 {
+            format!("{:.2}", b / a)
+        } else {
+            "-".into()
+        }
+    };
+    for run in &r.runs {
+        for (i, p) in run.phases.iter().enumerate() {
+            t.row(vec![
+                run.strategy.clone(),
+                (i + 1).to_string(),
+                format!("{:.1} s", p.measured_s),
+                format!("{:.1} s", p.predicted_s),
+                ratio(p.measured_s, p.predicted_s),
+                crate::units::thousands(p.device_reads),
+                crate::units::thousands(p.predicted_reads),
+                ratio(p.device_reads as f64, p.predicted_reads as f64),
+                crate::units::thousands(p.device_rereads),
+            ]);
+        }
+    }
+    let agree = r.measured_ranking == r.predicted_ranking;
+    format!(
+        "{}\nphase 1 fastest first, measured:  {}\n                       predicted: {}  ({})\n{}\n",
+        t.text(),
+        r.measured_ranking.join(", "),
+        r.predicted_ranking.join(", "),
+        if agree { "same ranking" } else { "the rankings differ" },
+        r.notes.join("\n")
+    )
+}

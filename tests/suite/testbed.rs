@@ -1,0 +1,155 @@
+//! Issue 48, point 3: `chunkscope testbed` builds ext4 on a loop device (direct I/O) over an
+//! image on a `--disk` mount, generates a store, runs each strategy cold in a memory cgroup,
+//! and reports measured against predicted per phase; it leaves no mount, loop device or
+//! cgroup behind. Nothing here depends on inode numbers.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+fn loop_devices_on(dir: &Path) -> usize {
+    let o = std::process::Command::new("losetup")
+        .args(["--list", "--noheadings", "--output", "BACK-FILE"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.trim().starts_with(dir.to_str().unwrap()))
+        .count()
+}
+
+fn mounts_under(dir: &Path) -> usize {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(dir.to_str().unwrap()))
+        .count()
+}
+
+/// The whole testbed on the tiny preset with a fast disk (the pipeline, not the figures: the
+/// figures are BENCHMARKS' business), two strategies; every field of the report checked.
+#[test]
+#[ignore = "long: builds a filesystem image and runs two GCs on it (about a minute)"]
+fn the_testbed_reports_every_strategy_measured_and_predicted_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap(); // ext4 /tmp: the image's backing store
+    let out = dir.path().join("tb");
+    let o = run(&[
+        "testbed",
+        "--out",
+        out.to_str().unwrap(),
+        "--disk",
+        "ssd",
+        "--image",
+        "2GiB",
+        "--memory",
+        "128MiB",
+        "--strategy",
+        "naive,lru",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(mounts_under(dir.path()), 0, "no mount left");
+    assert_eq!(loop_devices_on(dir.path()), 0, "no loop device left");
+    let cgroups = std::fs::read_dir("/sys/fs/cgroup/memory")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("chunkscope-testbed-")
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(cgroups, 0, "no cgroup left");
+    let text = stdout(&o);
+    for want in [
+        "naive",
+        "lru",
+        "pred/meas",
+        "re-reads",
+        "fastest first",
+        "memory reclaim",
+    ] {
+        assert!(text.contains(want), "{want} in:\n{text}");
+    }
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["options"]["fs"], "ext4");
+    assert_eq!(r["options"]["memory_bytes"], 128 << 20);
+    assert!(r["chunks"].as_u64().unwrap() > 1000, "{}", r["chunks"]);
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.iter()
+            .map(|x| x["strategy"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["naive", "lru"]
+    );
+    for run in runs {
+        let s = run["strategy"].as_str().unwrap();
+        assert!(
+            Path::new(run["trace"].as_str().unwrap()).exists(),
+            "{s}: its trace"
+        );
+        for (i, p) in run["phases"].as_array().unwrap().iter().enumerate() {
+            let f = |k: &str| {
+                p[k].as_f64()
+                    .unwrap_or_else(|| panic!("{s} phase {i}: {k}"))
+            };
+            assert!(f("measured_s") > 0.0, "{s} phase {i}: {p}");
+            assert!(f("predicted_s") > 0.0, "{s} phase {i}: {p}");
+            // Cold caches: every phase reads metadata from the disk, and the model says so.
+            assert!(f("device_reads") > 100.0, "{s} phase {i}: {p}");
+            assert!(
+                f("device_read_bytes") >= 512.0 * f("device_reads"),
+                "{s} phase {i}: {p}"
+            );
+            assert!(f("predicted_reads") > 100.0, "{s} phase {i}: {p}");
+            assert!(
+                f("device_rereads") <= f("device_reads"),
+                "{s} phase {i}: {p}"
+            );
+            assert!(p["device_writes"].is_u64(), "{s} phase {i}: {p}");
+        }
+        // The sweep lists all 65,536 chunk directories: at least one read of each
+        // directory's block, on the device and in the model.
+        let sweep = &run["phases"][1];
+        assert!(sweep["device_reads"].as_u64().unwrap() > 10_000, "{sweep}");
+        assert!(
+            sweep["predicted_reads"].as_u64().unwrap() > 10_000,
+            "{sweep}"
+        );
+    }
+    for k in ["measured_ranking", "predicted_ranking"] {
+        let mut v: Vec<&str> = r[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+            .collect();
+        v.sort();
+        assert_eq!(v, ["lru", "naive"], "{k}");
+    }
+    assert!(!r["notes"].as_array().unwrap().is_empty());
+}
+
+/// A wrong disk or size is refused before anything is built.
+#[test]
+fn the_testbed_refuses_a_bad_disk_or_size_before_building_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tb");
+    for (args, want) in [
+        (&["--disk", "floppy"][..], "unknown disk 'floppy'"),
+        (&["--image", "big"][..], "--image big"),
+        (&["--memory", "lots"][..], "--memory lots"),
+    ] {
+        let mut a = vec!["testbed", "--out", out.to_str().unwrap()];
+        a.extend_from_slice(args);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{args:?}: nothing built");
+    }
+}
