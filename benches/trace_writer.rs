@@ -13,8 +13,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use chunkscope::trace::format::RawRecord;
-use chunkscope::trace::{Name, Op, TraceReader, TraceWriter};
+use chunkscope::trace::{TraceReader, TraceWriter};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -35,26 +34,9 @@ fn main() {
     let meta = reader.meta().clone();
     let mut records = Vec::new();
     while let Some(r) = reader.next_record().expect("readable") {
-        let Some(op) = Op::from_u16(r.op) else {
+        let Some(raw) = r.to_raw() else {
             continue;
         };
-        let mut raw = RawRecord::new(op);
-        raw.seq = r.seq;
-        raw.start_ns = r.start_ns;
-        raw.duration_ns = r.duration_ns;
-        raw.ino = r.ino;
-        raw.parent = r.parent;
-        raw.arg = r.arg;
-        raw.injected_ns = r.injected_ns;
-        raw.modeled_ns = r.modeled_ns;
-        raw.pid = r.pid;
-        raw.flags = r.flags;
-        raw.errno = r.errno;
-        match &r.name {
-            Name::None => {}
-            Name::Digest(d) => raw.set_name(d.to_hex().as_bytes()),
-            Name::Text(t) => raw.set_name(t.as_bytes()),
-        }
         records.push(raw);
     }
     println!("{} records from {}", records.len(), path.display());

@@ -304,6 +304,30 @@ pub struct Record {
 }
 
 impl Record {
+    /// The record as a writer takes it (to copy or rewrite a trace), or `None` for an
+    /// operation this build does not know.
+    pub fn to_raw(&self) -> Option<RawRecord> {
+        let mut raw = RawRecord::new(self.op()?);
+        raw.seq = self.seq;
+        raw.start_ns = self.start_ns;
+        raw.duration_ns = self.duration_ns;
+        raw.ino = self.ino;
+        raw.parent = self.parent;
+        raw.arg = self.arg;
+        raw.offset = self.offset;
+        raw.injected_ns = self.injected_ns;
+        raw.modeled_ns = self.modeled_ns;
+        raw.pid = self.pid;
+        raw.flags = self.flags;
+        raw.errno = self.errno;
+        match &self.name {
+            Name::None => {}
+            Name::Digest(d) => raw.set_name(d.to_hex().as_bytes()),
+            Name::Text(t) => raw.set_name(t.as_bytes()),
+        }
+        Some(raw)
+    }
+
     /// The operation (`None` for a number this build does not know).
     pub fn op(&self) -> Option<Op> {
         Op::from_u16(self.op)

@@ -393,24 +393,11 @@ fn a_trace_with_inode_numbers_near_2_64_is_simulated_within_bounds() {
             TraceWriter::start_with(&path, reader.meta().clone(), None, true).unwrap();
         let (mut root, mut child, mut last) = (0, 0, (0, 0));
         while let Some(r) = reader.next_record().unwrap() {
-            let Some(op) = Op::from_u16(r.op) else {
+            let Some(mut raw) = r.to_raw() else {
                 continue;
             };
-            let mut raw = RawRecord::new(op);
-            raw.seq = r.seq;
-            raw.start_ns = r.start_ns;
-            raw.duration_ns = r.duration_ns;
             raw.ino = up(r.ino);
             raw.parent = up(r.parent);
-            raw.arg = r.arg;
-            raw.pid = r.pid;
-            raw.flags = r.flags;
-            raw.errno = r.errno;
-            match &r.name {
-                Name::None => {}
-                Name::Digest(d) => raw.set_name(d.to_hex().as_bytes()),
-                Name::Text(t) => raw.set_name(t.as_bytes()),
-            }
             sink.record(raw);
             last = (r.seq, r.start_ns);
             if let (Some(Op::Lookup), Name::Text(t)) = (Op::from_u16(r.op), &r.name) {
