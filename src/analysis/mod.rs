@@ -19,6 +19,7 @@
 //!
 //! Memory grows with distinct inodes and digests, not with the trace's length.
 
+pub mod device;
 mod hdr;
 mod intmap;
 mod locality;

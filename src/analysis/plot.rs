@@ -182,6 +182,49 @@ pub fn access_pattern(p: &Labelled) -> Result<String> {
     })
 }
 
+/// The device's access order in one phase: each read's and write's offset (MiB) by its number
+/// in the phase.
+pub fn device_access(p: &super::device::DevicePhase) -> Result<String> {
+    let pts = &p.points;
+    let mib = |o: u64| o as f64 / (1 << 20) as f64;
+    let max_at = pts.iter().map(|a| a.at).max().unwrap_or(0).max(1);
+    let max_off = pts.iter().map(|a| mib(a.offset)).fold(1.0, f64::max);
+    svg(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!("Device access order: {} ({} points)", p.label, pts.len()),
+                CAPTION,
+            )
+            .margin(12)
+            .margin_right(36)
+            .x_label_area_size(45)
+            .y_label_area_size(y_label_room(max_off as u64 * 10))
+            .build_cartesian_2d(0u64..max_at + 1, 0f64..max_off * 1.34)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .label_style(TEXT)
+            .axis_desc_style(AXIS)
+            .x_desc("request number in the phase (reads and writes)")
+            .y_desc("offset in the file (MiB)")
+            .draw()
+            .map_err(err)?;
+        for (i, (name, write)) in [("read", false), ("write", true)].into_iter().enumerate() {
+            let colour = palette(i);
+            chart
+                .draw_series(
+                    pts.iter()
+                        .filter(|a| a.write == write)
+                        .map(|a| Circle::new((a.at, mib(a.offset)), 1, colour.filled())),
+                )
+                .map_err(err)?
+                .label(name)
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, colour.filled()));
+        }
+        legend(&mut chart)
+    })
+}
+
 fn legend<'a, X: Ranged, Y: Ranged>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
 ) -> Result<()> {

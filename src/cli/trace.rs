@@ -55,6 +55,21 @@ enum TraceCommand {
     /// Records, errors and time per operation.
     #[command(after_help = "Example:\n  chunkscope trace stats gc.trace")]
     Stats { file: PathBuf },
+    /// The device's side of a trace of a mount holding an image (`mount --disk`, as
+    /// `testbed` runs it): reads and writes per GC phase, sequential or not, distances, the
+    /// disk's time; `--svg DIR` plots each phase's access order (offset by request).
+    #[command(after_help = "Examples:\n  \
+        chunkscope trace device /tmp/tb/lru.trace\n  \
+        chunkscope trace device --svg /tmp/tb/plots /tmp/tb/lru.trace")]
+    Device {
+        file: PathBuf,
+        /// Write device-<phase>.svg for each phase into DIR.
+        #[arg(long, value_name = "DIR")]
+        svg: Option<PathBuf>,
+        /// The figures as JSON on standard output (instead of the table).
+        #[arg(long)]
+        json: bool,
+    },
     /// Turn a syscall log of a real GC (strace, or mount-scripts/gc-syscalls.bt) into a
     /// trace: each call on the store as the requests a chunkscope mount would have
     /// recorded, with the inode numbers of a survey taken before the GC (--survey) or of a
@@ -299,6 +314,7 @@ pub fn run(args: TraceArgs) -> Result<Outcome> {
             drop(out);
             export(&file, format, &output)?;
         }
+        TraceCommand::Device { file, svg, json } => device(&file, svg.as_deref(), json)?,
         TraceCommand::Stats { file } => {
             let mut r = TraceReader::open(&file)?;
             let mut per_op: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
@@ -327,4 +343,66 @@ pub fn run(args: TraceArgs) -> Result<Outcome> {
         }
     }
     Ok(Outcome::Ok)
+}
+
+/// `trace device`: the device's reads and writes per phase, as a table or JSON, and plots.
+fn device(file: &Path, svg: Option<&Path>, json: bool) -> Result<()> {
+    use crate::units::{human_bytes, thousands};
+    let phases = crate::analysis::device::device_phases(file)?;
+    if phases.is_empty() {
+        anyhow::bail!(
+            "{}: no read or write with bytes in it: not the trace of a mount holding an image \
+             (mount --disk, or testbed's OUT/STRATEGY.trace)",
+            file.display()
+        );
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&phases)?);
+    } else {
+        let mut t = crate::table::Table::new([
+            "phase",
+            "reads",
+            "read",
+            "writes",
+            "written",
+            "sequential",
+            "median distance",
+            "disk time",
+        ]);
+        for p in &phases {
+            let n = p.reads + p.writes;
+            t.row(vec![
+                p.label.clone(),
+                thousands(p.reads),
+                human_bytes(p.read_bytes),
+                thousands(p.writes),
+                human_bytes(p.write_bytes),
+                format!("{:.0}%", 100.0 * p.sequential as f64 / n.max(1) as f64),
+                human_bytes(p.median_distance),
+                crate::units::duration_ns(p.disk_ns),
+            ]);
+        }
+        print!("{}", t.text());
+    }
+    if let Some(dir) = svg {
+        #[cfg(feature = "plot")]
+        {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            for p in &phases {
+                let path = dir.join(format!(
+                    "device-{}.svg",
+                    crate::analysis::plot::slug(&p.label)
+                ));
+                let doc = crate::analysis::plot::device_access(p)?;
+                crate::fsutil::write_whole(&path, |f| f.write_all(doc.as_bytes()))
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+        #[cfg(not(feature = "plot"))]
+        anyhow::bail!(
+            "--svg {}: this build has no plots (feature plot)",
+            dir.display()
+        );
+    }
+    Ok(())
 }

@@ -313,6 +313,24 @@ fn a_disk_under_the_mount_makes_random_reads_cost_seeks_and_turns() {
             got, want,
             "the trace keeps each read's offset and length in order"
         );
+        // `trace device` sums it up: no GC ran, so all of it is outside any phase; the 31
+        // reads after the first of the stream began where the one before ended.
+        let o = run_cmd(&[
+            "trace",
+            "device",
+            "--json",
+            m.trace.as_ref().unwrap().to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let dev: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let p = &dev[0];
+        assert_eq!(p["label"], "outside phases");
+        assert_eq!(p["reads"], 64);
+        assert_eq!(p["read_bytes"], 32 * 65536 + 32 * 4096);
+        assert!(p["sequential"].as_u64().unwrap() >= 31, "{p}");
+        assert_eq!(p["points"].as_array().unwrap().len(), 64);
+        let disk_ns: u64 = reads.iter().map(|r| r.2).sum();
+        assert_eq!(p["disk_ns"], disk_ns);
         let sequential = reads[1..32].iter().map(|r| r.2).sum::<u64>() / 31;
         let scattered = reads[32..].iter().map(|r| r.2).sum::<u64>() / 32;
         (sequential, scattered)
