@@ -61,6 +61,10 @@ impl Filesystem for Overlay {
         if self.opts.readdirplus {
             let _ = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS);
         }
+        // open(O_TRUNC) comes as an open with O_TRUNC, which the backing open performs as
+        // the disk would. Without it the kernel sends a setattr of size 0 without a time,
+        // and a file already empty kept its mtime (the disk's open(O_TRUNC) always sets it).
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC);
         Ok(())
     }
 

@@ -1078,3 +1078,36 @@ fn a_busy_mount_refuses_the_first_signal_and_a_second_forces_it() {
     );
     drop(open);
 }
+
+/// open(O_TRUNC) of a file that is already empty still sets its mtime, as on the disk (a
+/// conformance case found it: the kernel turned the open into a setattr of size 0 without a
+/// time, and an empty file kept the mtime set before). On tmpfs, where a truncate to the same
+/// size changes no time by itself.
+#[test]
+fn open_with_o_trunc_sets_the_mtime_of_an_empty_file() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = store_dir();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    for (name, bytes) in [("empty", &b""[..]), ("full", &b"abc"[..])] {
+        let p = m.mnt.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), old);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_TRUNC)
+            .open(&p)
+            .unwrap();
+        let backing = std::fs::metadata(store.join(name)).unwrap();
+        assert_eq!(backing.len(), 0, "{name}");
+        assert!(backing.modified().unwrap() > old, "{name}: the mtime moved");
+    }
+}
