@@ -467,6 +467,7 @@ fn help_examples_work_when_pasted() {
          mv inode-order.trace inode.trace
          cp lru.trace gc.trace
          cp lru.trace huge.trace
+         chunkscope testbed --out /tmp/tb --disk ssd --strategy lru > /dev/null
          chunkscope survey --out tiny.survey /dev/shm/fixture > /dev/null
          strace -f -tt -T -y -o gc.strace \
            -e trace=utimensat,newfstatat,statx,getdents64,unlinkat,openat \
