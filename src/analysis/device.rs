@@ -4,8 +4,8 @@
 //! A phase is the stretch between a phase's start and end markers (the GC's own, written into
 //! the disk's trace by `gc --mark-mount`); requests outside any phase are counted apart. Per
 //! phase: reads and writes, their bytes, how many started where the one before ended
-//! (sequential), the distance from the previous request's end (mean and median), and the time
-//! the disk model added; and the access order itself (offset by request number, up to
+//! (sequential), the distance from the previous request's end (mean and median), reads of
+//! blocks read before, and the time the disk model added; and the access order itself (offset by request number, up to
 //! [`MAX_POINTS`] evenly spaced), for a plot.
 
 use std::path::Path;
@@ -48,6 +48,8 @@ pub struct DevicePhase {
     pub mean_distance: f64,
     /// Median of that distance, bytes.
     pub median_distance: u64,
+    /// Reads of a 4 KiB block read before in the trace (what a cache evicted).
+    pub rereads: u64,
     /// Time the disk model (or a fault rule) added, ns.
     pub disk_ns: u64,
     /// The access order, sampled.
@@ -67,6 +69,7 @@ pub fn device_phases(path: &Path) -> Result<Vec<DevicePhase>> {
     let mut current: Option<usize> = None;
     let mut last: Option<(u64, u64)> = None;
     let mut all = Vec::new(); // (phase or None, point) for sampling at the end
+    let mut seen = hashbrown::HashSet::new(); // 4 KiB blocks read so far
     for r in TraceReader::open(path)? {
         let r = r?;
         let op = r.op();
@@ -105,6 +108,11 @@ pub fn device_phases(path: &Path) -> Result<Vec<DevicePhase>> {
         } else {
             p.reads += 1;
             p.read_bytes += r.arg;
+            let mut again = false;
+            for b in r.offset / 4096..(r.offset + r.arg).div_ceil(4096) {
+                again |= !seen.insert(b);
+            }
+            p.rereads += again as u64;
         }
         p.disk_ns += r.injected_ns;
         if let Some((ino, end)) = last {
@@ -193,6 +201,7 @@ mod tests {
         io(&sink, Op::Read, 8192, 4096); // sequential
         io(&sink, Op::Read, 1 << 20, 4096); // a jump
         io(&sink, Op::Write, 0, 512);
+        io(&sink, Op::Read, 8192, 4096); // read before
         let mut m = RawRecord::new(Op::Marker);
         m.seq = 200;
         m.set_name(Marker::phase(1, false, "lru").encode().as_bytes());
@@ -202,13 +211,14 @@ mod tests {
         let p = device_phases(&path).unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].label, "phase 1");
-        assert_eq!((p[0].reads, p[0].writes), (3, 1));
-        assert_eq!((p[0].read_bytes, p[0].write_bytes), (12288, 512));
+        assert_eq!((p[0].reads, p[0].writes), (4, 1));
+        assert_eq!((p[0].read_bytes, p[0].write_bytes), (16384, 512));
         assert_eq!(p[0].sequential, 2);
-        assert_eq!(p[0].disk_ns, 4000);
-        // Distances 0, 0, 1 MiB - 12 KiB, 1 MiB + 4 KiB: median the third.
-        assert_eq!(p[0].median_distance, (1 << 20) - 12288);
-        assert_eq!(p[0].points.len(), 4);
+        assert_eq!(p[0].rereads, 1);
+        assert_eq!(p[0].disk_ns, 5000);
+        // Distances 0, 0, 1 MiB - 12 KiB, 1 MiB + 4 KiB, 7.5 KiB: median 7.5 KiB.
+        assert_eq!(p[0].median_distance, 7680);
+        assert_eq!(p[0].points.len(), 5);
         assert_eq!(p[0].points[2].offset, 1 << 20);
         assert!(p[0].points[3].write);
         assert_eq!(p[1].label, "outside phases");

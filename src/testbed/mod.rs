@@ -32,7 +32,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::gc::Strategy;
-use crate::trace::{Marker, Name, Op, TraceReader};
+use crate::overlay::session::{is_mounted, unmount};
 
 /// A filesystem the testbed can build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -154,8 +154,10 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
     }
     let predicted = bed.build(o)?;
     let mut runs = Vec::new();
+    let mut chunks = 0;
     for &s in &o.strategies {
-        let mut run = bed.run_strategy(o, s)?;
+        let (mut run, found) = bed.run_strategy(o, s)?;
+        chunks = chunks.max(found);
         if let Some(pr) = predicted.get(s.name()) {
             for (p, &(secs, reads)) in run.phases.iter_mut().zip(pr) {
                 p.predicted_s = secs;
@@ -172,7 +174,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
     };
     let report = Report {
         options: o.clone(),
-        chunks: count_chunks(&out)?,
+        chunks,
         measured_ranking: rank(&|r| r.phases[0].measured_s),
         predicted_ranking: rank(&|r| r.phases[0].predicted_s),
         runs,
@@ -267,8 +269,9 @@ impl Bed<'_> {
         Ok(predicted)
     }
 
-    /// One strategy from the golden image, cold: the GC in a memory cgroup, the disk traced.
-    fn run_strategy(&self, o: &TestbedOptions, s: Strategy) -> Result<RunResult> {
+    /// One strategy from the golden image, cold: the GC in a memory cgroup, the disk traced;
+    /// with the chunks the GC's sweep found.
+    fn run_strategy(&self, o: &TestbedOptions, s: Strategy) -> Result<(RunResult, u64)> {
         let name = s.name();
         tracing::info!("strategy {name}: restoring the image, cold caches");
         command(
@@ -312,11 +315,15 @@ impl Bed<'_> {
         drop(fs);
         drop(lo);
         disk.stop()?;
-        Ok(RunResult {
-            strategy: name.to_string(),
-            phases: measure(&trace, &gc_json)?,
-            trace,
-        })
+        let (phases, chunks) = measure(&trace, &gc_json)?;
+        Ok((
+            RunResult {
+                strategy: name.to_string(),
+                phases,
+                trace,
+            },
+            chunks,
+        ))
     }
 }
 
@@ -416,60 +423,28 @@ fn predict(exe: &Path, store: &Path, o: &TestbedOptions) -> Result<Predicted> {
     Ok(m)
 }
 
-/// The GC's phase times (its JSON report) and the disk's reads and writes per phase (its
-/// trace, split at the GC's phase markers).
-fn measure(trace: &Path, gc_json: &Path) -> Result<[PhaseResult; 2]> {
+/// The GC's phase times and the store's chunks (its JSON report), and the disk's reads and
+/// writes per phase (its trace, split at the GC's phase markers: `trace device`'s figures).
+fn measure(trace: &Path, gc_json: &Path) -> Result<([PhaseResult; 2], u64)> {
     let gc: serde_json::Value = serde_json::from_slice(
         &std::fs::read(gc_json).with_context(|| format!("reading {}", gc_json.display()))?,
     )
     .with_context(|| format!("{}: not the GC's JSON report", gc_json.display()))?;
+    let device = crate::analysis::device::device_phases(trace)?;
     let mut phases = [PhaseResult::default(), PhaseResult::default()];
-    phases[0].measured_s = gc["counters"]["phase1_seconds"].as_f64().unwrap_or(0.0);
-    phases[1].measured_s = gc["counters"]["phase2_seconds"].as_f64().unwrap_or(0.0);
-    let mut phase: Option<usize> = None;
-    let mut seen = hashbrown::HashSet::new();
-    for r in TraceReader::open(trace)? {
-        let r = r?;
-        match r.op() {
-            Some(Op::Marker) => {
-                if let Name::Text(t) = &r.name {
-                    if let Some((n, start)) = Marker::decode(&t.shown()).phase_edge() {
-                        phase = start.then_some(n as usize - 1);
-                    }
-                }
-            }
-            Some(op @ (Op::Read | Op::Write)) if r.errno == 0 => {
-                let Some(p) = phase.map(|i| &mut phases[i]) else {
-                    continue;
-                };
-                if op == Op::Write {
-                    p.device_writes += 1;
-                    continue;
-                }
-                p.device_reads += 1;
-                p.device_read_bytes += r.arg;
-                let blocks = r.offset / 4096..(r.offset + r.arg).div_ceil(4096);
-                let mut again = false;
-                for b in blocks {
-                    again |= !seen.insert(b);
-                }
-                p.device_rereads += again as u64;
-            }
-            _ => {}
-        }
+    for (i, p) in phases.iter_mut().enumerate() {
+        let key = format!("phase{}_seconds", i + 1);
+        p.measured_s = gc["counters"][&key].as_f64().unwrap_or(0.0);
+        let label = format!("phase {}", i + 1);
+        let Some(dev) = device.iter().find(|d| d.label == label) else {
+            continue;
+        };
+        p.device_reads = dev.reads;
+        p.device_read_bytes = dev.read_bytes;
+        p.device_rereads = dev.rereads;
+        p.device_writes = dev.writes;
     }
-    Ok(phases)
-}
-
-fn count_chunks(out: &Path) -> Result<u64> {
-    // The generator's summary is not kept; the first run's GC report has the sweep's count.
-    let first = std::fs::read_dir(out)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".gc.json"));
-    let Some(p) = first else { return Ok(0) };
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p)?)?;
-    Ok(v["counters"]["chunk_count"].as_u64().unwrap_or(0))
+    Ok((phases, gc["counters"]["chunk_count"].as_u64().unwrap_or(0)))
 }
 
 fn drop_caches() -> Result<()> {
@@ -514,7 +489,7 @@ impl DiskMount {
             mnt: mnt.to_path_buf(),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !is_fuse(mnt) {
+        while !is_mounted(mnt) {
             if let Some(st) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 m.child = None;
                 bail!("chunkscope mount on {} exited: {st}", mnt.display());
@@ -543,13 +518,8 @@ impl DiskMount {
     }
 
     fn unmount(&self) {
-        if is_fuse(&self.mnt) {
-            let c = std::ffi::CString::new(self.mnt.as_os_str().as_encoded_bytes()).expect("path");
-            // SAFETY: a valid C string.
-            if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
-                // SAFETY: as above.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
+        if is_mounted(&self.mnt) {
+            let _ = unmount(&self.mnt);
         }
     }
 }
@@ -561,17 +531,6 @@ impl Drop for DiskMount {
             let _ = c.wait();
         }
     }
-}
-
-fn is_fuse(p: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: a plain C struct; all zeroes is a valid value of it.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and an out struct.
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut s) };
-    rc == 0 && s.f_type as i64 == 0x6573_5546 // FUSE_SUPER_MAGIC
 }
 
 /// A loop device attached with direct I/O, detached on drop.
@@ -630,12 +589,7 @@ impl FsMount {
 
 impl Drop for FsMount {
     fn drop(&mut self) {
-        let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).expect("path");
-        // SAFETY: a valid C string.
-        if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
-            // SAFETY: as above.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
+        let _ = unmount(&self.0);
     }
 }
 
