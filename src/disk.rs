@@ -323,9 +323,10 @@ impl Disk {
             for g in segs {
                 self.touch(file, g);
             }
-            // The read-ahead window slides with what is read.
+            // The read-ahead window slides with what is read from it (a read elsewhere that
+            // the cache held does not move it: the drive reads on from where it is).
             if let Some(st) = &mut self.stream {
-                if st.file == file {
+                if st.file == file && end >= st.from && offset <= st.cap {
                     st.cap = st.cap.max(end + self.p.readahead);
                 }
             }
@@ -514,6 +515,21 @@ mod tests {
             t = d.serve(t, 1, (2 << 30) + i * 65536, 65536, false).done_ns;
         }
         assert!(!d.serve(t, 1, 1 << 30, 4096, false).cached);
+    }
+
+    #[test]
+    fn a_cached_read_elsewhere_does_not_stretch_the_read_ahead() {
+        // The drive streams on from 1 GiB; a read 300 MiB further on that its cache holds must
+        // not move the window there: a later read next to it goes to the media, it does not
+        // wait for the stream to cover 300 MiB (1.7 s at the media rate).
+        let mut d = Disk::new(DiskParams::preset("hdd-7200").unwrap());
+        let far = (1 << 30) + (300 << 20);
+        let mut t = d.serve(0, 1, far, 4096, false).done_ns;
+        t = d.serve(t, 1, 1 << 30, 4096, false).done_ns;
+        t = d.serve(t, 1, far, 4096, false).done_ns;
+        let next = d.serve(t, 1, far + (512 << 10), 4096, false);
+        assert!(!next.cached);
+        assert!(next.latency_ns() < 30_000_000, "{next:?}");
     }
 
     #[test]
