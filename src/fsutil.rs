@@ -257,20 +257,30 @@ fn nofile() -> libc::rlimit {
     l
 }
 
-/// The soft limit on open files.
-/// The mount flags (`ST_NODEV`, `ST_NOSUID`, `ST_NOEXEC`, `ST_RDONLY`, ...) of the filesystem
-/// that holds `path`.
-pub fn mount_flags(path: &Path) -> io::Result<libc::c_ulong> {
+/// `statvfs(2)` of the filesystem that holds `path`.
+pub fn statvfs(path: &Path) -> io::Result<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: valid C string and out pointer.
+    // SAFETY: a plain C struct; zeroes are a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: a valid C string and out pointer.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(s.f_flag)
+    Ok(s)
+}
+
+/// The mount flags (`ST_NODEV`, `ST_NOSUID`, `ST_NOEXEC`, `ST_RDONLY`, ...) of the filesystem
+/// that holds `path`.
+pub fn mount_flags(path: &Path) -> io::Result<libc::c_ulong> {
+    Ok(statvfs(path)?.f_flag)
+}
+
+/// The size in bytes of the filesystem that holds `path`.
+pub fn filesystem_bytes(path: &Path) -> io::Result<u64> {
+    let s = statvfs(path)?;
+    Ok(s.f_blocks as u64 * s.f_frsize as u64)
 }
 
 /// The process's open-file limit (soft).

@@ -212,6 +212,12 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         store.set_dir_ttl(super::seconds(ttl, "--dir-ttl")?);
     }
     store.fill_dir_entries(&mut params);
+    // A real store's disk is its filesystem: seeks are spread over that.
+    if let (Some(disk), Some(root)) = (params.disk.as_mut(), args.store.as_deref()) {
+        disk.span = crate::fsutil::filesystem_bytes(root)
+            .map_err(|e| anyhow::anyhow!("statfs {}: {e}", root.display()))?
+            .max(1);
+    }
     if !super::to_stdout(&args.json) {
         describe(
             &args,

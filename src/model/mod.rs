@@ -31,12 +31,14 @@ pub mod arc;
 pub mod cache;
 pub mod order;
 mod params;
+pub mod place;
 
 pub use params::{model_help, ModelParams, PRESETS};
 
 use hashbrown::HashSet;
 use serde::{Deserialize, Serialize};
 
+use crate::disk::Disk;
 use crate::trace::Op;
 use cache::MetaCache;
 use order::InodeOrder;
@@ -253,6 +255,13 @@ pub struct Model {
     /// Creation ranks used as object ids (see [`order`]), for backing stores whose inode
     /// numbers do not follow creation order.
     order: Option<InodeOrder>,
+    /// The disk that serves the reads and writes, with `params.disk`.
+    disk: Option<Disk>,
+    /// Blocks a sync sent to the journal, to be written home at the time given (with
+    /// `home_write_delay_ns`), oldest first.
+    home_writes: std::collections::VecDeque<(u64, Vec<u64>)>,
+    /// Where the next journal write goes (bytes from the journal's start).
+    journal_head: u64,
 }
 
 impl Model {
@@ -262,6 +271,7 @@ impl Model {
             0 => 0,
             per => params.dir_entries.div_ceil(per).clamp(1, 1 << 16),
         };
+        let disk = params.disk.clone().map(Disk::new);
         Model {
             cache: MetaCache::new(params.cache_policy, params.cache_blocks()),
             prefetch_cleared: HashSet::new(),
@@ -278,6 +288,9 @@ impl Model {
             totals: Totals::default(),
             scratch: Vec::new(),
             order: None,
+            disk,
+            home_writes: std::collections::VecDeque::new(),
+            journal_head: 0,
         }
     }
 
@@ -351,9 +364,95 @@ impl Model {
     fn read(&mut self, block: u64, c: &mut Cost) {
         if self.cache.access(block) {
             self.totals.hits += 1;
-        } else {
-            c.misses += 1;
+            return;
+        }
+        c.misses += 1;
+        if self.disk.is_none() {
             c.ns += self.miss_ns;
+            return;
+        }
+        let at = self.clock_ns + c.ns;
+        let mut done = at;
+        if let Some((first, n)) = self.inode_readahead(block) {
+            // ext4 submits the read-ahead of the table blocks around it, then the block
+            // itself (a separate request, found in the drive's cache).
+            done = self.device(at, first, n, false);
+            c.prefetched += n.saturating_sub(1);
+            self.totals.prefetch_ios += 1;
+        }
+        done = done.max(self.device(at, block, 1, false));
+        c.ns += done - at + self.params.io_ns;
+    }
+
+    /// With inode-table read-ahead, the run of table blocks a miss on `block` reads ahead
+    /// (the uncached ones of its aligned window, within its group's table), now cached:
+    /// (first, blocks).
+    fn inode_readahead(&mut self, block: u64) -> Option<(u64, u64)> {
+        let ra = self.params.inode_readahead_blocks;
+        let Layout::Ext4 {
+            inodes_per_group,
+            per_block,
+        } = self.params.layout
+        else {
+            return None;
+        };
+        if ra < 2 || block >> 61 != 0 {
+            return None;
+        }
+        let tables = inodes_per_group.div_ceil(per_block.max(1));
+        let (group, within) = (block & !0xff_ffff, block & 0xff_ffff);
+        let from = within / ra * ra;
+        let (mut first, mut last) = (None, 0);
+        for w in from..(from + ra).min(tables) {
+            if w != within && self.cache.contains(group | w) {
+                continue;
+            }
+            self.cache.access(group | w);
+            first.get_or_insert(w);
+            last = w;
+        }
+        let first = first?;
+        (last > first).then(|| (group | first, last - first + 1))
+    }
+
+    /// Serves `n` blocks from where `block` lies on the model's disk, arriving at `at`;
+    /// returns when it is done.
+    fn device(&mut self, at: u64, block: u64, n: u64, write: bool) -> u64 {
+        let p = &self.params;
+        let Some(disk) = self.disk.as_mut() else {
+            return at + if write { self.write_ns } else { self.miss_ns };
+        };
+        let offset = p
+            .placement
+            .offset(&p.layout, p.block_bytes, block, disk.params().span);
+        disk.serve(at, 0, offset, n * p.block_bytes, write).done_ns
+    }
+
+    /// With a disk, writes `blocks` (sorted) to their homes from `at`, runs of neighbours
+    /// as one request of at most 512 KiB; returns when the last is done.
+    fn write_home(&mut self, at: u64, blocks: &[u64]) -> u64 {
+        let per_io = ((512 << 10) / self.params.block_bytes.max(1)).max(1);
+        let mut done = at;
+        let mut i = 0;
+        while i < blocks.len() {
+            let mut n = 1;
+            while i + (n as usize) < blocks.len()
+                && blocks[i + n as usize] == blocks[i] + n
+                && n < per_io
+            {
+                n += 1;
+            }
+            done = self.device(at, blocks[i], n, true);
+            i += n as usize;
+        }
+        done
+    }
+
+    /// Writes the blocks whose home writes are due by `now`.
+    fn home_writes_due(&mut self, now: u64) {
+        while self.home_writes.front().is_some_and(|(due, _)| *due <= now) {
+            let (due, blocks) = self.home_writes.pop_front().expect("checked");
+            self.write_home(due, &blocks);
         }
     }
 
@@ -363,20 +462,55 @@ impl Model {
         }
     }
 
-    /// Writes the dirty blocks (a transaction-group sync); returns its duration.
-    fn sync(&mut self) -> u64 {
+    /// Writes the dirty blocks (a transaction-group sync) from `at`; returns its duration.
+    fn sync(&mut self, at: u64) -> u64 {
         let n = self.dirty.len() as u64;
-        let qd = self.params.queue_depth.max(1);
-        // Copy-on-write puts a group's blocks one after the other: with aggregation they go
-        // out in I/Os of the limit's size.
-        let ios = n.div_ceil(self.params.blocks_per_io());
-        let ns = ios.div_ceil(qd) * self.write_ns + (n - ios) * self.transfer_ns / qd;
+        let ns = if self.disk.is_some() {
+            if n == 0 {
+                0
+            } else {
+                self.sync_to_disk(at)
+            }
+        } else {
+            let qd = self.params.queue_depth.max(1);
+            // Copy-on-write puts a group's blocks one after the other: with aggregation they
+            // go out in I/Os of the limit's size.
+            let ios = n.div_ceil(self.params.blocks_per_io());
+            ios.div_ceil(qd) * self.write_ns + (n - ios) * self.transfer_ns / qd
+        };
         self.totals.txg_syncs += 1;
         self.totals.blocks_written += n;
         self.totals.writeback_ns += ns;
         self.totals.dirty_per_txg.push(n);
         self.dirty.clear();
         ns
+    }
+
+    /// A sync on the model's disk: to the journal (a descriptor block, the blocks, a commit
+    /// block, one after the other) and home later, or home at once.
+    fn sync_to_disk(&mut self, at: u64) -> u64 {
+        let mut blocks: Vec<u64> = self.dirty.iter().copied().collect();
+        let p = &self.params;
+        let span = self.disk.as_ref().map_or(0, |d| d.params().span);
+        blocks.sort_unstable_by_key(|&b| p.placement.offset(&p.layout, p.block_bytes, b, span));
+        if self.params.home_write_delay_ns == 0 {
+            return self.write_home(at, &blocks) - at;
+        }
+        self.home_writes_due(at);
+        let bytes = (blocks.len() as u64 + 2) * self.params.block_bytes;
+        let journal = self.params.placement.journal(span);
+        // A 64 MiB journal, written round.
+        if self.journal_head + bytes > 64 << 20 {
+            self.journal_head = 0;
+        }
+        let done = self.disk.as_mut().map_or(at, |d| {
+            d.serve(at, 0, journal + self.journal_head, bytes, true)
+                .done_ns
+        });
+        self.journal_head += bytes;
+        self.home_writes
+            .push_back((at + self.params.home_write_delay_ns, blocks));
+        done - at
     }
 
     /// Syncs every transaction group that ended before now. A group ends `txg_ns` after it
@@ -388,9 +522,12 @@ impl Model {
             if self.clock_ns < due {
                 break;
             }
-            let ns = self.sync();
+            let ns = self.sync(due);
             self.sync_end_ns = due + ns;
             self.txg_start_ns = due;
+        }
+        if self.disk.is_some() {
+            self.home_writes_due(self.clock_ns);
         }
     }
 
@@ -402,7 +539,7 @@ impl Model {
             // At the limit the operation waits for the running sync to end, then for a sync
             // of everything dirty.
             let wait = self.sync_end_ns.saturating_sub(self.clock_ns);
-            let ns = self.sync();
+            let ns = self.sync(self.clock_ns + wait);
             c.throttle_ns += wait + ns;
             self.sync_end_ns = self.clock_ns + wait + ns;
             self.txg_start_ns = self.clock_ns + wait;
@@ -466,7 +603,13 @@ impl Model {
             {
                 self.read(self.block(op.ino), &mut c);
             }
-            Op::Readdir | Op::Readdirplus => self.read(dir_block(op.ino), &mut c),
+            Op::Readdir | Op::Readdirplus => {
+                self.read(dir_block(op.ino), &mut c);
+                if ok && self.params.dir_atime && op.ino != 0 {
+                    self.throttle(&mut c);
+                    self.dirty(self.block(op.ino), &mut c);
+                }
+            }
             Op::Setattr if op.ino != 0 => {
                 self.read(self.block(op.ino), &mut c);
                 if ok {
@@ -516,7 +659,8 @@ impl Model {
         blocks.clear();
         // With the prefetch flag, a listing prefetches its entries' dnodes only while the
         // directory has it set, and clears it.
-        let dnodes = !self.params.readdir_prefetch_flag || self.prefetch_cleared.insert(dir);
+        let dnodes = self.params.readdir_prefetch
+            && (!self.params.readdir_prefetch_flag || self.prefetch_cleared.insert(dir));
         if dnodes {
             blocks.extend(entries.iter().map(|&i| self.block(i)));
         }
@@ -531,6 +675,14 @@ impl Model {
         let gap = self.params.read_gap_bytes / self.params.block_bytes.max(1);
         let mut ios = 0u64;
         let mut run: Option<(u64, u64)> = None; // (first, last) block of the open I/O
+                                                // With a disk, the runs are served as they close, from when this listing's reads
+                                                // start (after the previous listing's, with asynchronous prefetch).
+        let at = if self.params.async_prefetch {
+            self.prefetch_end_ns.max(self.clock_ns)
+        } else {
+            self.clock_ns
+        };
+        let mut done = at;
         for &b in &blocks {
             if self.cache.contains(b) {
                 self.cache.access(b);
@@ -542,17 +694,30 @@ impl Model {
                 Some((first, last)) if per_io > 1 && b - last <= gap + 1 && b - first < per_io => {
                     Some((first, b))
                 }
-                _ => {
+                closed => {
+                    if let (Some((first, last)), true) = (closed, self.disk.is_some()) {
+                        done = self.device(at, first, last - first + 1, false);
+                    }
                     ios += 1;
                     Some((b, b))
                 }
             };
         }
+        if let (Some((first, last)), true) = (run, self.disk.is_some()) {
+            done = self.device(at, first, last - first + 1, false);
+        }
         self.scratch = blocks;
         self.totals.prefetch_ios += ios;
         let qd = self.params.queue_depth.max(1);
         let extra = (c.prefetched - ios) * self.transfer_ns;
-        if self.params.async_prefetch {
+        if self.disk.is_some() {
+            if self.params.async_prefetch {
+                c.ns = at - self.clock_ns;
+                self.prefetch_end_ns = done;
+            } else {
+                c.ns = done - at + ios * self.params.io_ns;
+            }
+        } else if self.params.async_prefetch {
             // Wait for the previous listing's reads, then queue this one's behind them.
             c.ns = self.prefetch_end_ns.saturating_sub(self.clock_ns);
             let busy = (ios * self.miss_ns + extra) / qd;
@@ -609,7 +774,10 @@ impl Model {
     /// Ends the run: the last transaction group is synced.
     pub fn flush(&mut self) {
         if !self.dirty.is_empty() {
-            self.sync();
+            self.sync(self.clock_ns);
+        }
+        if self.disk.is_some() {
+            self.home_writes_due(u64::MAX);
         }
     }
 }

@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::cache::Policy;
+use super::place::Placement;
 use super::Layout;
+use crate::disk::DiskParams;
 
 /// Model parameters; see [`ModelParams::preset`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -93,6 +95,44 @@ pub struct ModelParams {
     /// for the disks `1 / (1 - share)` times as long (0: an idle pool).
     #[serde(default)]
     pub backup_disk_share: f64,
+    /// A disk under the model: demand reads and the writes of a sync are served by
+    /// [`crate::disk::Disk`] at their blocks' places on it ([`Placement`]), one queue, so
+    /// seeks, the platter's turn and the drive's read-ahead price them (`miss_ns`,
+    /// `write_ns` and `transfer_ns` are then unused). None: every read costs `miss_ns`.
+    #[serde(default)]
+    pub disk: Option<DiskParams>,
+    /// Where the blocks lie on that disk (ext4's geometry).
+    #[serde(default)]
+    pub placement: Placement,
+    /// Host time of each read the disk serves, beyond the disk's own: the block layer and
+    /// the driver (on the testbed, the loop device and the FUSE round trip to the disk
+    /// model, which `testbed` measures).
+    #[serde(default)]
+    pub io_ns: u64,
+    /// ext4's `inode_readahead_blks` (32): a miss on an inode-table block reads the aligned
+    /// run of this many table blocks around it (within its group) in one I/O, and caches
+    /// them. 0: off.
+    #[serde(default)]
+    pub inode_readahead_blocks: u64,
+    /// A listing updates the directory's atime (relatime does once a day, and whenever the
+    /// atime is not newer than the mtime: every chunk directory at every GC), dirtying its
+    /// inode's block.
+    #[serde(default)]
+    pub dir_atime: bool,
+    /// With a disk: a sync writes the dirty blocks to a journal (one sequential write at
+    /// [`Placement::journal`]) and each block to its home this long later, as ext4's
+    /// write-back of checkpointed buffers does (`dirty_expire_centisecs`, 30 s). 0: a sync
+    /// writes the blocks to their homes at once.
+    #[serde(default)]
+    pub home_write_delay_ns: u64,
+    /// A listing prefetches its entries' inode blocks, as `zfs_readdir` does (see
+    /// `readdir_prefetch_flag`); ext4's readdir reads no inode.
+    #[serde(default = "yes")]
+    pub readdir_prefetch: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `zfs-hdd`, the default model: a cold ZFS pool of HDDs (8 ms a demand read, 8 at a time, a
@@ -125,6 +165,13 @@ impl Default for ModelParams {
             transfer_ns: 0,
             backup_cache_share: 0.0,
             backup_disk_share: 0.0,
+            disk: None,
+            placement: Placement::default(),
+            io_ns: 0,
+            inode_readahead_blocks: 0,
+            dir_atime: false,
+            home_write_delay_ns: 0,
+            readdir_prefetch: true,
         }
     }
 }
@@ -186,14 +233,26 @@ impl ModelParams {
                 write_ns: 50_000,
                 ..zfs
             },
+            // ext4 (mke2fs's defaults) on one 7,200 rpm disk, as the testbed measured it
+            // (BENCHMARKS.md, "The model learns the disk"): every read and write served by
+            // the disk model at its block's place, inode-table read-ahead, listings that
+            // update the directories' atimes (relatime) and prefetch nothing, a journal
+            // committed every 5 s and written home 30 s later. The disk's span is the
+            // filesystem's size where `simulate --store` can read it.
             "ext4-hdd" => ModelParams {
                 layout: Layout::Ext4 {
                     inodes_per_group: 8192,
                     per_block: 16,
                 },
                 block_bytes: 4 << 10,
-                queue_depth: 4,
+                queue_depth: 1,
                 dirty_limit_blocks: (1u64 << 30) / (4 << 10),
+                disk: Some(DiskParams::preset("hdd-7200")?),
+                io_ns: 20_000,
+                inode_readahead_blocks: 32,
+                dir_atime: true,
+                home_write_delay_ns: 30_000_000_000,
+                readdir_prefetch: false,
                 ..zfs
             },
             // The pool of thread 001's datastore B, where its readdir and lstat figures were
@@ -363,6 +422,21 @@ impl ModelParams {
         }
         if self.backup_cache_share > 0.0 || self.backup_disk_share > 0.0 {
             m.push("backup-load");
+        }
+        if self.disk.is_some() {
+            m.push("disk");
+        }
+        if self.inode_readahead_blocks > 1 {
+            m.push("inode-readahead");
+        }
+        if self.dir_atime {
+            m.push("dir-atime");
+        }
+        if self.disk.is_some() && self.home_write_delay_ns > 0 {
+            m.push("journal");
+        }
+        if !self.readdir_prefetch {
+            m.push("no-readdir-prefetch");
         }
         m
     }

@@ -532,3 +532,106 @@ fn a_recent_copy_keeps_the_counters_and_the_last_groups() {
     );
     assert_eq!(t.recent(10), t, "fewer groups than asked: all of them");
 }
+
+/// ext4 on one disk, as the `ext4-hdd` preset, over a 2 GiB filesystem.
+fn ext4_disk() -> ModelParams {
+    let mut p = ModelParams::preset("ext4-hdd").unwrap();
+    p.disk.as_mut().unwrap().span = 2 << 30;
+    p.io_ns = 0;
+    p
+}
+
+/// The chunk directories' blocks lie in the order of their inode numbers: lookups that go
+/// directory by directory (batched, inode-order) stream them off the disk, while the same
+/// lookups in digest-hash order (naive) seek each time: same reads, several times the time.
+#[test]
+fn with_a_disk_reads_in_layout_order_cost_less_than_the_same_reads_at_random() {
+    let dirs: Vec<u64> = (15..15 + 2000u64).map(|i| i * 24).collect();
+    let time = |order: &[u64]| {
+        let mut m = Model::new(ext4_disk());
+        for &d in order {
+            m.charge(&op(Op::Readdir, d, 13));
+        }
+        (m.clock_ns(), m.totals().misses)
+    };
+    let (sorted_ns, sorted_reads) = time(&dirs);
+    let mut shuffled = dirs.clone();
+    let mut x = 7u64;
+    for i in (1..shuffled.len()).rev() {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        shuffled.swap(i, (x >> 33) as usize % (i + 1));
+    }
+    let (random_ns, random_reads) = time(&shuffled);
+    assert_eq!(sorted_reads, random_reads);
+    assert!(
+        random_ns > 3 * sorted_ns,
+        "random {random_ns} ns, in order {sorted_ns} ns"
+    );
+    // Random reads within 200 MiB of a 2 GiB disk: a short seek and half a turn, 5-12 ms.
+    let each = random_ns / random_reads;
+    assert!((5_000_000..12_000_000).contains(&each), "{each} ns a read");
+}
+
+/// A miss on an inode-table block reads its aligned window of 32 table blocks in one I/O
+/// (ext4's inode_readahead_blks): the inodes of the next 31 blocks then cost nothing.
+#[test]
+fn inode_table_readahead_reads_the_window_in_one_io() {
+    let mut m = Model::new(ext4_disk());
+    let first = m.charge(&op(Op::Getattr, 1 + 16 * 64, 0));
+    assert_eq!(first.misses, 1);
+    assert_eq!(first.prefetched, 31);
+    for b in 64..96u64 {
+        let c = m.charge(&op(Op::Getattr, 1 + 16 * b, 0));
+        assert_eq!(c.misses, 0, "table block {b}");
+    }
+    assert_eq!(m.charge(&op(Op::Getattr, 1 + 16 * 96, 0)).misses, 1);
+    assert_eq!(m.totals().prefetch_ios, 2);
+    let mut off = ext4_disk();
+    off.inode_readahead_blocks = 0;
+    let mut m = Model::new(off);
+    m.charge(&op(Op::Getattr, 1 + 16 * 64, 0));
+    assert_eq!(m.charge(&op(Op::Getattr, 1 + 16 * 65, 0)).misses, 1);
+}
+
+/// Under relatime a listing updates the directory's atime: its inode block is dirtied and
+/// written, to the journal at the group's commit and home 30 s later. ext4's readdir
+/// prefetches no inode.
+#[test]
+fn ext4_listings_dirty_the_directories_inodes_and_prefetch_nothing() {
+    let mut m = Model::new(ext4_disk());
+    for d in 17..17 + 64u64 {
+        m.charge(&op(Op::Readdir, d, 13));
+        let c = m.charge_listing(d, &[100_000 + d, 200_000 + d]);
+        assert_eq!(c.prefetched, 0);
+    }
+    // 64 directories' inodes: 4 table blocks.
+    assert_eq!(m.dirty_blocks(), 4);
+    m.flush();
+    assert_eq!(m.totals().blocks_written, 4);
+    let disk = m.disk.as_ref().unwrap().totals();
+    assert_eq!(
+        disk.writes, 2,
+        "the journal, then the blocks' home: {disk:?}"
+    );
+    let mut off = ext4_disk();
+    off.dir_atime = false;
+    let mut m = Model::new(off);
+    m.charge(&op(Op::Readdir, 15, 13));
+    assert_eq!(m.dirty_blocks(), 0);
+}
+
+/// The journal's commit goes out at the group's sync; the blocks' home writes wait 30 s and
+/// then delay the reads queued behind them.
+#[test]
+fn home_writes_follow_the_journal_after_the_delay() {
+    let mut m = Model::new(ext4_disk());
+    m.charge(&op(Op::Setattr, 20, 0));
+    // A read after the sync (5 s): the journal write is done by then.
+    m.clock_ns = 6_000_000_000;
+    m.charge(&op(Op::Getattr, 100_000, 0));
+    let d = m.disk.as_ref().unwrap().totals();
+    assert_eq!(d.writes, 1, "the journal only");
+    m.clock_ns = 40_000_000_000;
+    m.charge(&op(Op::Getattr, 200_000, 0));
+    assert_eq!(m.disk.as_ref().unwrap().totals().writes, 2, "and home");
+}

@@ -47,8 +47,10 @@ pub struct SimRun {
     pub phase1_requests: RequestCounts,
     /// Demand reads (the model's misses) of phase 1.
     pub phase1_reads: u64,
-    /// Its prefetch reads.
+    /// Its prefetch reads (blocks).
     pub phase1_prefetch_reads: u64,
+    /// The I/Os those took (fewer than the blocks where reads were aggregated).
+    pub phase1_prefetch_ios: u64,
     /// Its block writes (the open transaction group included).
     pub phase1_block_writes: u64,
     /// Model totals after the final transaction group was written.
@@ -346,15 +348,22 @@ pub fn run(
     let mut marks: Vec<(gc::Boundary, u64)> = Vec::new();
     let mut phase1_requests = RequestCounts::default();
     let (mut phase1_reads, mut phase1_prefetch_reads, mut phase1_block_writes) = (0, 0, 0);
+    let mut phase1_prefetch_ios = 0;
     let mut boundary = |b: gc::Boundary| -> Result<()> {
         store.mark(&Marker::phase(b.phase.number(), b.start, b.strategy.name()).encode());
         marks.push((b, store.with_model(|m| m.clock_ns())));
         if b.phase == GcPhase::Mark && !b.start {
             phase1_requests = store.counts();
-            (phase1_reads, phase1_prefetch_reads, phase1_block_writes) = store.with_model(|m| {
+            (
+                phase1_reads,
+                phase1_prefetch_reads,
+                phase1_prefetch_ios,
+                phase1_block_writes,
+            ) = store.with_model(|m| {
                 (
                     m.totals().misses,
                     m.totals().prefetched,
+                    m.totals().prefetch_ios,
                     m.totals().blocks_written + m.dirty_blocks(),
                 )
             });
@@ -401,6 +410,7 @@ pub fn run(
         phase1_requests,
         phase1_reads,
         phase1_prefetch_reads,
+        phase1_prefetch_ios,
         phase1_block_writes,
         model,
         phase1_ns,

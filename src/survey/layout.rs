@@ -125,14 +125,7 @@ pub(super) fn inodes_per_group(files: u64, blocks: u64, block: u64, per_block: u
 
 /// The ext4 geometry of the filesystem of `root` from `statfs` (inode size assumed 256).
 fn ext4_geometry_statfs(root: &Path) -> Option<(u64, u64, u64)> {
-    let c =
-        std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(root.as_os_str())).ok()?;
-    // SAFETY: a plain C struct; zeroes are a valid value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and out pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
+    let st = crate::fsutil::statvfs(root).ok()?;
     let block = st.f_bsize as u64;
     let ipg = inodes_per_group(st.f_files as u64, st.f_blocks as u64, block, block / 256)?;
     Some((256, block, ipg))

@@ -132,6 +132,29 @@ fn the_testbed_reports_every_strategy_measured_and_predicted_and_cleans_up() {
         v.sort();
         assert_eq!(v, ["lru", "naive"], "{k}");
     }
+    assert!(r["ranking_agrees"].is_boolean());
+    assert!(r["image_in_memory"].is_boolean());
+    assert!(r["host_io_ns"].as_u64().unwrap() > 0);
+    // The model the predictions came from, with the testbed's disk spread over the image.
+    let model: Value =
+        serde_json::from_slice(&std::fs::read(r["model_file"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(model["disk"]["span"], 2u64 << 30);
+    assert_eq!(model["cache_bytes"], 128 << 20);
+    assert_eq!(model["io_ns"], r["host_io_ns"]);
+    // The sweep reads each chunk directory's block once, on the device and in the model
+    // (inode-table read-ahead and all): the counts agree within 1.5x.
+    for run in runs {
+        let sweep = &run["phases"][1];
+        let (dev, pred) = (
+            sweep["device_reads"].as_f64().unwrap(),
+            sweep["predicted_reads"].as_f64().unwrap(),
+        );
+        assert!(
+            (dev / 1.5..dev * 1.5).contains(&pred),
+            "{}: sweep reads {dev} on the device, {pred} predicted",
+            run["strategy"]
+        );
+    }
     assert!(!r["notes"].as_array().unwrap().is_empty());
 }
 
