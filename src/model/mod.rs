@@ -674,9 +674,10 @@ impl Model {
         let per_io = self.params.blocks_per_io();
         let gap = self.params.read_gap_bytes / self.params.block_bytes.max(1);
         let mut ios = 0u64;
-        let mut run: Option<(u64, u64)> = None; // (first, last) block of the open I/O
-                                                // With a disk, the runs are served as they close, from when this listing's reads
-                                                // start (after the previous listing's, with asynchronous prefetch).
+        // The (first, last) block of the open I/O.
+        let mut run: Option<(u64, u64)> = None;
+        // With a disk, the runs are served as they close, from when this listing's reads
+        // start (after the previous listing's, with asynchronous prefetch).
         let at = if self.params.async_prefetch {
             self.prefetch_end_ns.max(self.clock_ns)
         } else {
