@@ -378,12 +378,9 @@ fn model_params(
         );
     }
     let mut params = args.model.params()?;
-    if let Some(p) = params
-        .as_mut()
-        .filter(|p| p.zap_leaf_entries > 0 && p.dir_entries == 0)
-    {
+    if let Some(p) = params.as_mut().filter(|p| p.needs_dir_entries()) {
         p.dir_entries = crate::model::order::sample_dir_entries(store)
-            .context("counting chunk directory entries for the model's ZAP layout")?;
+            .context("counting chunk directory entries for the model's directory layout")?;
         tracing::info!(
             "model {}: ~{} entries per chunk directory (256 sampled)",
             p.name,

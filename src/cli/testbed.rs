@@ -53,9 +53,10 @@ pub struct TestbedArgs {
     /// The strategies, run in this order.
     #[arg(long, value_enum, value_delimiter = ',', default_value = Strategy::all_names())]
     strategy: Vec<Strategy>,
-    /// The cost model to compare (a preset or a model file).
-    #[arg(long, default_value = "ext4-hdd")]
-    model: String,
+    /// The cost model to compare (a preset or a model file); by default the filesystem's:
+    /// `ext4-hdd` on ext4 (and btrfs, which has no model of its own yet), `xfs-hdd` on xfs.
+    #[arg(long)]
+    model: Option<String>,
 }
 
 pub fn run(args: TestbedArgs) -> Result<Outcome> {
@@ -73,7 +74,13 @@ pub fn run(args: TestbedArgs) -> Result<Outcome> {
         image_bytes: size(&args.image, "--image")?,
         memory_bytes: size(&args.memory, "--memory")?,
         strategies: args.strategy,
-        model: args.model,
+        model: args.model.unwrap_or_else(|| {
+            match args.fs {
+                Fs::Xfs => "xfs-hdd",
+                Fs::Ext4 | Fs::Btrfs => "ext4-hdd",
+            }
+            .to_string()
+        }),
     };
     let exe = std::env::current_exe().context("finding chunkscope's own executable")?;
     let report = crate::testbed::run(&o, &exe)?;

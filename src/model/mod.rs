@@ -59,13 +59,29 @@ pub enum Layout {
         /// Inodes per inode-table block.
         per_block: u64,
     },
+    /// XFS: an inode number is its address (allocation group, block in it, slot in the
+    /// block), inodes are read a cluster buffer at a time, and a directory of at most
+    /// `shortform_entries` entries keeps them in its inode (no block of its own).
+    Xfs {
+        /// Inodes per cluster buffer (32 of 512 bytes in 16 KiB).
+        per_block: u64,
+        /// log2 of inodes per filesystem block (`sb_inopblog`: 3 for 512-byte inodes in 4 KiB).
+        inopb_log: u32,
+        /// Bits of an inode number within its allocation group (`sb_agblklog + sb_inopblog`).
+        agino_log: u32,
+        /// Blocks per allocation group (`sb_agblocks`).
+        ag_blocks: u64,
+        /// Entries a short-form directory holds in its inode (4 names of 64 characters in a
+        /// 512-byte inode's 336 bytes).
+        shortform_entries: u64,
+    },
 }
 
 impl Layout {
     /// The inode-table block of `ino` (directory blocks use the high bit, see [`dir_block`]).
     pub fn block(&self, ino: u64) -> u64 {
         match *self {
-            Layout::Zfs { per_block } => ino / per_block.max(1),
+            Layout::Zfs { per_block } | Layout::Xfs { per_block, .. } => ino / per_block.max(1),
             Layout::Ext4 {
                 inodes_per_group,
                 per_block,
@@ -262,6 +278,10 @@ pub struct Model {
     home_writes: std::collections::VecDeque<(u64, Vec<u64>)>,
     /// Where the next journal write goes (bytes from the journal's start).
     journal_head: u64,
+    /// With logical logging: log bytes of the changes since the last push, and the log
+    /// writes pushed but not yet served (bytes from the journal's start, length).
+    log_bytes: u64,
+    log_writes: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl Model {
@@ -291,6 +311,8 @@ impl Model {
             disk,
             home_writes: std::collections::VecDeque::new(),
             journal_head: 0,
+            log_bytes: 0,
+            log_writes: std::collections::VecDeque::new(),
         }
     }
 
@@ -308,6 +330,20 @@ impl Model {
         match &self.order {
             Some(o) => self.params.layout.block(o.rank(ino)),
             None => self.params.layout.block(ino),
+        }
+    }
+
+    /// The block holding directory `d`'s entries: its own ([`dir_block`]), or on XFS, while
+    /// the store's directories are short-form, its inode's.
+    #[inline]
+    fn dir(&self, d: u64) -> u64 {
+        match self.params.layout {
+            Layout::Xfs {
+                shortform_entries, ..
+            } if self.params.dir_entries <= shortform_entries && self.params.dir_entries > 0 => {
+                self.block(d)
+            }
+            _ => dir_block(d),
         }
     }
 
@@ -346,7 +382,7 @@ impl Model {
             for leaf in 0..self.leaves {
                 self.cache.access(zap_leaf_block(d, leaf));
             }
-            self.cache.access(dir_block(d));
+            self.cache.access(self.dir(d));
         }
     }
 
@@ -372,6 +408,10 @@ impl Model {
             return;
         }
         let at = self.clock_ns + c.ns;
+        // A log write in flight reaches the disk before this read.
+        if let Some((offset, len)) = self.log_writes.pop_front() {
+            self.log_write(at, offset, len);
+        }
         let mut done = at;
         if let Some((first, n)) = self.inode_readahead(block) {
             // ext4 submits the read-ahead of the table blocks around it, then the block
@@ -456,7 +496,22 @@ impl Model {
         }
     }
 
+    /// Serves one log write of `len` bytes at `offset` from the journal's start.
+    fn log_write(&mut self, at: u64, offset: u64, len: u64) -> u64 {
+        let journal = self.journal_offset();
+        self.disk
+            .as_mut()
+            .map_or(at, |d| d.serve(at, 0, journal + offset, len, true).done_ns)
+    }
+
+    /// The journal's first byte on the model's disk.
+    fn journal_offset(&self) -> u64 {
+        let span = self.disk.as_ref().map_or(0, |d| d.params().span);
+        self.params.placement.journal(span)
+    }
+
     fn dirty(&mut self, block: u64, c: &mut Cost) {
+        self.log_bytes += self.params.log_bytes_per_change;
         if self.dirty.insert(block) {
             c.dirtied += 1;
         }
@@ -497,20 +552,51 @@ impl Model {
             return self.write_home(at, &blocks) - at;
         }
         self.home_writes_due(at);
-        let bytes = (blocks.len() as u64 + 2) * self.params.block_bytes;
-        let journal = self.params.placement.journal(span);
+        // The journal: the blocks themselves with a descriptor and a commit block (jbd2), or
+        // the changes' log records (logical logging) in log-buffer-sized writes that wait for
+        // the reads to take turns with.
+        let (bytes, io) = match self.params.log_bytes_per_change {
+            0 => ((blocks.len() as u64 + 2) * self.params.block_bytes, 0),
+            per => (
+                std::mem::take(&mut self.log_bytes).max(per),
+                self.params.log_io_bytes,
+            ),
+        };
+        self.log_bytes = 0;
         // A 64 MiB journal, written round.
         if self.journal_head + bytes > 64 << 20 {
             self.journal_head = 0;
         }
-        let done = self.disk.as_mut().map_or(at, |d| {
-            d.serve(at, 0, journal + self.journal_head, bytes, true)
-                .done_ns
-        });
+        let mut done = at;
+        if io == 0 {
+            done = self.log_write(at, self.journal_head, bytes);
+        } else {
+            // What the previous push left in flight goes first.
+            while let Some((offset, len)) = self.log_writes.pop_front() {
+                done = self.log_write(at, offset, len);
+            }
+            let mut off = 0;
+            while off < bytes {
+                let len = io.min(bytes - off);
+                self.log_writes.push_back((self.journal_head + off, len));
+                off += len;
+            }
+        }
         self.journal_head += bytes;
         self.home_writes
             .push_back((at + self.params.home_write_delay_ns, blocks));
         done - at
+    }
+
+    /// With logical logging, a push when the changes' log records reach the push size: a
+    /// group ends early (its writes go out between the next reads).
+    fn push_log_if_full(&mut self, now: u64) {
+        let limit = self.params.log_push_bytes;
+        if limit > 0 && self.log_bytes >= limit && self.disk.is_some() {
+            let ns = self.sync(now);
+            self.sync_end_ns = now + ns;
+            self.txg_start_ns = now;
+        }
     }
 
     /// Syncs every transaction group that ended before now. A group ends `txg_ns` after it
@@ -551,6 +637,7 @@ impl Model {
 
     fn finish(&mut self, mut c: Cost) -> Cost {
         c.ns += c.throttle_ns;
+        self.push_log_if_full(self.clock_ns + c.ns);
         self.clock_ns += c.ns;
         self.totals.ops += 1;
         self.totals.ns += c.ns;
@@ -578,7 +665,7 @@ impl Model {
         }
         match op.op {
             Op::Lookup => {
-                self.read(dir_block(op.parent), &mut c);
+                self.read(self.dir(op.parent), &mut c);
                 // A failed lookup reads the leaf its name hashes to as well (with no inode to
                 // hash, the hash of 0 stands in).
                 if let Some(l) = self.leaf(op.parent, op.ino) {
@@ -604,7 +691,7 @@ impl Model {
                 self.read(self.block(op.ino), &mut c);
             }
             Op::Readdir | Op::Readdirplus => {
-                self.read(dir_block(op.ino), &mut c);
+                self.read(self.dir(op.ino), &mut c);
                 if ok && self.params.dir_atime && op.ino != 0 {
                     self.throttle(&mut c);
                     self.dirty(self.block(op.ino), &mut c);
@@ -625,7 +712,7 @@ impl Model {
             | Op::Link
             | Op::Mknod
             | Op::Rename => {
-                self.read(dir_block(op.parent), &mut c);
+                self.read(self.dir(op.parent), &mut c);
                 let leaf = self.leaf(op.parent, op.ino);
                 if let Some(l) = leaf {
                     self.read(l, &mut c);
@@ -635,7 +722,7 @@ impl Model {
                 }
                 if ok {
                     self.throttle(&mut c);
-                    self.dirty(dir_block(op.parent), &mut c);
+                    self.dirty(self.dir(op.parent), &mut c);
                     if let Some(l) = leaf {
                         self.dirty(l, &mut c);
                     }
@@ -776,6 +863,9 @@ impl Model {
     pub fn flush(&mut self) {
         if !self.dirty.is_empty() {
             self.sync(self.clock_ns);
+        }
+        while let Some((offset, len)) = self.log_writes.pop_front() {
+            self.log_write(self.clock_ns, offset, len);
         }
         if self.disk.is_some() {
             self.home_writes_due(u64::MAX);

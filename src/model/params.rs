@@ -129,6 +129,21 @@ pub struct ModelParams {
     /// `readdir_prefetch_flag`); ext4's readdir reads no inode.
     #[serde(default = "yes")]
     pub readdir_prefetch: bool,
+    /// With a disk: the journal logs changes, not blocks (XFS's logical logging): this many
+    /// bytes for each change (an inode's core and its item, ~224 bytes measured on the
+    /// testbed: a sweep's 65,536 directory atimes made 14 MiB of log). 0: the journal
+    /// holds the dirty blocks themselves (ext4's jbd2).
+    #[serde(default)]
+    pub log_bytes_per_change: u64,
+    /// With logical logging: the log is written in requests of this size (XFS's 32 KiB log
+    /// buffers), each queued before the next demand read, so that they take turns with the
+    /// reads at the disk as the log buffers in flight and the GC's reads do.
+    #[serde(default)]
+    pub log_io_bytes: u64,
+    /// With logical logging: the log is pushed when this many bytes are waiting (XFS's CIL
+    /// push at an eighth of the log: 8 MiB of a 64 MiB log), as well as every `txg_ns`.
+    #[serde(default)]
+    pub log_push_bytes: u64,
 }
 
 fn yes() -> bool {
@@ -172,6 +187,9 @@ impl Default for ModelParams {
             dir_atime: false,
             home_write_delay_ns: 0,
             readdir_prefetch: true,
+            log_bytes_per_change: 0,
+            log_io_bytes: 0,
+            log_push_bytes: 0,
         }
     }
 }
@@ -186,11 +204,12 @@ pub fn model_help() -> String {
 }
 
 /// Names of the presets.
-pub const PRESETS: [&str; 7] = [
+pub const PRESETS: [&str; 8] = [
     "none",
     "zfs-hdd",
     "zfs-ssd",
     "ext4-hdd",
+    "xfs-hdd",
     "zfs-raidz-hdd",
     "zfs-raidz-hdd-busy",
     "zfs-special-ssd",
@@ -233,28 +252,7 @@ impl ModelParams {
                 write_ns: 50_000,
                 ..zfs
             },
-            // ext4 (mke2fs's defaults) on one 7,200 rpm disk, as the testbed measured it
-            // (BENCHMARKS.md, "The model learns the disk"): every read and write served by
-            // the disk model at its block's place, inode-table read-ahead, listings that
-            // update the directories' atimes (relatime) and prefetch nothing, a journal
-            // committed every 5 s and written home 30 s later. The disk's span is the
-            // filesystem's size where `simulate --store` can read it.
-            "ext4-hdd" => ModelParams {
-                layout: Layout::Ext4 {
-                    inodes_per_group: 8192,
-                    per_block: 16,
-                },
-                block_bytes: 4 << 10,
-                queue_depth: 1,
-                dirty_limit_blocks: (1u64 << 30) / (4 << 10),
-                disk: Some(DiskParams::preset("hdd-7200")?),
-                io_ns: 20_000,
-                inode_readahead_blocks: 32,
-                dir_atime: true,
-                home_write_delay_ns: 30_000_000_000,
-                readdir_prefetch: false,
-                ..zfs
-            },
+            "ext4-hdd" | "xfs-hdd" => ModelParams::one_disk(name, zfs)?,
             // The pool of thread 001's datastore B, where its readdir and lstat figures were
             // measured: 7 raidz1 vdevs of 4 HDDs. Every value comes from the thread's hardware
             // and measurements, none from a result this model is compared with (BENCHMARKS.md,
@@ -307,6 +305,61 @@ impl ModelParams {
         })
     }
 
+    /// The presets of one filesystem on one disk, checked on the testbed: `ext4-hdd`,
+    /// `xfs-hdd` (`zfs` is the default preset they start from).
+    fn one_disk(name: &str, zfs: ModelParams) -> anyhow::Result<ModelParams> {
+        Ok(match name {
+            // ext4 (mke2fs's defaults) on one 7,200 rpm disk, as the testbed measured it
+            // (BENCHMARKS.md, "The model learns the disk"): every read and write served by
+            // the disk model at its block's place, inode-table read-ahead, listings that
+            // update the directories' atimes (relatime) and prefetch nothing, a journal
+            // committed every 5 s and written home 30 s later. The disk's span is the
+            // filesystem's size where `simulate --store` can read it.
+            "ext4-hdd" => ModelParams {
+                layout: Layout::Ext4 {
+                    inodes_per_group: 8192,
+                    per_block: 16,
+                },
+                block_bytes: 4 << 10,
+                queue_depth: 1,
+                dirty_limit_blocks: (1u64 << 30) / (4 << 10),
+                disk: Some(DiskParams::preset("hdd-7200")?),
+                io_ns: 20_000,
+                inode_readahead_blocks: 32,
+                dir_atime: true,
+                home_write_delay_ns: 30_000_000_000,
+                readdir_prefetch: false,
+                ..zfs
+            },
+            // XFS (mkfs.xfs's defaults on 2 GiB: four allocation groups of 131,072 blocks,
+            // 512-byte inodes read 32 to a 16 KiB cluster) on one 7,200 rpm disk, as the
+            // testbed showed it (BENCHMARKS.md, "The model learns the disk"): short-form
+            // chunk directories (their entries in their inodes), directories spread over the
+            // groups in turn, a logical log in the middle group (224 bytes a change, pushed
+            // at 8 MiB or every 30 s, written 32 KiB at a time between the reads) and the
+            // inodes written home later, listings that update atimes and prefetch nothing.
+            "xfs-hdd" => ModelParams {
+                layout: Layout::Xfs {
+                    per_block: 32,
+                    inopb_log: 3,
+                    agino_log: 20,
+                    ag_blocks: 131_072,
+                    shortform_entries: 4,
+                },
+                name: name.to_string(),
+                block_bytes: 16 << 10,
+                dirty_limit_blocks: (1u64 << 30) / (16 << 10),
+                // The log worker's interval (`xfssyncd_centisecs`, 30 s) or a push at 8 MiB.
+                txg_ns: 30_000_000_000,
+                log_bytes_per_change: 224,
+                log_io_bytes: 32 << 10,
+                log_push_bytes: 8 << 20,
+                ..ModelParams::one_disk("ext4-hdd", zfs.clone())?
+            },
+            other => anyhow::bail!("{other}: not a one-disk preset"),
+        })
+    }
+
     /// A preset name, or a JSON file of [`ModelParams`] (as `chunkscope replay --print-model`
     /// writes one).
     pub fn load(spec: &str) -> anyhow::Result<ModelParams> {
@@ -327,6 +380,19 @@ impl ModelParams {
     pub fn validate(&self) -> anyhow::Result<()> {
         let per_block = match self.layout {
             Layout::Zfs { per_block } => per_block,
+            Layout::Xfs {
+                per_block,
+                inopb_log,
+                agino_log,
+                ag_blocks,
+                ..
+            } => {
+                anyhow::ensure!(
+                    inopb_log < agino_log && agino_log < 48 && ag_blocks > 0,
+                    "an xfs layout needs inopb_log < agino_log < 48 and ag_blocks above 0"
+                );
+                per_block
+            }
             Layout::Ext4 {
                 per_block,
                 inodes_per_group,
@@ -391,6 +457,13 @@ impl ModelParams {
         }
     }
 
+    /// Whether the model needs [`ModelParams::dir_entries`] filled in from the store (fat ZAP
+    /// leaves, XFS short-form directories).
+    pub fn needs_dir_entries(&self) -> bool {
+        self.dir_entries == 0
+            && (self.zap_leaf_entries > 0 || matches!(self.layout, Layout::Xfs { .. }))
+    }
+
     /// Blocks per aggregated I/O (1: no aggregation).
     pub(super) fn blocks_per_io(&self) -> u64 {
         (self.aggregation_limit_bytes / self.block_bytes.max(1)).max(1)
@@ -434,6 +507,9 @@ impl ModelParams {
         }
         if self.disk.is_some() && self.home_write_delay_ns > 0 {
             m.push("journal");
+        }
+        if self.disk.is_some() && self.log_bytes_per_change > 0 {
+            m.push("logical-log");
         }
         if !self.readdir_prefetch {
             m.push("no-readdir-prefetch");

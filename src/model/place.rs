@@ -13,6 +13,12 @@
 //! their inode numbers: block `itable_start + tables + (d - 1)` within the flex group. The
 //! journal lies in the middle of the filesystem.
 //!
+//! **XFS**: an inode number is its address: allocation group `ino >> agino_log`, block
+//! `(ino & agino mask) >> inopb_log` in it. Directories' inodes are spread over the groups in
+//! turn (the 65,536 chunk directories a quarter in each of a 2 GiB filesystem's four groups,
+//! one after the other within a group: `ls -i` on a testbed image); a short-form directory
+//! has no block of its own, a larger one's blocks lie near its inode.
+//!
 //! **ZFS**: copy-on-write puts blocks where there was space when they were last written; the
 //! dnode blocks of objects created together were written together, so a dnode block lies at
 //! its number times the block size, and directories' blocks are spread over the disk.
@@ -87,6 +93,28 @@ impl Placement {
                     at(flex_start(group / flex) + (group % flex) * tables + within)
                 }
             }
+            Layout::Xfs {
+                per_block,
+                inopb_log,
+                agino_log,
+                ag_blocks,
+                ..
+            } => {
+                // The filesystem block: inodes per cluster in `block_bytes`, 2^inopb_log a block.
+                let fs_block = (bytes / per_block.max(1)) << inopb_log;
+                let address = |ino: u64| {
+                    let (ag, agino) = (ino >> agino_log, ino & ((1 << agino_log) - 1));
+                    (ag * ag_blocks + (agino >> inopb_log)) * fs_block
+                };
+                if block & DIR != 0 && block & LEAF == 0 {
+                    // A directory's blocks: in its inode's group, near its inode (1 MiB on).
+                    (address(block & !DIR) + (1 << 20)).min(span.saturating_sub(bytes))
+                } else if block & (DIR | INDIRECT) != 0 {
+                    spread(block)
+                } else {
+                    address(block * per_block.max(1)).min(span.saturating_sub(bytes))
+                }
+            }
         }
     }
 
@@ -127,5 +155,27 @@ mod tests {
             "flex group 1"
         );
         assert_eq!(p.journal(span) / 4096, 262_144);
+    }
+
+    /// An XFS inode number is its address: `ls -i` gave chunk directory 0000 of a 2 GiB
+    /// testbed image inode 2,228,352, allocation group 2, its inode 131,200 there.
+    #[test]
+    fn xfs_inodes_lie_at_their_numbers() {
+        let layout = Layout::Xfs {
+            per_block: 32,
+            inopb_log: 3,
+            agino_log: 20,
+            ag_blocks: 131_072,
+            shortform_entries: 4,
+        };
+        let p = Placement::default();
+        let span = 2 << 30;
+        let ino = 2_228_352;
+        let at = p.offset(&layout, 16 << 10, layout.block(ino), span);
+        assert_eq!(at, (2 * 131_072 + 131_200 / 8) * 4096);
+        // The next directory, in group 3, lies 512 MiB on; a cluster's 32 inodes together.
+        let next = p.offset(&layout, 16 << 10, layout.block(3_145_856), span);
+        assert_eq!(next / 4096, 3 * 131_072 + 128 / 8);
+        assert_eq!(layout.block(ino), layout.block(ino + 31));
     }
 }

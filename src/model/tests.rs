@@ -635,3 +635,60 @@ fn home_writes_follow_the_journal_after_the_delay() {
     m.charge(&op(Op::Getattr, 200_000, 0));
     assert_eq!(m.disk.as_ref().unwrap().totals().writes, 2, "and home");
 }
+
+/// XFS on one disk, as the `xfs-hdd` preset, with one chunk a directory (short form).
+fn xfs_disk() -> ModelParams {
+    let mut p = ModelParams::preset("xfs-hdd").unwrap();
+    p.disk.as_mut().unwrap().span = 2 << 30;
+    p.dir_entries = 1;
+    p
+}
+
+/// A short-form directory's entries are in its inode: listing it after a lookup of it reads
+/// nothing more, and 32 directories in one inode cluster are one read. A directory too large
+/// for its inode has a block of its own.
+#[test]
+fn xfs_short_form_directories_are_read_with_their_inodes() {
+    let mut m = Model::new(xfs_disk());
+    let base = 2_228_352;
+    for d in base..base + 32 {
+        m.charge(&op(Op::Lookup, d, 13));
+        m.charge(&op(Op::Readdir, d, 13));
+    }
+    // The parent's inode cluster (the model takes every directory to be the size of a chunk
+    // directory) and the one cluster of the 32.
+    assert_eq!(m.totals().misses, 2);
+    let mut large = xfs_disk();
+    large.dir_entries = 100;
+    let mut m = Model::new(large);
+    m.charge(&op(Op::Lookup, base, 13));
+    m.charge(&op(Op::Readdir, base, 13));
+    assert_eq!(m.totals().misses, 3);
+}
+
+/// XFS logs changes, not blocks: 224 bytes each, pushed at 8 MiB in 32 KiB writes that take
+/// turns with the reads after the push (each then costs a seek to the log and back).
+#[test]
+fn xfs_pushes_its_log_at_the_threshold_in_writes_between_the_reads() {
+    let mut m = Model::new(xfs_disk());
+    // Directory listings until the push: 37,450 atime changes are the first 8 MiB of log.
+    let base = 2_228_352;
+    let mut d = base;
+    while m.totals().txg_syncs == 0 {
+        m.charge(&op(Op::Readdir, d, 13));
+        d += 1;
+    }
+    assert_eq!(d - base, 37_450);
+    // 8,388,800 bytes in 32 KiB writes.
+    let pending = m.log_writes.len();
+    assert_eq!(pending, 257);
+    // Each read from now on lets one log write go first.
+    let before = m.disk.as_ref().unwrap().totals().writes;
+    for d in 0..10 {
+        m.charge(&op(Op::Getattr, 3_145_856 + 64 * d, 0));
+    }
+    assert_eq!(m.disk.as_ref().unwrap().totals().writes, before + 10);
+    assert_eq!(m.log_writes.len(), pending - 10);
+    m.flush();
+    assert!(m.log_writes.is_empty());
+}

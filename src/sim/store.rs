@@ -241,7 +241,7 @@ impl SimStore {
     /// `params` with the store's entries per directory filled in where its ZAP layout needs
     /// them and they were not given ([`crate::model::ModelParams::dir_entries`]).
     pub fn fill_dir_entries(&self, params: &mut crate::model::ModelParams) {
-        if params.zap_leaf_entries > 0 && params.dir_entries == 0 {
+        if params.needs_dir_entries() {
             params.dir_entries = self.dir_entries();
         }
     }

@@ -203,6 +203,17 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<(String, Layout, Str
 pub fn dense_block(layout: &Layout, ino: u64) -> u64 {
     match *layout {
         Layout::Zfs { per_block } => ino / per_block.max(1),
+        // An allocation group's inode numbers are followed by a gap up to the next group's.
+        Layout::Xfs {
+            per_block,
+            inopb_log,
+            agino_log,
+            ag_blocks,
+            ..
+        } => {
+            let (ag, agino) = (ino >> agino_log, ino & ((1 << agino_log) - 1));
+            ((ag * (ag_blocks << inopb_log)) + agino) / per_block.max(1)
+        }
         // Inode tables fill whole blocks: groups follow each other without a gap.
         Layout::Ext4 { per_block, .. } => ino.saturating_sub(1) / per_block.max(1),
     }

@@ -138,7 +138,7 @@ pub struct Report {
     /// The model file the predictions came from (`--model` with the testbed's disk, cache
     /// and host I/O time): `simulate --model` it to reproduce them.
     pub model_file: PathBuf,
-    /// The host's time per directory read through the filesystem, the loop device and the
+    /// The host's time per device read through the filesystem, the loop device and the
     /// mount, beyond the disk model's, measured before the runs (the model's `io_ns`), ns.
     pub host_io_ns: u64,
     /// The image lay in memory (a tmpfs), not on this machine's disk.
@@ -212,7 +212,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
                 crate::units::human_bytes(o.memory_bytes)
             ),
             format!(
-                "A directory read through the filesystem, the loop device and the mount costs \
+                "A device read through the filesystem, the loop device and the mount costs \
                  the host {} beyond the disk model's time (measured before the runs: the model's \
                  io_ns). The image lay {}.",
                 crate::units::duration_ns(host_io_ns),
@@ -309,10 +309,10 @@ impl Bed<'_> {
                 e
             }
         })?;
-        let host_io_ns = host_io_ns(&self.fs_dir, &store)?;
+        let host_io_ns = host_io_ns(&self.fs_dir, &store, &lo.dev)?;
         tracing::info!(
-            "a directory read through ext4, the loop device and the mount costs the host {} \
-             beyond the disk",
+            "a device read through the filesystem, the loop device and the mount costs the \
+             host {} beyond the disk",
             crate::units::duration_ns(host_io_ns)
         );
         let model = self.out.join("model.json");
@@ -437,27 +437,48 @@ fn command(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// What a read of one chunk directory costs the host when the disk costs nothing (the mount
-/// has no disk model while the image is built): the GC's calls, ext4, the loop device, the
-/// FUSE round trip, the backing file. Every 16th of the 65,536 chunk directories listed with
-/// cold caches (each one block, one read), on the filesystem remounted `noatime` so that the
-/// golden image keeps its atimes.
-fn host_io_ns(fs_dir: &Path, store: &Path) -> Result<u64> {
+/// What one device read costs the host when the disk costs nothing (the mount has no disk
+/// model while the image is built): the filesystem, the loop device, the FUSE round trip, the
+/// backing file. Every 16th of the 65,536 chunk directories is listed with cold caches, then
+/// again warm; the difference over the reads the loop device served (its `stat`) is the time
+/// of a read. The filesystem is remounted `noatime` first, so that the golden image keeps its
+/// atimes.
+fn host_io_ns(fs_dir: &Path, store: &Path, dev: &str) -> Result<u64> {
     command(
         Command::new("mount")
             .args(["-o", "remount,noatime"])
             .arg(fs_dir),
     )?;
-    drop_caches()?;
-    const DIRS: u64 = 4096;
-    let started = std::time::Instant::now();
-    for i in 0..DIRS {
-        let dir = store.join(format!(".chunks/{:04x}", i * 16));
-        for e in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
-            e?;
+    let name = Path::new(dev)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stat = format!("/sys/block/{name}/stat");
+    let reads = || -> Result<u64> {
+        let text = std::fs::read_to_string(&stat).with_context(|| format!("reading {stat}"))?;
+        text.split_whitespace()
+            .next()
+            .and_then(|r| r.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("{stat}: no read count in '{}'", text.trim()))
+    };
+    let pass = || -> Result<u64> {
+        let started = std::time::Instant::now();
+        for i in 0..4096u64 {
+            let dir = store.join(format!(".chunks/{:04x}", i * 16));
+            for e in
+                std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?
+            {
+                e?;
+            }
         }
-    }
-    Ok(started.elapsed().as_nanos() as u64 / DIRS)
+        Ok(started.elapsed().as_nanos() as u64)
+    };
+    drop_caches()?;
+    let before = reads()?;
+    let cold = pass()?;
+    let served = reads()? - before;
+    let warm = pass()?;
+    Ok(cold.saturating_sub(warm) / served.max(1))
 }
 
 /// The model the predictions use: `o.model` with the testbed's disk (spread over the
