@@ -562,7 +562,6 @@ impl Model {
                 self.params.log_io_bytes,
             ),
         };
-        self.log_bytes = 0;
         // A 64 MiB journal, written round.
         if self.journal_head + bytes > 64 << 20 {
             self.journal_head = 0;
