@@ -95,6 +95,12 @@ impl Layout {
     }
 }
 
+/// An XFS inode number's allocation group and its inode number within the group.
+#[inline]
+pub fn xfs_split(ino: u64, agino_log: u32) -> (u64, u64) {
+    (ino >> agino_log, ino & ((1 << agino_log) - 1))
+}
+
 /// The block holding directory `dir`'s entries (its ZAP header, with `zap_leaf_entries`).
 pub fn dir_block(dir: u64) -> u64 {
     (1 << 63) | dir

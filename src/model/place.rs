@@ -103,7 +103,7 @@ impl Placement {
                 // The filesystem block: inodes per cluster in `block_bytes`, 2^inopb_log a block.
                 let fs_block = (bytes / per_block.max(1)) << inopb_log;
                 let address = |ino: u64| {
-                    let (ag, agino) = (ino >> agino_log, ino & ((1 << agino_log) - 1));
+                    let (ag, agino) = crate::model::xfs_split(ino, agino_log);
                     (ag * ag_blocks + (agino >> inopb_log)) * fs_block
                 };
                 if block & DIR != 0 && block & LEAF == 0 {

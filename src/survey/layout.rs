@@ -211,7 +211,7 @@ pub fn dense_block(layout: &Layout, ino: u64) -> u64 {
             ag_blocks,
             ..
         } => {
-            let (ag, agino) = (ino >> agino_log, ino & ((1 << agino_log) - 1));
+            let (ag, agino) = crate::model::xfs_split(ino, agino_log);
             ((ag * (ag_blocks << inopb_log)) + agino) / per_block.max(1)
         }
         // Inode tables fill whole blocks: groups follow each other without a gap.
