@@ -24,6 +24,7 @@
 //!   snapshot names.
 
 pub mod analysis;
+pub mod calibrate;
 pub mod check;
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -86,6 +86,11 @@ pub struct GcArgs {
     /// Write .gc-status into the store after a successful run, as PBS does.
     #[arg(long)]
     write_gc_status: bool,
+    /// Write the task log into FILE as PBS's task-log files have it: every line with its
+    /// time (UTC, to the millisecond), the percentage lines included, and a line naming the
+    /// strategy. `chunkscope calibrate` fits a pool's model to such a log (or to PBS's own).
+    #[arg(long, value_name = "FILE")]
+    task_log: Option<PathBuf>,
 }
 
 /// The strategies' knobs, shared with `simulate`.
@@ -251,27 +256,7 @@ fn mark_mount_client(m: &Path) -> Result<Client> {
 
 pub fn run(args: GcArgs) -> Result<Outcome> {
     args.tuning.validate()?;
-    let store_path = args
-        .store
-        .canonicalize()
-        .with_context(|| format!("store {}", args.store.display()))?;
-    let mut store = DirStore::open(&store_path)
-        .with_context(|| format!("{} is not a datastore", store_path.display()))?;
-    let mount = crate::overlay::control::mount_of(&store_path);
-    // A --shadow mount keeps touches and unlinks in its memory and refuses every other
-    // write: nothing this GC does reaches the store, so there is nothing to lock against,
-    // and the atime check would test the mount's memory.
-    let (socket, shadow) =
-        mount_daemon(mount.as_deref()).map_or((None, false), |(s, sh)| (Some(s), sh));
-    // The daemon checks its backing store: it sees the mounts there, and the trace gets only
-    // the GC's own requests. A caller that cannot reach its socket (another user) checks
-    // through the mount.
-    if let Some(socket) = socket
-        .as_ref()
-        .filter(|_| mount.as_ref() == Some(&store_path))
-    {
-        store.set_layout_check(crate::overlay::control::layout_check(socket.clone()));
-    }
+    let (store_path, store, mount, shadow) = open_store(&args.store)?;
     let lock = if args.no_lock || shadow {
         None
     } else {
@@ -300,7 +285,11 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
             Box::new(std::io::stdout())
         }
     };
+    let mut task_log_error = None;
     let mut log = TaskLog::new(text_out(), super::stderr_is_terminal());
+    if let Some(path) = &args.task_log {
+        log = log.tapped(task_log_file(path, args.strategy, &mut task_log_error)?);
+    }
     if shadow {
         log.info(&format!(
             "{} is a --shadow chunkscope mount: nothing this GC does reaches the store (its \
@@ -356,14 +345,76 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     } else {
         log.info("TASK OK");
     }
+    drop(log);
     print_counters(&mut text_out(), &opts, &report.counters)?;
     if let Some(dest) = &args.json {
         super::write_json(dest, &report)?;
+    }
+    if let (Some(e), Some(path)) = (task_log_error, &args.task_log) {
+        bail!(
+            "--task-log {}: writing it failed ({e}); the GC itself finished",
+            path.display()
+        );
     }
     Ok(if report.warnings > 0 {
         Outcome::ProblemsFound
     } else {
         Outcome::Ok
+    })
+}
+
+/// The store (canonical path, opened), the chunkscope mount it is on (if any) and whether
+/// that is a --shadow mount.
+fn open_store(path: &Path) -> Result<(PathBuf, DirStore, Option<PathBuf>, bool)> {
+    let store_path = path
+        .canonicalize()
+        .with_context(|| format!("store {}", path.display()))?;
+    let mut store = DirStore::open(&store_path)
+        .with_context(|| format!("{} is not a datastore", store_path.display()))?;
+    let mount = crate::overlay::control::mount_of(&store_path);
+    // A --shadow mount keeps touches and unlinks in its memory and refuses every other
+    // write: nothing this GC does reaches the store, so there is nothing to lock against,
+    // and the atime check would test the mount's memory.
+    let (socket, shadow) =
+        mount_daemon(mount.as_deref()).map_or((None, false), |(s, sh)| (Some(s), sh));
+    // The daemon checks its backing store: it sees the mounts there, and the trace gets only
+    // the GC's own requests. A caller that cannot reach its socket (another user) checks
+    // through the mount.
+    if let Some(socket) = socket
+        .as_ref()
+        .filter(|_| mount.as_ref() == Some(&store_path))
+    {
+        store.set_layout_check(crate::overlay::control::layout_check(socket.clone()));
+    }
+    Ok((store_path, store, mount, shadow))
+}
+
+/// `--task-log FILE`: each line into FILE with its time, as PBS's task-log files have them,
+/// and the strategy after the first; the first write error into `error`.
+fn task_log_file<'a>(
+    path: &Path,
+    strategy: Strategy,
+    error: &'a mut Option<std::io::Error>,
+) -> Result<impl FnMut(&str) + 'a> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)
+        .with_context(|| format!("--task-log {}: creating it", path.display()))?;
+    let mut first = true;
+    Ok(move |line: &str| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let stamp = crate::gc::curve::stamp(now);
+        // One write a line, as PBS's logger does: a killed GC leaves every line it wrote.
+        let mut text = format!("{stamp}: {line}\n");
+        if std::mem::take(&mut first) {
+            let prefix = crate::gc::curve::STRATEGY_PREFIX;
+            text.push_str(&format!("{stamp}: {prefix}{}\n", strategy.name()));
+        }
+        if let Err(e) = file.write_all(text.as_bytes()) {
+            error.get_or_insert(e);
+        }
     })
 }
 

@@ -4,6 +4,7 @@
 //! corrupt data, `inspect` a checksum mismatch); 2 an error (bad arguments, unreadable input).
 
 mod analyze;
+mod calibrate;
 mod check;
 mod ctl;
 mod demo;
@@ -61,6 +62,7 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     Fidelity(fidelity::FidelityArgs),
     Testbed(testbed::TestbedArgs),
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -115,6 +117,7 @@ pub fn run() -> i32 {
         Command::Survey(args) => survey::run(args),
         Command::Fidelity(args) => fidelity::run(args),
         Command::Testbed(args) => testbed::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

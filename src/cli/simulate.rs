@@ -159,6 +159,8 @@ struct Prepared {
     /// What it was built from, for the trace's header.
     origin: Origin,
     slice: sim::Slice,
+    /// Its filesystem's size, bytes, when known (a survey's): a disk model's span.
+    filesystem_bytes: u64,
 }
 
 enum Origin {
@@ -206,6 +208,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         limit,
         origin,
         slice,
+        filesystem_bytes,
     } = prepared;
     store.set_faults(Some(faults));
     if let Some(ttl) = args.dir_ttl {
@@ -213,10 +216,8 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     }
     store.fill_dir_entries(&mut params);
     // A real store's disk is its filesystem: seeks are spread over that.
-    if let (Some(disk), Some(root)) = (params.disk.as_mut(), args.store.as_deref()) {
-        disk.span = crate::fsutil::filesystem_bytes(root)
-            .map_err(|e| anyhow::anyhow!("statfs {}: {e}", root.display()))?
-            .max(1);
+    if let Some(disk) = params.disk.as_mut().filter(|_| filesystem_bytes > 0) {
+        disk.span = filesystem_bytes;
     }
     if !super::to_stdout(&args.json) {
         describe(
@@ -531,6 +532,7 @@ fn generated(
         limit,
         origin: Origin::Preset,
         slice: setup.slice,
+        filesystem_bytes: 0,
     })
 }
 
@@ -571,6 +573,7 @@ fn traced(
         limit,
         origin: Origin::Trace(trace.display().to_string()),
         slice: sim::Slice::WHOLE,
+        filesystem_bytes: 0,
     })
 }
 
@@ -585,7 +588,43 @@ fn surveyed(
     if args.shape != super::gen::ShapeArgs::default() {
         bail!("--scale, --dedup and the other shape options describe a generated store, not a surveyed one");
     }
-    let (file, name) = match (&args.store, &args.survey) {
+    let (file, name) = read_survey(args.store.as_deref(), args.survey.as_deref(), progress)?;
+    let filesystem_bytes = file.header.filesystem_bytes;
+    let chunks = file.chunks.len() as u64;
+    let references: u64 = file.indexes.iter().map(|i| i.refs.len() as u64).sum();
+    let peak_bytes = sim::survey_peak_bytes(chunks, references);
+    if let Some(limit) = limit.filter(|&l| peak_bytes > l && !args.force) {
+        bail!(
+            "{name}: the simulated store of {} chunks and {} references would need about {} \
+             at its peak, more than {what} ({}); --force builds it anyway",
+            thousands(chunks),
+            thousands(references),
+            human_bytes(peak_bytes),
+            human_bytes(limit)
+        );
+    }
+    let spinner = spinner(progress, format!("building the simulated store of {name}"));
+    let store = sim::build_survey(file, params)?;
+    spinner.finish_and_clear();
+    Ok(Prepared {
+        store,
+        chunks,
+        peak_bytes,
+        limit,
+        origin: Origin::Survey(name),
+        slice: sim::Slice::WHOLE,
+        filesystem_bytes,
+    })
+}
+
+/// The survey of `store` (taken now, read-only) or the one saved in `survey`, with a name
+/// for it.
+pub(super) fn read_survey(
+    store: Option<&std::path::Path>,
+    survey: Option<&std::path::Path>,
+    progress: bool,
+) -> Result<(crate::survey::file::SurveyFile, String)> {
+    match (store, survey) {
         (Some(store), _) => {
             // A survey of its own, in a file that goes when it has been read.
             let tmp = tempfile::Builder::new()
@@ -611,38 +650,14 @@ fn surveyed(
                 );
             }
             let file = crate::survey::file::SurveyFile::read(tmp.path())?;
-            (file, store.display().to_string())
+            Ok((file, store.display().to_string()))
         }
-        (None, Some(path)) => (
+        (None, Some(path)) => Ok((
             crate::survey::file::SurveyFile::read(path)?,
             path.display().to_string(),
-        ),
-        (None, None) => unreachable!("called with --store or --survey"),
-    };
-    let chunks = file.chunks.len() as u64;
-    let references: u64 = file.indexes.iter().map(|i| i.refs.len() as u64).sum();
-    let peak_bytes = sim::survey_peak_bytes(chunks, references);
-    if let Some(limit) = limit.filter(|&l| peak_bytes > l && !args.force) {
-        bail!(
-            "{name}: the simulated store of {} chunks and {} references would need about {} \
-             at its peak, more than {what} ({}); --force builds it anyway",
-            thousands(chunks),
-            thousands(references),
-            human_bytes(peak_bytes),
-            human_bytes(limit)
-        );
+        )),
+        (None, None) => bail!("--store or --survey: the store the GC ran on"),
     }
-    let spinner = spinner(progress, format!("building the simulated store of {name}"));
-    let store = sim::build_survey(file, params)?;
-    spinner.finish_and_clear();
-    Ok(Prepared {
-        store,
-        chunks,
-        peak_bytes,
-        limit,
-        origin: Origin::Survey(name),
-        slice: sim::Slice::WHOLE,
-    })
 }
 
 /// A scale factor with two significant digits, rounded down (what still fits).

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::Outcome;
@@ -57,6 +57,12 @@ pub struct TestbedArgs {
     /// `ext4-hdd` on ext4 (and btrfs, which has no model of its own yet), `xfs-hdd` on xfs.
     #[arg(long)]
     model: Option<String>,
+    /// Fit the model to this strategy's task log as an admin would fit their pool's
+    /// (`calibrate`: the cache and the read time, from the base model with the testbed's
+    /// disk) and predict every strategy from the fit (default: lru when it runs, else the
+    /// first strategy).
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    calibrate_on: Option<Strategy>,
 }
 
 pub fn run(args: TestbedArgs) -> Result<Outcome> {
@@ -65,7 +71,17 @@ pub fn run(args: TestbedArgs) -> Result<Outcome> {
             .with_context(|| format!("{flag} {v}: expected a size such as 2GiB"))
     };
     crate::disk::DiskParams::parse(&args.disk)?;
+    let calibrate_on = match args.calibrate_on {
+        Some(s) if !args.strategy.contains(&s) => bail!(
+            "--calibrate-on {}: not one of the strategies run (--strategy)",
+            s.name()
+        ),
+        Some(s) => Some(s),
+        None if args.strategy.contains(&Strategy::Lru) => Some(Strategy::Lru),
+        None => args.strategy.first().copied(),
+    };
     let o = TestbedOptions {
+        calibrate_on,
         out: args.out,
         fs: args.fs,
         preset: args.preset,

@@ -6,36 +6,57 @@ use std::io::Write;
 use crate::progress::Bar;
 
 /// Where a GC's task-log lines go, with its progress bar and warning count.
-pub struct TaskLog {
-    out: Box<dyn Write>,
+pub struct TaskLog<'a> {
+    out: Box<dyn Write + 'a>,
     bar: Option<Bar>,
     terminal: bool,
     /// Shown before the bar's text (e.g. the strategy of a simulated run).
     label: String,
     /// Warnings written so far.
     pub warnings: u64,
+    /// Given every line, the percentage lines included even under a bar: a task-log file
+    /// with its timestamps (`gc --task-log`), a simulation's progress curve.
+    tap: Option<Tap<'a>>,
 }
 
-impl TaskLog {
+/// What [`TaskLog::tapped`] gives every line to.
+type Tap<'a> = Box<dyn FnMut(&str) + 'a>;
+
+impl<'a> TaskLog<'a> {
     /// Lines to `out`; with `terminal`, progress as a bar on standard error instead of lines.
-    pub fn new(out: Box<dyn Write>, terminal: bool) -> TaskLog {
+    pub fn new(out: Box<dyn Write + 'a>, terminal: bool) -> TaskLog<'a> {
         TaskLog {
             out,
             bar: None,
             terminal,
             label: String::new(),
             warnings: 0,
+            tap: None,
         }
     }
 
     /// Prefixes the progress bar's text with `label`.
-    pub fn labelled(mut self, label: &str) -> TaskLog {
+    pub fn labelled(mut self, label: &str) -> TaskLog<'a> {
         self.label = format!("{label}: ");
+        self
+    }
+
+    /// Gives every line to `tap` as well, the percentage lines included (a bar on the
+    /// terminal hides them from `out`).
+    pub fn tapped(mut self, tap: impl FnMut(&str) + 'a) -> TaskLog<'a> {
+        self.tap = Some(Box::new(tap));
         self
     }
 
     /// A line of the task log (above the bar, when there is one).
     pub fn info(&mut self, line: &str) {
+        if let Some(tap) = &mut self.tap {
+            tap(line);
+        }
+        self.print(line);
+    }
+
+    fn print(&mut self, line: &str) {
         match &self.bar {
             Some(bar) => bar.suspend(|| {
                 let _ = writeln!(self.out, "{line}");
@@ -74,8 +95,11 @@ impl TaskLog {
 
     /// A percentage line, printed only when there is no bar.
     pub fn progress_line(&mut self, line: &str) {
+        if let Some(tap) = &mut self.tap {
+            tap(line);
+        }
         if self.bar.is_none() {
-            self.info(line);
+            self.print(line);
         }
     }
 

@@ -25,12 +25,12 @@ use crate::datastore::{Digest, IndexFile};
 use crate::store::{ChunkDir, ChunkStore, IndexOrder, IndexOrigin, Phase1Visitor};
 
 /// Phase-1 state: the strategy's structures and the counters.
-pub struct Marker<'s, S: ChunkStore> {
+pub struct Marker<'s, 'l, S: ChunkStore> {
     store: &'s S,
     opts: &'s GcOptions,
     /// What phase 1 counted so far.
     pub counters: Counters,
-    log: &'s mut TaskLog,
+    log: &'s mut TaskLog<'l>,
     lru: Option<DigestLru>,
     /// Every digest an index referenced (the sweep's guarantee, not PBS's).
     referenced: ReferencedSet,
@@ -103,9 +103,9 @@ fn head(d: &Digest) -> u64 {
     u64::from_be_bytes(d.0[..8].try_into().expect("8"))
 }
 
-impl<'s, S: ChunkStore> Marker<'s, S> {
+impl<'s, 'l, S: ChunkStore> Marker<'s, 'l, S> {
     /// Phase 1 of a run with `opts` on `store`, logging to `log`.
-    pub fn new(store: &'s S, opts: &'s GcOptions, log: &'s mut TaskLog) -> Self {
+    pub fn new(store: &'s S, opts: &'s GcOptions, log: &'s mut TaskLog<'l>) -> Self {
         let lru = (!opts.strategy.uncached() && opts.cache_capacity > 0)
             .then(|| DigestLru::new(opts.cache_capacity));
         Marker {
@@ -330,7 +330,7 @@ impl<'s, S: ChunkStore> Marker<'s, S> {
     }
 }
 
-impl<S: ChunkStore> Phase1Visitor for Marker<'_, S> {
+impl<S: ChunkStore> Phase1Visitor for Marker<'_, '_, S> {
     fn order(&self) -> IndexOrder {
         self.opts
             .index_order

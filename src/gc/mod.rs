@@ -13,6 +13,7 @@
 //! Locking (`.lock`, format document 3.12) and markers are the caller's business: `run`
 //! receives a hook for markers.
 
+pub mod curve;
 pub mod log;
 pub mod lru;
 pub mod mark;

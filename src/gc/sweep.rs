@@ -105,19 +105,19 @@ struct Batch {
 }
 
 /// A sweep in progress: its cutoffs and where it counts.
-struct Sweep<'a, 'g, S> {
+struct Sweep<'a, 'g, 'l, S> {
     store: &'a S,
     min_atime: i64,
     oldest_writer: i64,
     dry_run: bool,
     guard: &'a Guard<'g>,
-    log: &'a mut TaskLog,
+    log: &'a mut TaskLog<'l>,
     report: &'a mut GcReport,
     dirs: usize,
     last_percent: usize,
 }
 
-impl<S: ChunkStore> Sweep<'_, '_, S> {
+impl<S: ChunkStore> Sweep<'_, '_, '_, S> {
     /// Sweeps chunk directory `prefix` (none there: nothing to do).
     fn dir(&mut self, prefix: usize, batch: &mut Batch) -> Result<()> {
         let mut dir = match self.store.open_dir(prefix as u16) {

@@ -69,6 +69,10 @@ pub struct SimRun {
     /// Each fault rule with its counters in this run (with fault rules only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::RuleStats>,
+    /// Its progress curve: the task log's percentage lines at the model's clock (what
+    /// `calibrate` fits to a real GC's).
+    #[serde(skip)]
+    pub curve: crate::gc::curve::Curve,
 }
 
 impl SimRun {
@@ -370,7 +374,13 @@ pub fn run(
         }
         Ok(())
     };
-    let mut log = TaskLog::new(Box::new(std::io::sink()), progress).labelled(opts.strategy.name());
+    let mut lines: Vec<(f64, String)> = Vec::new();
+    let mut log = TaskLog::new(Box::new(std::io::sink()), progress)
+        .labelled(opts.strategy.name())
+        .tapped(|line: &str| {
+            let at = store.with_model(|m| m.clock_ns()) as f64 / 1e9;
+            lines.push((at, line.to_string()));
+        });
     let report = gc::run(
         store,
         opts,
@@ -382,6 +392,8 @@ pub fn run(
         },
     )
     .with_context(|| format!("simulated GC, strategy {}", opts.strategy.name()))?;
+    drop(log);
+    let curve = crate::gc::curve::Curve::from_lines(lines.iter().map(|(t, l)| (*t, l.as_str())));
     let clock_at = |phase: GcPhase, start: bool| {
         marks
             .iter()
@@ -419,6 +431,7 @@ pub fn run(
         wall_seconds: started.elapsed().as_secs_f64(),
         faults: store.fault_stats(),
         counters: c,
+        curve,
     })
 }
 

@@ -60,6 +60,10 @@ pub struct FileHeader {
     pub surveyed_at: i64,
     /// Chunk directories (65,536).
     pub chunk_dirs: u32,
+    /// The size of its filesystem, bytes (what a disk model spreads seeks over; 0: not
+    /// known, a survey from before it was recorded).
+    #[serde(default)]
+    pub filesystem_bytes: u64,
 }
 
 /// A directory the walk listed.
@@ -615,6 +619,7 @@ mod tests {
             layout: Layout::Zfs { per_block: 32 },
             surveyed_at: 1_800_000_000,
             chunk_dirs: 3,
+            filesystem_bytes: 1 << 30,
         };
         let d = |b: u8| Digest([b; 32]);
         let dest = dir.join("s.survey");

@@ -293,6 +293,7 @@ fn start_file(
         layout,
         surveyed_at: report.surveyed_at,
         chunk_dirs: CHUNK_SUBDIRS as u32,
+        filesystem_bytes: crate::fsutil::filesystem_bytes(Path::new(&report.store)).unwrap_or(0),
     };
     let mut w = file::SurveyWriter::create(dest, &header)?;
     let counts: Vec<u32> = table.dirs.iter().map(|d| d.chunks).collect();

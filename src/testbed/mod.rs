@@ -22,17 +22,18 @@
 //! prediction for the store (`simulate --store` with the same cache). Everything is built
 //! and torn down by guards that undo on drop, on error and on panic.
 
+mod guards;
+
+use guards::{Cgroup, DiskMount, FsMount, Loop};
+
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::gc::Strategy;
-use crate::overlay::session::{is_mounted, unmount};
 
 /// A filesystem the testbed can build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -86,6 +87,9 @@ pub struct TestbedOptions {
     pub strategies: Vec<Strategy>,
     /// The cost model whose predictions are compared (`--model` of `simulate`).
     pub model: String,
+    /// The strategy whose task log `calibrate` fits the model to (its cache and read time,
+    /// from the base model with the testbed's disk), to predict every strategy from that.
+    pub calibrate_on: Option<Strategy>,
 }
 
 /// One phase of one strategy's run, measured and predicted.
@@ -106,6 +110,10 @@ pub struct PhaseResult {
     pub device_writes: u64,
     /// Metadata blocks the model reads from its disks in the phase.
     pub predicted_reads: u64,
+    /// The calibrated model's time for the phase, seconds (0: no calibration).
+    pub calibrated_s: f64,
+    /// The calibrated model's reads in the phase.
+    pub calibrated_reads: u64,
 }
 
 /// One strategy's run.
@@ -117,6 +125,25 @@ pub struct RunResult {
     pub phases: [PhaseResult; 2],
     /// The disk's trace of the run.
     pub trace: PathBuf,
+    /// The GC's task log, with the time of each line (what `calibrate` reads).
+    pub task_log: PathBuf,
+}
+
+/// The model fitted to one strategy's task log, as an admin would fit their pool's.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibrated {
+    /// The strategy whose log it was fitted to.
+    pub on: String,
+    /// The fitted model file.
+    pub model_file: PathBuf,
+    /// Its metadata cache, bytes (the testbed's memory limit is the truth).
+    pub cache_bytes: u64,
+    /// Its host time per read, ns (the testbed's measured `host_io_ns` is the truth).
+    pub io_ns: u64,
+    /// Strategies by the calibrated model's phase-1 time, fastest first.
+    pub ranking: Vec<String>,
+    /// It orders the strategies' phase 1 as measured, ties within 10% aside.
+    pub ranking_agrees: bool,
 }
 
 /// The testbed's report.
@@ -143,6 +170,10 @@ pub struct Report {
     pub host_io_ns: u64,
     /// The image lay in memory (a tmpfs), not on this machine's disk.
     pub image_in_memory: bool,
+    /// The survey of the store (`simulate --survey` it with a model file).
+    pub survey: PathBuf,
+    /// The model `calibrate` fitted to one strategy's task log, and what it predicts.
+    pub calibrated: Option<Calibrated>,
     /// What this machine disturbs, for whoever reads the figures.
     pub notes: Vec<String>,
 }
@@ -186,12 +217,12 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         }
         runs.push(run);
     }
-    let out = bed.out;
-    let rank = |f: &dyn Fn(&RunResult) -> f64| {
-        let mut v: Vec<&RunResult> = runs.iter().collect();
-        v.sort_by(|a, b| f(a).total_cmp(&f(b)));
-        v.iter().map(|r| r.strategy.clone()).collect::<Vec<_>>()
+    let calibrated = match o.calibrate_on {
+        Some(on) => Some(bed.calibrate(o, on, &mut runs)?),
+        None => None,
     };
+    let out = bed.out;
+    let rank = |f: &dyn Fn(&RunResult) -> f64| rank(&runs, f);
     let report = Report {
         options: o.clone(),
         chunks,
@@ -199,6 +230,8 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         model_file: out.join("model.json"),
         host_io_ns,
         image_in_memory: in_memory,
+        survey: out.join("store.survey"),
+        calibrated,
         measured_ranking: rank(&|r| r.phases[0].measured_s),
         predicted_ranking: rank(&|r| r.phases[0].predicted_s),
         runs,
@@ -233,6 +266,13 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
     Ok(report)
 }
 
+/// The strategies of `runs` by `f`, smallest first.
+fn rank(runs: &[RunResult], f: &dyn Fn(&RunResult) -> f64) -> Vec<String> {
+    let mut v: Vec<&RunResult> = runs.iter().collect();
+    v.sort_by(|a, b| f(a).total_cmp(&f(b)));
+    v.iter().map(|r| r.strategy.clone()).collect()
+}
+
 /// Measured times closer than this ratio are a tie (the same strategy measured twice differs
 /// by a few percent).
 pub const TIE: f64 = 1.10;
@@ -240,7 +280,12 @@ pub const TIE: f64 = 1.10;
 /// Whether the predictions order every two strategies' phase 1 as the measurements do,
 /// where the measurements tell them apart (more than [`TIE`] apart).
 pub fn ranking_agrees(runs: &[RunResult]) -> bool {
-    let t = |r: &RunResult| (r.phases[0].measured_s, r.phases[0].predicted_s);
+    ranking_agrees_by(runs, |p| p.predicted_s)
+}
+
+/// [`ranking_agrees`] for the predictions `predicted` takes from a phase.
+fn ranking_agrees_by(runs: &[RunResult], predicted: impl Fn(&PhaseResult) -> f64) -> bool {
+    let t = |r: &RunResult| (r.phases[0].measured_s, predicted(&r.phases[0]));
     runs.iter().enumerate().all(|(i, a)| {
         runs[i + 1..].iter().all(|b| {
             let ((ma, pa), (mb, pb)) = (t(a), t(b));
@@ -315,9 +360,18 @@ impl Bed<'_> {
              host {} beyond the disk",
             crate::units::duration_ns(host_io_ns)
         );
+        let survey = self.out.join("store.survey");
+        tracing::info!("surveying the store");
+        command(
+            Command::new(exe)
+                .args(["-q", "survey", "--out"])
+                .arg(&survey)
+                .arg(&store)
+                .stdout(Stdio::null()),
+        )?;
         let model = self.out.join("model.json");
-        write_model(o, host_io_ns, &model)?;
-        let predicted = predict(exe, &store, &model, o)?;
+        write_model(o, Some(host_io_ns), &model)?;
+        let predicted = predict(exe, &survey, &model, o)?;
         drop(fs);
         drop(lo);
         drop(disk);
@@ -342,6 +396,7 @@ impl Bed<'_> {
                 .arg(self.image()),
         )?;
         let trace = self.out.join(format!("{name}.trace"));
+        let task_log = self.out.join(format!("{name}.log"));
         let gc_json = self.out.join(format!("{name}.gc.json"));
         let disk = DiskMount::start(
             self.exe,
@@ -365,6 +420,8 @@ impl Bed<'_> {
         gc.args(["gc", "--strategy", name, "--mark-mount"])
             .arg(&self.disk_mnt)
             .arg(format!("--json={}", gc_json.display()))
+            .arg("--task-log")
+            .arg(&task_log)
             .arg(self.store())
             .stdout(Stdio::null());
         if let Some(cg) = &cgroup {
@@ -382,9 +439,63 @@ impl Bed<'_> {
                 strategy: name.to_string(),
                 phases,
                 trace,
+                task_log,
             },
             chunks,
         ))
+    }
+}
+
+impl Bed<'_> {
+    /// `calibrate` on strategy `on`'s task log, from the base model with the testbed's disk
+    /// (not its cache or measured host time: those are what is fitted), then every strategy
+    /// predicted by the fitted model into `runs`.
+    fn calibrate(
+        &self,
+        o: &TestbedOptions,
+        on: Strategy,
+        runs: &mut [RunResult],
+    ) -> Result<Calibrated> {
+        let Some(log) = runs.iter().find(|r| r.strategy == on.name()) else {
+            bail!(
+                "--calibrate-on {}: that strategy was not run (--strategy)",
+                on.name()
+            );
+        };
+        let base = self.out.join("base-model.json");
+        write_model(o, None, &base)?;
+        let fitted = self.out.join("fitted.json");
+        let survey = self.out.join("store.survey");
+        tracing::info!("calibrating on {}'s task log", on.name());
+        command(
+            Command::new(self.exe)
+                .args(["-q", "calibrate", "--survey"])
+                .arg(&survey)
+                .arg("--model")
+                .arg(&base)
+                .arg("--out")
+                .arg(&fitted)
+                .arg(&log.task_log)
+                .stdout(Stdio::null()),
+        )?;
+        let p = crate::model::ModelParams::load(&fitted.to_string_lossy())?;
+        let predicted = predict(self.exe, &survey, &fitted, o)?;
+        for run in runs.iter_mut() {
+            if let Some(pr) = predicted.get(&run.strategy) {
+                for (ph, &(secs, reads)) in run.phases.iter_mut().zip(pr) {
+                    ph.calibrated_s = secs;
+                    ph.calibrated_reads = reads;
+                }
+            }
+        }
+        Ok(Calibrated {
+            on: on.name().to_string(),
+            model_file: fitted,
+            cache_bytes: p.cache_bytes,
+            io_ns: p.io_ns,
+            ranking: rank(runs, &|r| r.phases[0].calibrated_s),
+            ranking_agrees: ranking_agrees_by(runs, |p| p.calibrated_s),
+        })
     }
 }
 
@@ -483,13 +594,16 @@ fn host_io_ns(fs_dir: &Path, store: &Path, dev: &str) -> Result<u64> {
 
 /// The model the predictions use: `o.model` with the testbed's disk (spread over the
 /// image), its memory limit as the cache and the host's time per read, written to `path`.
-fn write_model(o: &TestbedOptions, host_io_ns: u64, path: &Path) -> Result<()> {
+fn write_model(o: &TestbedOptions, host_io_ns: Option<u64>, path: &Path) -> Result<()> {
     let mut p = crate::model::ModelParams::load(&o.model)
         .with_context(|| format!("--model {}", o.model))?;
     p.disk = Some(crate::disk::DiskParams::parse(&o.disk_spec())?);
-    p.io_ns = host_io_ns;
-    if o.memory_bytes > 0 {
-        p.cache_bytes = o.memory_bytes;
+    // Without them: the base `calibrate` fits them to, knowing the disk only.
+    if let Some(ns) = host_io_ns {
+        p.io_ns = ns;
+        if o.memory_bytes > 0 {
+            p.cache_bytes = o.memory_bytes;
+        }
     }
     p.name = format!("{} on the testbed ({})", p.name, o.disk_spec());
     crate::fsutil::write_whole(path, |f| {
@@ -499,11 +613,11 @@ fn write_model(o: &TestbedOptions, host_io_ns: u64, path: &Path) -> Result<()> {
     .with_context(|| format!("writing {}", path.display()))
 }
 
-/// The model's (phase-1, phase-2) (seconds, reads) per strategy for the store.
-fn predict(exe: &Path, store: &Path, model: &Path, o: &TestbedOptions) -> Result<Predicted> {
+/// The model's (phase-1, phase-2) (seconds, reads) per strategy for the surveyed store.
+fn predict(exe: &Path, survey: &Path, model: &Path, o: &TestbedOptions) -> Result<Predicted> {
     let names: Vec<&str> = o.strategies.iter().map(|s| s.name()).collect();
     let mut cmd = Command::new(exe);
-    cmd.args(["-q", "simulate", "--store"]).arg(store).args([
+    cmd.args(["-q", "simulate", "--survey"]).arg(survey).args([
         "--strategy",
         &names.join(","),
         "--json",
@@ -574,218 +688,9 @@ fn drop_caches() -> Result<()> {
     std::fs::write("/proc/sys/vm/drop_caches", b"3").context("dropping the page cache (as root)")
 }
 
-/// A `chunkscope mount` of the backing directory, unmounted (and its process reaped) on drop.
-struct DiskMount {
-    child: Option<Child>,
-    mnt: PathBuf,
-}
-
-impl DiskMount {
-    fn start(
-        exe: &Path,
-        backing: &Path,
-        mnt: &Path,
-        disk: Option<&str>,
-        trace: Option<&Path>,
-    ) -> Result<DiskMount> {
-        let mut cmd = Command::new(exe);
-        cmd.arg("mount")
-            .arg("--store")
-            .arg(backing)
-            .arg("--mountpoint")
-            .arg(mnt);
-        if let Some(d) = disk {
-            cmd.args(["--disk", d]);
-        }
-        if let Some(t) = trace {
-            cmd.arg("--trace").arg(t);
-        }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting chunkscope mount")?;
-        let mut m = DiskMount {
-            child: Some(child),
-            mnt: mnt.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !is_mounted(mnt) {
-            if let Some(st) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                m.child = None;
-                bail!("chunkscope mount on {} exited: {st}", mnt.display());
-            }
-            if Instant::now() > deadline {
-                bail!("chunkscope mount on {} did not come up", mnt.display());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(m)
-    }
-
-    /// Unmounts and waits for the process: its trace is then whole.
-    fn stop(mut self) -> Result<()> {
-        self.unmount();
-        match self.child.take() {
-            Some(mut c) => {
-                let st = c.wait()?;
-                if !st.success() {
-                    bail!("chunkscope mount on {} ended with {st}", self.mnt.display());
-                }
-                Ok(())
-            }
-            None => Ok(()),
-        }
-    }
-
-    fn unmount(&self) {
-        if is_mounted(&self.mnt) {
-            let _ = unmount(&self.mnt);
-        }
-    }
-}
-
-impl Drop for DiskMount {
-    fn drop(&mut self) {
-        self.unmount();
-        if let Some(mut c) = self.child.take() {
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A loop device attached with direct I/O, detached on drop.
-struct Loop {
-    dev: String,
-}
-
-impl Loop {
-    fn attach(image: &Path) -> Result<Loop> {
-        let o = Command::new("losetup")
-            .args(["--direct-io=on", "--find", "--show"])
-            .arg(image)
-            .output()
-            .context("running losetup")?;
-        if !o.status.success() {
-            bail!(
-                "losetup --direct-io=on {}: {}",
-                image.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-        }
-        let lo = Loop {
-            dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
-        };
-        let dio = Command::new("losetup")
-            .args(["--list", "--noheadings", "--output", "DIO", &lo.dev])
-            .output()?;
-        if String::from_utf8_lossy(&dio.stdout).trim() != "1" {
-            bail!(
-                "{} did not get direct I/O: its reads would be cached above the disk model",
-                lo.dev
-            );
-        }
-        Ok(lo)
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup")
-            .args(["-d", &self.dev])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// A filesystem mounted on a directory, unmounted on drop.
-struct FsMount(PathBuf);
-
-impl FsMount {
-    fn mount(dev: &str, on: &Path) -> Result<FsMount> {
-        command(Command::new("mount").arg(dev).arg(on))?;
-        Ok(FsMount(on.to_path_buf()))
-    }
-
-    /// A tmpfs of `bytes` on `on`.
-    fn tmpfs(on: &Path, bytes: u64) -> Result<FsMount> {
-        command(
-            Command::new("mount")
-                .args(["-t", "tmpfs", "-o"])
-                .arg(format!("size={bytes}"))
-                .arg("chunkscope-testbed")
-                .arg(on),
-        )?;
-        Ok(FsMount(on.to_path_buf()))
-    }
-}
-
-impl Drop for FsMount {
-    fn drop(&mut self) {
-        let _ = unmount(&self.0);
-    }
-}
-
-/// A memory cgroup (v1 `memory` controller, else v2) with a limit, removed on drop.
-struct Cgroup {
-    dir: PathBuf,
-    procs: std::ffi::CString,
-}
-
-impl Cgroup {
-    fn create(name: &str, limit: u64) -> Result<Cgroup> {
-        let v1 = Path::new("/sys/fs/cgroup/memory");
-        let (dir, file) = if v1.join("memory.limit_in_bytes").exists() {
-            (v1.join(name), "memory.limit_in_bytes")
-        } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
-            .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"))
-        {
-            (Path::new("/sys/fs/cgroup").join(name), "memory.max")
-        } else {
-            bail!("no memory cgroup controller here: run with --memory 0 (no bound)");
-        };
-        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let cg = Cgroup {
-            procs: std::ffi::CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())?,
-            dir,
-        };
-        std::fs::write(cg.dir.join(file), limit.to_string())
-            .with_context(|| format!("{}: setting {file}", cg.dir.display()))?;
-        Ok(cg)
-    }
-
-    /// `cmd`'s process joins the cgroup before it executes.
-    fn enter_on_exec(&self, cmd: &mut Command) -> Result<()> {
-        let procs = self.procs.clone();
-        // SAFETY: only async-signal-safe calls (open, write, close) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let ok = libc::write(fd, b"0".as_ptr() as *const libc::c_void, 1) == 1;
-                libc::close(fd);
-                if ok {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
 /// The report as a table for people.
 pub fn table(r: &Report) -> String {
-    let mut t = crate::table::Table::new([
+    let mut head = vec![
         "strategy",
         "phase",
         "measured",
@@ -795,7 +700,11 @@ pub fn table(r: &Report) -> String {
         "predicted reads",
         "pred/meas",
         "re-reads",
-    ]);
+    ];
+    if r.calibrated.is_some() {
+        head.extend(["calibrated", "cal/meas", "cal reads/meas"]);
+    }
+    let mut t = crate::table::Table::new(head);
     let ratio = |a: f64, b: f64| {
         if a > 0.0 && b > 0.0 {
             format!("{:.2}", b / a)
@@ -805,7 +714,7 @@ pub fn table(r: &Report) -> String {
     };
     for run in &r.runs {
         for (i, p) in run.phases.iter().enumerate() {
-            t.row(vec![
+            let mut row = vec![
                 run.strategy.clone(),
                 (i + 1).to_string(),
                 format!("{:.1} s", p.measured_s),
@@ -815,19 +724,44 @@ pub fn table(r: &Report) -> String {
                 crate::units::thousands(p.predicted_reads),
                 ratio(p.device_reads as f64, p.predicted_reads as f64),
                 crate::units::thousands(p.device_rereads),
-            ]);
+            ];
+            if r.calibrated.is_some() {
+                row.extend([
+                    format!("{:.1} s", p.calibrated_s),
+                    ratio(p.measured_s, p.calibrated_s),
+                    ratio(p.device_reads as f64, p.calibrated_reads as f64),
+                ]);
+            }
+            t.row(row);
         }
     }
-    format!(
-        "{}\nphase 1 fastest first, measured:  {}\n                       predicted: {}  ({})\n{}\n",
-        t.text(),
-        r.measured_ranking.join(", "),
-        r.predicted_ranking.join(", "),
-        if r.ranking_agrees {
+    let agrees = |yes: bool| {
+        if yes {
             "the same ranking, ties within 10% aside"
         } else {
             "the rankings differ"
-        },
+        }
+    };
+    let calibrated = match &r.calibrated {
+        Some(c) => format!(
+            "                       calibrated on {}'s log: {}  ({}; fitted cache {}, io_ns {}: \
+             the testbed has {} and {})\n",
+            c.on,
+            c.ranking.join(", "),
+            agrees(c.ranking_agrees),
+            crate::units::human_bytes(c.cache_bytes),
+            crate::units::duration_ns(c.io_ns),
+            crate::units::human_bytes(r.options.memory_bytes),
+            crate::units::duration_ns(r.host_io_ns),
+        ),
+        None => String::new(),
+    };
+    format!(
+        "{}\nphase 1 fastest first, measured:  {}\n                       predicted: {}  ({})\n{calibrated}{}\n",
+        t.text(),
+        r.measured_ranking.join(", "),
+        r.predicted_ranking.join(", "),
+        agrees(r.ranking_agrees),
         r.notes.join("\n")
     )
 }
@@ -846,6 +780,7 @@ mod tests {
             strategy: name.into(),
             phases: [phase, PhaseResult::default()],
             trace: PathBuf::new(),
+            task_log: PathBuf::new(),
         }
     }
 

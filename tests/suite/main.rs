@@ -10,6 +10,7 @@ mod common;
 
 mod analysis;
 mod architecture;
+mod calibrate;
 mod conformance;
 mod data_loss_hunt;
 mod demo;

@@ -156,6 +156,33 @@ fn the_testbed_reports_every_strategy_measured_and_predicted_and_cleans_up() {
         );
     }
     assert!(!r["notes"].as_array().unwrap().is_empty());
+    // Each GC's task log, timed; the model calibrated on lru's (the default) from the base
+    // with the disk only, and every strategy predicted from the fit.
+    for run in runs {
+        let log = std::fs::read_to_string(run["task_log"].as_str().unwrap()).unwrap();
+        assert!(
+            log.contains(": Start GC phase2 (sweep unused chunks)\n"),
+            "{log}"
+        );
+        assert!(log.contains(": processed 99% ("), "{log}");
+        for (i, p) in run["phases"].as_array().unwrap().iter().enumerate() {
+            assert!(p["calibrated_s"].as_f64().unwrap() > 0.0, "phase {i}: {p}");
+            assert!(
+                p["calibrated_reads"].as_u64().unwrap() > 100,
+                "phase {i}: {p}"
+            );
+        }
+    }
+    let c = &r["calibrated"];
+    assert_eq!(c["on"], "lru");
+    let fitted: Value =
+        serde_json::from_slice(&std::fs::read(c["model_file"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(fitted["cache_bytes"], c["cache_bytes"]);
+    assert_eq!(fitted["io_ns"], c["io_ns"]);
+    assert_eq!(fitted["disk"]["span"], 2u64 << 30);
+    assert!(c["ranking_agrees"].is_boolean());
+    assert!(Path::new(r["survey"].as_str().unwrap()).exists());
+    assert!(text.contains("calibrated on lru's log"), "{text}");
 }
 
 /// A wrong disk or size is refused before anything is built.

@@ -1,0 +1,248 @@
+//! A GC's progress curve: when each percentage of each phase was reached, read from a task
+//! log (PBS's task-log file, `chunkscope gc --task-log`) or from a simulated run's lines at
+//! the model's clock.
+//!
+//! The lines are the format document's 6.2: `<RFC 3339 time with offset>: <message>`; the
+//! messages that matter are `Start GC phase1 (mark used chunks)`, `marked P% (i of n index
+//! files)`, `Start GC phase2 (sweep unused chunks)`, `processed P% (c chunks)`, and the first
+//! line after the sweep (`Chunk cache: ...` or `Removed garbage: ...`), which ends it.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+/// When each percentage of the two phases was reached, seconds from the phase's start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Curve {
+    /// Phase 1: (percent of the index files marked, seconds).
+    pub mark: Vec<(u8, f64)>,
+    /// Phase 1's length (to the line that starts phase 2, or the log's end).
+    pub mark_s: Option<f64>,
+    /// Phase 2: (percent of the chunk directories swept, seconds).
+    pub sweep: Vec<(u8, f64)>,
+    /// Phase 2's length (to the first line after its percentages).
+    pub sweep_s: Option<f64>,
+    /// Index files phase 1 marked, as its lines say.
+    pub index_files: Option<u64>,
+    /// The digest cache's capacity, when the log says it (the tuning option was set).
+    pub cache_capacity: Option<usize>,
+    /// The strategy, when chunkscope's GC wrote it (PBS's own GC does not).
+    pub strategy: Option<String>,
+}
+
+/// The line chunkscope's task-log file carries after the first, naming the strategy
+/// (`calibrate` reads it back; PBS's logs have none and are taken as its `lru`).
+pub const STRATEGY_PREFIX: &str = "chunkscope strategy: ";
+
+impl Curve {
+    /// The curve of a task-log file's text.
+    pub fn parse(path: &Path, text: &str) -> Result<Curve> {
+        let mut lines = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (secs, message) = split_stamp(line).with_context(|| {
+                format!(
+                    "{} line {}: not a task-log line (`<RFC 3339 time>: <message>`, as PBS's \
+                     task-log files and `chunkscope gc --task-log` have): {:?}",
+                    path.display(),
+                    n + 1,
+                    clip(line)
+                )
+            })?;
+            lines.push((secs, message));
+        }
+        let curve = Curve::from_lines(lines.iter().map(|&(t, m)| (t, m)));
+        if curve.mark_s.is_none() {
+            bail!(
+                "{}: no `Start GC phase1 (mark used chunks)` line: not the task log of a \
+                 garbage collection",
+                path.display()
+            );
+        }
+        Ok(curve)
+    }
+
+    /// The curve of `(seconds, message)` lines, in order.
+    pub fn from_lines<'a>(lines: impl Iterator<Item = (f64, &'a str)>) -> Curve {
+        let mut c = Curve::default();
+        let (mut mark_start, mut sweep_start, mut last) = (None, None, None);
+        for (t, msg) in lines {
+            last = Some(t);
+            if let Some(s) = msg.strip_prefix(STRATEGY_PREFIX) {
+                c.strategy = Some(s.trim().to_string());
+            } else if let Some(n) = msg
+                .strip_prefix("Using chunk digest cache capacity of ")
+                .and_then(|r| r.trim_end_matches('.').parse().ok())
+            {
+                c.cache_capacity = Some(n);
+            } else if msg.starts_with("Start GC phase1") {
+                mark_start = Some(t);
+            } else if msg.starts_with("Start GC phase2") {
+                if let Some(s) = mark_start {
+                    c.mark_s.get_or_insert(t - s);
+                }
+                sweep_start = Some(t);
+            } else if let Some((p, of)) = percent(msg, "marked ") {
+                if let Some(s) = mark_start.filter(|_| sweep_start.is_none()) {
+                    c.mark.push((p, t - s));
+                    c.index_files = parse_of(of).or(c.index_files);
+                }
+            } else if let Some((p, _)) = percent(msg, "processed ") {
+                if let Some(s) = sweep_start.filter(|_| c.sweep_s.is_none()) {
+                    c.sweep.push((p, t - s));
+                }
+            } else if let Some(s) = sweep_start.filter(|_| c.sweep_s.is_none()) {
+                // The sweep's first line after its percentages ends it (a warning inside
+                // it is no such line: it starts with `warning`).
+                if !msg.starts_with("warning") {
+                    c.sweep_s = Some(t - s);
+                }
+            }
+        }
+        if let (Some(s), None, Some(end)) = (mark_start, c.mark_s, last) {
+            c.mark_s = Some(end - s);
+        }
+        c
+    }
+}
+
+/// `marked 7% (12 of 171 index files)` → (7, "12 of 171 index files)").
+fn percent<'a>(msg: &'a str, prefix: &str) -> Option<(u8, &'a str)> {
+    let rest = msg.strip_prefix(prefix)?;
+    let (p, rest) = rest.split_once("% (")?;
+    Some((p.parse().ok()?, rest))
+}
+
+/// `12 of 171 index files)` → 171.
+fn parse_of(rest: &str) -> Option<u64> {
+    rest.split_once(" of ")?.1.split(' ').next()?.parse().ok()
+}
+
+fn clip(line: &str) -> String {
+    line.chars().take(80).collect()
+}
+
+/// `2025-05-16T22:31:53+02:00: Removed chunks: 0` → (epoch seconds, `Removed chunks: 0`);
+/// a fraction of a second and `Z` are accepted too.
+pub fn split_stamp(line: &str) -> Result<(f64, &str)> {
+    let b = line.as_bytes();
+    if b.len() < 20 || !line.is_char_boundary(19) {
+        bail!("too short for a timestamp");
+    }
+    let whole = crate::time::parse_rfc3339_utc(&format!("{}Z", &line[..19]))
+        .context("no `YYYY-MM-DDTHH:MM:SS` at its start")?;
+    let mut i = 19;
+    let mut frac = 0.0;
+    if b[i] == b'.' {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            bail!("a `.` with no fraction of a second after it");
+        }
+        frac = format!("0.{}", &line[i + 1..i + 1 + digits]).parse::<f64>()?;
+        i += 1 + digits;
+    }
+    let offset = match b.get(i) {
+        Some(b'Z') => {
+            i += 1;
+            0
+        }
+        Some(&sign @ (b'+' | b'-')) => {
+            let hm = line
+                .get(i + 1..i + 6)
+                .filter(|s| s.as_bytes()[2] == b':')
+                .context("an offset that is not `+HH:MM`")?;
+            let (h, m): (i64, i64) = (hm[..2].parse()?, hm[3..].parse()?);
+            i += 6;
+            (h * 3600 + m * 60) * if sign == b'-' { -1 } else { 1 }
+        }
+        _ => bail!("no `Z` or `+HH:MM` offset after the time"),
+    };
+    let message = line[i..]
+        .strip_prefix(": ")
+        .context("no `: ` between the time and the message")?;
+    Ok(((whole - offset) as f64 + frac, message))
+}
+
+/// A task-log file's timestamp for epoch time `secs`, in UTC to the millisecond (PBS writes
+/// local time to the second: the parser takes both).
+pub fn stamp(secs: f64) -> String {
+    let whole = secs.floor();
+    let millis = (((secs - whole) * 1000.0).floor() as u32).min(999);
+    let t = crate::time::rfc3339_utc(whole as i64);
+    format!("{}.{millis:03}+00:00", t.trim_end_matches('Z'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PBS: &str = "\
+2025-05-16T22:31:50+02:00: starting garbage collection on store pbs
+2025-05-16T22:31:50+02:00: Access time update check successful, proceeding with GC.
+2025-05-16T22:31:50+02:00: Using access time cutoff 1d 5m, minimum access time is 2025-05-15T20:26:48Z
+2025-05-16T22:31:50+02:00: Using chunk digest cache capacity of 2097152.
+2025-05-16T22:31:51+02:00: Start GC phase1 (mark used chunks)
+2025-05-16T22:32:01+02:00: marked 50% (2 of 4 index files)
+2025-05-16T22:32:11+02:00: marked 100% (4 of 4 index files)
+2025-05-16T22:32:12+02:00: Start GC phase2 (sweep unused chunks)
+2025-05-16T22:32:14+02:00: processed 1% (14958 chunks)
+2025-05-16T22:32:15+02:00: warning: unable to access chunk x
+2025-05-16T22:33:52+02:00: processed 99% (1479792 chunks)
+2025-05-16T22:33:53+02:00: Chunk cache: hits 1, misses 2 (hit ratio 33.33%)
+2025-05-16T22:33:53+02:00: Removed garbage: 1.234 GiB
+2025-05-16T22:33:53+02:00: TASK OK
+";
+
+    #[test]
+    fn a_pbs_task_log_gives_both_phases_percentages_and_lengths() {
+        let c = Curve::parse(Path::new("t.log"), PBS).unwrap();
+        assert_eq!(c.mark, vec![(50, 10.0), (100, 20.0)]);
+        assert_eq!(c.mark_s, Some(21.0));
+        assert_eq!(c.sweep, vec![(1, 2.0), (99, 100.0)]);
+        assert_eq!(c.sweep_s, Some(101.0));
+        assert_eq!(c.index_files, Some(4));
+        assert_eq!(c.cache_capacity, Some(2_097_152));
+        assert_eq!(c.strategy, None);
+    }
+
+    #[test]
+    fn stamps_parse_with_offsets_fractions_and_round_trip() {
+        let (a, m) = split_stamp("2025-05-16T22:31:53+02:00: x: y").unwrap();
+        let (b, _) = split_stamp("2025-05-16T20:31:53Z: x").unwrap();
+        assert_eq!((a, m), (b, "x: y"));
+        let (c, _) = split_stamp("2025-05-16T15:31:53.250-05:00: x").unwrap();
+        assert_eq!(c, a + 0.25);
+        let (d, _) = split_stamp(&format!("{}: x", stamp(a + 0.125))).unwrap();
+        assert_eq!(d, a + 0.125);
+        for bad in [
+            "marked 1% (1 of 2 index files)",
+            "2025-05-16T22:31:53+02:00 x",
+            "2025-05-16T22:31:53+0200: x",
+            "2025-05-16 22:31:53+02:00: x",
+            "2025-05-16T22:31:53.+02:00: x",
+        ] {
+            assert!(split_stamp(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_log_that_is_not_a_gcs_is_refused_with_its_line() {
+        let e =
+            Curve::parse(Path::new("x.log"), "2025-05-16T22:31:53Z: ok\nnonsense\n").unwrap_err();
+        assert!(format!("{e:#}").contains("x.log line 2"), "{e:#}");
+        let e = Curve::parse(Path::new("y.log"), "2025-05-16T22:31:53Z: TASK OK\n").unwrap_err();
+        assert!(format!("{e:#}").contains("no `Start GC phase1"), "{e:#}");
+    }
+
+    #[test]
+    fn a_killed_gc_has_its_phase_one_up_to_the_last_line() {
+        let text = "2025-05-16T22:31:51Z: Start GC phase1 (mark used chunks)\n\
+                    2025-05-16T22:31:55Z: marked 1% (1 of 100 index files)\n";
+        let c = Curve::parse(Path::new("k.log"), text).unwrap();
+        assert_eq!((c.mark_s, c.sweep_s), (Some(4.0), None));
+        assert!(c.sweep.is_empty());
+    }
+}

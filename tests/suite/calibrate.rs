@@ -1,0 +1,117 @@
+//! Issue 48, point 5: `gc --task-log` writes a GC's progress as PBS's task-log files have it,
+//! and `calibrate` fits a pool's model to such logs. Stores on a tmpfs of their own (inode
+//! numbers follow creation order there; nothing here depends on them).
+
+use crate::common::*;
+
+use serde_json::Value;
+
+/// `gc --task-log` writes every line with its time, the percentage lines included, and the
+/// strategy; `calibrate` reads it back with the store, writes a model file that `simulate`
+/// takes, and says what it fitted.
+#[test]
+fn a_gcs_task_log_calibrates_a_model_that_simulate_takes() {
+    let dir = PrivateTmpfs::new();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let log = dir.path().join("gc.log");
+    let (code, _, out) = gc(
+        &store,
+        &["--strategy", "batched", "--task-log", log.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{out}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // `2026-12-05T11:16:39.341+00:00: message`, every line.
+    for l in &lines {
+        assert_eq!(&l[23..31], "+00:00: ", "{l}");
+        assert!(l[..4].parse::<u32>().is_ok(), "{l}");
+    }
+    let msg = |l: &&str| l[31..].to_string();
+    let msgs: Vec<String> = lines.iter().map(msg).collect();
+    assert!(msgs[0].starts_with("starting garbage collection on store"));
+    assert_eq!(msgs[1], "chunkscope strategy: batched");
+    // Under a terminal's bar or not, the file has the percentages: 100 of phase 1.
+    assert_eq!(
+        msgs.iter().filter(|m| m.starts_with("marked ")).count(),
+        100,
+        "{text}"
+    );
+    assert!(msgs.iter().any(|m| m.starts_with("processed 99% (")));
+    assert_eq!(msgs.last().unwrap(), "TASK OK");
+
+    let fitted = dir.path().join("fitted.json");
+    let o = run(&[
+        "calibrate",
+        "--store",
+        store.to_str().unwrap(),
+        "--model",
+        "zfs-hdd",
+        "--out",
+        fitted.to_str().unwrap(),
+        "--json",
+        log.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(c["logs"][0]["strategy"], "batched");
+    assert_eq!(c["read_knob"], "miss_ns");
+    // A GC on a tmpfs is faster than any HDD pool: the fit says so.
+    assert_eq!(c["read_at_floor"], true, "{c}");
+    assert!(c["trials"].as_array().unwrap().len() >= 3);
+    let model: Value = serde_json::from_slice(&std::fs::read(&fitted).unwrap()).unwrap();
+    assert_eq!(model, c["params"]);
+    let o = run(&[
+        "simulate",
+        "--store",
+        store.to_str().unwrap(),
+        "--model",
+        fitted.to_str().unwrap(),
+        "--strategy",
+        "lru",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs[0]["strategy"], "lru");
+}
+
+/// A file that is not a GC's task log, or the log of another store, is refused with its
+/// name and what is wrong, and no model is written.
+#[test]
+fn calibrate_refuses_what_is_not_a_task_log_of_the_store() {
+    let dir = PrivateTmpfs::new();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "3"]);
+    let fitted = dir.path().join("fitted.json");
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let garbage = write("garbage.log", "2025-05-16T22:31:53Z: fine\nnot a line\n");
+    let no_gc = write("backup.log", "2025-05-16T22:31:53Z: TASK OK\n");
+    let other = write(
+        "other.log",
+        "2025-05-16T22:31:51Z: Start GC phase1 (mark used chunks)\n\
+         2025-05-16T22:31:55Z: marked 1% (9 of 900 index files)\n",
+    );
+    for (log, want) in [
+        (&garbage, "garbage.log line 2: not a task-log line"),
+        (&no_gc, "no `Start GC phase1"),
+        (&other, "marked 900 index files, the survey has"),
+    ] {
+        let o = run(&[
+            "calibrate",
+            "--store",
+            store.to_str().unwrap(),
+            "--out",
+            fitted.to_str().unwrap(),
+            log.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", log.display());
+        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+        assert!(!fitted.exists(), "{}: no model written", log.display());
+    }
+    let o = run(&["calibrate", garbage.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--store"), "{}", stderr(&o));
+}
