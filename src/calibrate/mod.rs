@@ -84,7 +84,7 @@ pub struct Calibration {
     pub read_at_floor: bool,
     /// The smallest and largest cache sizes that fit as well as the best (within 2% of its
     /// deviation): where a bigger cache changes nothing, the logs cannot tell sizes apart
-    /// (the fitted model has the smallest).
+    /// (the fitted model has the largest).
     pub cache_range: (u64, u64),
 }
 
@@ -305,10 +305,12 @@ fn try_cache(
 
 /// Fits `base`'s cache size and read time to `logs` of GCs on `store`; `progress` is told
 /// each trial.
+/// With `cache`, only that cache size is tried (the pool's, when it is known).
 pub fn calibrate(
     store: &SimStore,
     base: &ModelParams,
     logs: &[Observed],
+    cache: Option<u64>,
     progress: &mut dyn FnMut(&Trial),
 ) -> Result<Calibration> {
     if logs.is_empty() {
@@ -328,8 +330,13 @@ pub fn calibrate(
             .min_by(|a, b| a.0.deviation.total_cmp(&b.0.deviation))
             .map(|t| t.0.cache_bytes)
     };
+    let pinned = cache.is_some();
+    if let Some(c) = cache {
+        let (t, _, runs) = try_cache(store, base, logs, c)?;
+        keep(t, runs, &mut tried);
+    }
     // Doubling until a bigger cache reads no less: everything fits from there on.
-    let mut cache = FIRST_CACHE;
+    let mut cache = if pinned { u64::MAX } else { FIRST_CACHE };
     let mut last_reads = None;
     while cache <= LAST_CACHE {
         let (t, reads, runs) = try_cache(store, base, logs, cache)?;
@@ -344,13 +351,14 @@ pub fn calibrate(
     let centre = best_cache(&tried).expect("one trial at least");
     for c in [centre as f64 / 2f64.sqrt(), centre as f64 * 2f64.sqrt()] {
         let c = c.round() as u64;
-        if (FIRST_CACHE..=LAST_CACHE).contains(&c) {
+        if !pinned && (FIRST_CACHE..=LAST_CACHE).contains(&c) {
             let (t, _, runs) = try_cache(store, base, logs, c)?;
             keep(t, runs, &mut tried);
         }
     }
-    // Of the sizes that fit as well as the best, the smallest: where the whole store's
-    // metadata fits, any bigger cache replays the logs the same.
+    // Of the sizes that fit as well as the best, the largest: a smaller one claims that
+    // blocks were evicted and read again, which the logs do not show (a log of a strategy
+    // that reads every directory once cannot tell whether all of them would stay cached).
     let least = tried
         .iter()
         .map(|t| t.0.deviation)
@@ -369,7 +377,7 @@ pub fn calibrate(
     let (t, runs) = tried
         .into_iter()
         .filter(|t| as_well(&t.0))
-        .min_by_key(|t| t.0.cache_bytes)
+        .max_by_key(|t| t.0.cache_bytes)
         .expect("the best fits as well as itself");
     let floor = read_floor(base);
     let mut params = with(base, t.cache_bytes, t.read_ns);
@@ -472,7 +480,7 @@ mod tests {
         truth.cache_bytes = 32 << 20;
         truth = with(&truth, 32 << 20, base.miss_ns * 3);
         let log = observed(&store, &truth, Strategy::Lru);
-        let fit = calibrate(&store, &base, &[log], &mut |_| {}).unwrap();
+        let fit = calibrate(&store, &base, &[log], None, &mut |_| {}).unwrap();
         let p = &fit.params;
         let x = p.miss_ns as f64 / truth.miss_ns as f64;
         assert!(

@@ -47,6 +47,10 @@ pub struct CalibrateArgs {
     /// read time fitted. Default: the preset of the survey's filesystem.
     #[arg(long, value_name = "PRESET|FILE")]
     model: Option<String>,
+    /// The metadata cache the pool has, when known (e.g. 8GiB: the ARC's metadata share):
+    /// only the read time is fitted then.
+    #[arg(long, value_name = "SIZE")]
+    cache: Option<String>,
     /// The strategy of a log that does not name one (PBS's own GC: lru).
     #[arg(long, value_enum, default_value = "lru")]
     strategy: Strategy,
@@ -60,6 +64,19 @@ pub struct CalibrateArgs {
 }
 
 pub fn run(args: CalibrateArgs) -> Result<Outcome> {
+    let cache = args
+        .cache
+        .as_deref()
+        .map(|c| {
+            parse_size::parse_size(c)
+                .map_err(|e| anyhow::anyhow!("--cache {c}: {e} (a size such as 8GiB)"))
+        })
+        .transpose()?;
+    if cache == Some(0) {
+        bail!(
+            "--cache 0: a pool with no metadata cache reads every block every time; give its size"
+        );
+    }
     let progress = !super::to_stdout(&args.json) && super::stderr_is_terminal();
     let (file, name) =
         super::simulate::read_survey(args.store.as_deref(), args.survey.as_deref(), progress)?;
@@ -99,7 +116,7 @@ pub fn run(args: CalibrateArgs) -> Result<Outcome> {
             t.deviation
         )
     };
-    let fit = crate::calibrate::calibrate(&store, &base, &logs, &mut told)?;
+    let fit = crate::calibrate::calibrate(&store, &base, &logs, cache, &mut told)?;
     crate::fsutil::write_whole(&args.out, |f| {
         serde_json::to_writer_pretty(&mut *f, &fit.params)?;
         std::io::Write::write_all(f, b"\n")
@@ -183,7 +200,8 @@ fn report(fit: &Calibration) -> String {
         String::new()
     } else {
         format!(
-            " (any from {} to {} fits as well: the logs cannot tell them apart)",
+            " (any from {} to {} fits as well: the logs cannot tell them apart, and a strategy \
+             that reads blocks twice, prefetch, depends on it: --cache SIZE pins the pool's)",
             human_bytes(lo),
             human_bytes(hi)
         )
@@ -217,7 +235,11 @@ fn report(fit: &Calibration) -> String {
         ]);
     }
     out.push_str(&t.text());
-    if fit.read_at_floor {
+    let slower = fit
+        .logs
+        .iter()
+        .any(|l| l.fitted_s[0] + l.fitted_s[1] > 1.2 * (l.logged_s[0] + l.logged_s[1]));
+    if fit.read_at_floor && slower {
         out.push_str(&format!(
             "\nThe logs' GCs ran faster than the base model ({}) can with no time added a \
              read: the pool's disks are faster than the model's. Fit a base with faster \

@@ -73,6 +73,30 @@ fn a_gcs_task_log_calibrates_a_model_that_simulate_takes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(runs[0]["strategy"], "lru");
+
+    // A known cache is pinned: one model tried, only the read time fitted.
+    let pinned = |cache: &str| {
+        run(&[
+            "calibrate",
+            "--store",
+            store.to_str().unwrap(),
+            "--cache",
+            cache,
+            "--out",
+            fitted.to_str().unwrap(),
+            "--json",
+            log.to_str().unwrap(),
+        ])
+    };
+    let o = pinned("64MiB");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(c["params"]["cache_bytes"], 64 << 20);
+    assert_eq!(c["trials"].as_array().unwrap().len(), 1);
+    assert_eq!(c["cache_range"], serde_json::json!([64 << 20, 64 << 20]));
+    let o = pinned("0");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--cache 0"), "{}", stderr(&o));
 }
 
 /// A file that is not a GC's task log, or the log of another store, is refused with its
