@@ -173,7 +173,9 @@ fn logged(c: &Curve, phase: usize) -> (Vec<(u8, f64)>, f64) {
     if let Some(e) = end {
         v.push((100, e));
     }
-    (v, end.unwrap_or(0.0))
+    // A phase that did not end (a killed GC) is as long as its last percentage.
+    let length = end.or_else(|| v.last().map(|p| p.1)).unwrap_or(0.0);
+    (v, length)
 }
 
 /// A simulated phase's time at `percent`.

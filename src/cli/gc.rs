@@ -288,7 +288,12 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
     let mut task_log_error = None;
     let mut log = TaskLog::new(text_out(), super::stderr_is_terminal());
     if let Some(path) = &args.task_log {
-        log = log.tapped(task_log_file(path, args.strategy, &mut task_log_error)?);
+        log = log.tapped(task_log_file(
+            path,
+            &store_path,
+            args.strategy,
+            &mut task_log_error,
+        )?);
     }
     if shadow {
         log.info(&format!(
@@ -393,10 +398,27 @@ fn open_store(path: &Path) -> Result<(PathBuf, DirStore, Option<PathBuf>, bool)>
 /// and the strategy after the first; the first write error into `error`.
 fn task_log_file<'a>(
     path: &Path,
+    store: &Path,
     strategy: Strategy,
     error: &'a mut Option<std::io::Error>,
 ) -> Result<impl FnMut(&str) + 'a> {
     use std::io::Write;
+    // Never into the store: a log there would overwrite whatever it is named after (an
+    // index, .lock) or sit among the chunks.
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = parent
+        .canonicalize()
+        .with_context(|| format!("--task-log {}: its directory", path.display()))?;
+    if dir.starts_with(store) {
+        bail!(
+            "--task-log {}: inside the store {}; write it elsewhere",
+            path.display(),
+            store.display()
+        );
+    }
     let mut file = std::fs::File::create(path)
         .with_context(|| format!("--task-log {}: creating it", path.display()))?;
     let mut first = true;

@@ -17,7 +17,8 @@ use serde::Serialize;
 pub struct Curve {
     /// Phase 1: (percent of the index files marked, seconds).
     pub mark: Vec<(u8, f64)>,
-    /// Phase 1's length (to the line that starts phase 2, or the log's end).
+    /// Phase 1's length, to the line that starts phase 2 (None: it did not end, a killed GC
+    /// or one run with `--phase mark`, whose log ends at its last percentage).
     pub mark_s: Option<f64>,
     /// Phase 2: (percent of the chunk directories swept, seconds).
     pub sweep: Vec<(u8, f64)>,
@@ -29,6 +30,8 @@ pub struct Curve {
     pub cache_capacity: Option<usize>,
     /// The strategy, when chunkscope's GC wrote it (PBS's own GC does not).
     pub strategy: Option<String>,
+    /// Phases that started (`Start GC phase1`, `Start GC phase2` lines).
+    pub started: u8,
 }
 
 /// The line chunkscope's task-log file carries after the first, naming the strategy
@@ -54,11 +57,18 @@ impl Curve {
             })?;
             lines.push((secs, message));
         }
-        let curve = Curve::from_lines(lines.iter().map(|&(t, m)| (t, m)));
-        if curve.mark_s.is_none() {
+        let starts = |what: &str| lines.iter().filter(|l| l.1.starts_with(what)).count();
+        if starts("Start GC phase1") > 1 || starts("Start GC phase2") > 1 {
             bail!(
-                "{}: no `Start GC phase1 (mark used chunks)` line: not the task log of a \
-                 garbage collection",
+                "{}: more than one garbage collection in one log: give each its own file",
+                path.display()
+            );
+        }
+        let curve = Curve::from_lines(lines.iter().map(|&(t, m)| (t, m)));
+        if curve.started == 0 {
+            bail!(
+                "{}: no `Start GC phase1 (mark used chunks)` or `Start GC phase2` line: not \
+                 the task log of a garbage collection",
                 path.display()
             );
         }
@@ -68,9 +78,8 @@ impl Curve {
     /// The curve of `(seconds, message)` lines, in order.
     pub fn from_lines<'a>(lines: impl Iterator<Item = (f64, &'a str)>) -> Curve {
         let mut c = Curve::default();
-        let (mut mark_start, mut sweep_start, mut last) = (None, None, None);
+        let (mut mark_start, mut sweep_start) = (None, None);
         for (t, msg) in lines {
-            last = Some(t);
             if let Some(s) = msg.strip_prefix(STRATEGY_PREFIX) {
                 c.strategy = Some(s.trim().to_string());
             } else if let Some(n) = msg
@@ -80,7 +89,9 @@ impl Curve {
                 c.cache_capacity = Some(n);
             } else if msg.starts_with("Start GC phase1") {
                 mark_start = Some(t);
+                c.started += 1;
             } else if msg.starts_with("Start GC phase2") {
+                c.started += 1;
                 if let Some(s) = mark_start {
                     c.mark_s.get_or_insert(t - s);
                 }
@@ -101,9 +112,6 @@ impl Curve {
                     c.sweep_s = Some(t - s);
                 }
             }
-        }
-        if let (Some(s), None, Some(end)) = (mark_start, c.mark_s, last) {
-            c.mark_s = Some(end - s);
         }
         c
     }
@@ -235,14 +243,22 @@ mod tests {
         assert!(format!("{e:#}").contains("x.log line 2"), "{e:#}");
         let e = Curve::parse(Path::new("y.log"), "2025-05-16T22:31:53Z: TASK OK\n").unwrap_err();
         assert!(format!("{e:#}").contains("no `Start GC phase1"), "{e:#}");
+        let two = format!("{PBS}{PBS}");
+        let e = Curve::parse(Path::new("z.log"), &two).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("more than one garbage collection"),
+            "{e:#}"
+        );
     }
 
     #[test]
-    fn a_killed_gc_has_its_phase_one_up_to_the_last_line() {
+    fn a_killed_gc_has_its_percentages_and_no_end() {
         let text = "2025-05-16T22:31:51Z: Start GC phase1 (mark used chunks)\n\
-                    2025-05-16T22:31:55Z: marked 1% (1 of 100 index files)\n";
+                    2025-05-16T22:31:55Z: marked 1% (1 of 100 index files)\n\
+                    2025-05-16T22:31:59Z: TASK ERROR: interrupted\n";
         let c = Curve::parse(Path::new("k.log"), text).unwrap();
-        assert_eq!((c.mark_s, c.sweep_s), (Some(4.0), None));
+        assert_eq!(c.mark, vec![(1, 4.0)]);
+        assert_eq!((c.mark_s, c.sweep_s), (None, None));
         assert!(c.sweep.is_empty());
     }
 }

@@ -135,6 +135,18 @@ fn calibrate_refuses_what_is_not_a_task_log_of_the_store() {
         assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
         assert!(!fitted.exists(), "{}: no model written", log.display());
     }
+    // gc's task log never goes into the store (it would truncate whatever it is named
+    // after): refused before the GC runs.
+    let index = index_files(&store).remove(0);
+    let before = std::fs::read(&index).unwrap();
+    let (code, _, out) = gc(&store, &["--task-log", index.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("inside the store"), "{out}");
+    assert_eq!(
+        std::fs::read(&index).unwrap(),
+        before,
+        "the index untouched"
+    );
     let o = run(&["calibrate", garbage.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--store"), "{}", stderr(&o));
