@@ -241,10 +241,11 @@ fn report(fit: &Calibration) -> String {
         .any(|l| l.fitted_s[0] + l.fitted_s[1] > 1.2 * (l.logged_s[0] + l.logged_s[1]));
     if fit.read_at_floor && slower {
         out.push_str(&format!(
-            "\nThe logs' GCs ran faster than the base model ({}) can with no time added a \
-             read: the pool's disks are faster than the model's. Fit a base with faster \
+            "\nThe logs' GCs ran faster than the base model can at the least time a read \
+             ({} {}): the pool's disks are faster than the model's. Fit a base with faster \
              disks (--model with a model file).\n",
-            p.name
+            fit.read_knob,
+            duration_ns(crate::calibrate::model_read_ns(p))
         ));
     }
     out.push_str(
