@@ -95,8 +95,8 @@ const LAST_CACHE: u64 = 1 << 40;
 /// Deviations within this factor of the best count as fitting as well.
 const AS_WELL: f64 = 1.02;
 
-/// The knob fitted: a read's time.
-fn read_ns(p: &ModelParams) -> u64 {
+/// The knob `calibrate` fits: a read's time in `p`.
+pub fn read_ns(p: &ModelParams) -> u64 {
     if p.disk.is_some() {
         p.io_ns
     } else {
@@ -165,10 +165,7 @@ fn at(points: &[(u8, f64)], end: Option<f64>, percent: u8) -> Option<f64> {
 
 /// A logged phase's points: (percent, logged seconds), the end as 100%, and its length.
 fn logged(c: &Curve, phase: usize) -> (Vec<(u8, f64)>, f64) {
-    let (points, end) = match phase {
-        0 => (&c.mark, c.mark_s),
-        _ => (&c.sweep, c.sweep_s),
-    };
+    let (points, end) = c.phase(phase);
     let mut v: Vec<(u8, f64)> = points.iter().copied().filter(|p| p.0 < 100).collect();
     if let Some(e) = end {
         v.push((100, e));
@@ -180,10 +177,7 @@ fn logged(c: &Curve, phase: usize) -> (Vec<(u8, f64)>, f64) {
 
 /// A simulated phase's time at `percent`.
 fn simulated(c: &Curve, phase: usize, percent: u8) -> f64 {
-    let (points, end) = match phase {
-        0 => (&c.mark, c.mark_s),
-        _ => (&c.sweep, c.sweep_s),
-    };
+    let (points, end) = c.phase(phase);
     at(points, end, percent).unwrap_or(0.0)
 }
 
@@ -306,8 +300,7 @@ fn try_cache(
 }
 
 /// Fits `base`'s cache size and read time to `logs` of GCs on `store`; `progress` is told
-/// each trial.
-/// With `cache`, only that cache size is tried (the pool's, when it is known).
+/// each trial. With `cache`, only that cache size is tried (the pool's, when it is known).
 pub fn calibrate(
     store: &SimStore,
     base: &ModelParams,
@@ -410,11 +403,6 @@ pub fn calibrate(
         trials,
         cache_range,
     })
-}
-
-/// The read time a model has (the knob `calibrate` fits).
-pub fn model_read_ns(p: &ModelParams) -> u64 {
-    read_ns(p)
 }
 
 #[cfg(test)]

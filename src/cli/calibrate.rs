@@ -210,7 +210,7 @@ fn report(fit: &Calibration) -> String {
         "Fitted: metadata cache {}{range}; {} {} a read ({} models tried).\n\n",
         human_bytes(p.cache_bytes),
         fit.read_knob,
-        duration_ns(crate::calibrate::model_read_ns(p)),
+        duration_ns(crate::calibrate::read_ns(p)),
         fit.trials.len()
     );
     let mut t = Table::new([
@@ -245,7 +245,7 @@ fn report(fit: &Calibration) -> String {
              ({} {}): the pool's disks are faster than the model's. Fit a base with faster \
              disks (--model with a model file).\n",
             fit.read_knob,
-            duration_ns(crate::calibrate::model_read_ns(p))
+            duration_ns(crate::calibrate::read_ns(p))
         ));
     }
     out.push_str(

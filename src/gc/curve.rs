@@ -39,6 +39,14 @@ pub struct Curve {
 pub const STRATEGY_PREFIX: &str = "chunkscope strategy: ";
 
 impl Curve {
+    /// Phase `i`'s (0: mark, 1: sweep) percentages and length.
+    pub fn phase(&self, i: usize) -> (&[(u8, f64)], Option<f64>) {
+        match i {
+            0 => (&self.mark, self.mark_s),
+            _ => (&self.sweep, self.sweep_s),
+        }
+    }
+
     /// The curve of a task-log file's text.
     pub fn parse(path: &Path, text: &str) -> Result<Curve> {
         let mut lines = Vec::new();
