@@ -404,7 +404,8 @@ fn task_log_file<'a>(
 ) -> Result<impl FnMut(&str) + 'a> {
     use std::io::Write;
     // Never into the store: a log there would overwrite whatever it is named after (an
-    // index, .lock) or sit among the chunks.
+    // index, .lock) or sit among the chunks; nor through a symbolic or hard link to a file
+    // there.
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -412,15 +413,34 @@ fn task_log_file<'a>(
     let dir = parent
         .canonicalize()
         .with_context(|| format!("--task-log {}: its directory", path.display()))?;
-    if dir.starts_with(store) {
+    let target = path
+        .canonicalize()
+        .unwrap_or_else(|_| dir.join(path.file_name().unwrap_or_default()));
+    if target.starts_with(store) {
         bail!(
             "--task-log {}: inside the store {}; write it elsewhere",
             path.display(),
             store.display()
         );
     }
-    let mut file = std::fs::File::create(path)
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false) // below, once it is known to be the log's own
+        .open(&target)
         .with_context(|| format!("--task-log {}: creating it", path.display()))?;
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+            bail!(
+                "--task-log {}: the file has other names (hard links), one of them maybe in \
+                 a store; give a file of its own",
+                path.display()
+            );
+        }
+        file.set_len(0)
+            .with_context(|| format!("--task-log {}: emptying it", path.display()))?;
+    }
     let mut first = true;
     Ok(move |line: &str| {
         let now = std::time::SystemTime::now()

@@ -147,6 +147,22 @@ fn calibrate_refuses_what_is_not_a_task_log_of_the_store() {
         before,
         "the index untouched"
     );
+    // Nor through a link to one of its files, symbolic or hard.
+    let sym = dir.path().join("sym.log");
+    std::os::unix::fs::symlink(&index, &sym).unwrap();
+    let hard = dir.path().join("hard.log");
+    std::fs::hard_link(&index, &hard).unwrap();
+    for (link, want) in [(&sym, "inside the store"), (&hard, "other names")] {
+        let (code, _, out) = gc(&store, &["--task-log", link.to_str().unwrap()]);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains(want), "{want}: {out}");
+        assert_eq!(
+            std::fs::read(&index).unwrap(),
+            before,
+            "the index untouched"
+        );
+    }
+    std::fs::remove_file(&hard).unwrap();
     let o = run(&["calibrate", garbage.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--store"), "{}", stderr(&o));
