@@ -122,7 +122,7 @@ pub fn run() -> i32 {
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::ProblemsFound) => 1,
-        Err(_) if crate::demo::was_interrupted() => 130,
+        Err(_) if crate::demo::was_interrupted() || crate::testbed::was_interrupted() => 130,
         // The reader of our output went away (`| head`): nothing is wrong, stop quietly.
         Err(e)
             if e.chain().any(|c| {

@@ -22,8 +22,8 @@ use crate::testbed::{Fs, TestbedOptions};
     --disk ssd compares the reads only, in seconds.\n\n\
     Needs root (loop devices, mounts, drop_caches, a memory cgroup), losetup and the\n\
     filesystem's mkfs. Every mount, loop device and cgroup it makes is removed when it ends,\n\
-    also on an error; not yet on ^C (then: umount OUT/fs; losetup -d the loop device of\n\
-    OUT/disk/disk.img; umount OUT/disk). OUT keeps the images, each strategy's disk trace\n\
+    also on an error and on ^C (exit 130; only a SIGKILL leaves them: then umount OUT/fs;\n\
+    losetup -d the loop device of OUT/disk/disk.img; umount OUT/disk). OUT keeps the images, each strategy's disk trace\n\
     (OUT/S.trace: every read and write of the image with its offset, split by the GC's\n\
     phase markers), its GC report (OUT/S.gc.json) and OUT/report.json.")]
 pub struct TestbedArgs {
@@ -99,6 +99,7 @@ pub fn run(args: TestbedArgs) -> Result<Outcome> {
         }),
     };
     let exe = std::env::current_exe().context("finding chunkscope's own executable")?;
+    crate::testbed::handle_signals()?;
     let report = crate::testbed::run(&o, &exe)?;
     print!("{}", crate::testbed::table(&report));
     Ok(Outcome::Ok)

@@ -37,7 +37,7 @@ impl DiskMount {
         if let Some(t) = trace {
             cmd.arg("--trace").arg(t);
         }
-        let child = cmd
+        let child = super::interrupt::detach_from_terminal(&mut cmd)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

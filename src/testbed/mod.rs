@@ -23,6 +23,9 @@
 //! and torn down by guards that undo on drop, on error and on panic.
 
 mod guards;
+mod interrupt;
+
+pub use interrupt::{handle_signals, was_interrupted};
 
 use guards::{Cgroup, DiskMount, FsMount, Loop};
 
@@ -207,6 +210,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
     let mut runs = Vec::new();
     let mut chunks = 0;
     for &s in &o.strategies {
+        interrupt::check()?;
         let (mut run, found) = bed.run_strategy(o, s)?;
         chunks = chunks.max(found);
         if let Some(pr) = predicted.get(s.name()) {
@@ -534,10 +538,7 @@ fn check_tools(fs: Fs) -> Result<()> {
 /// Runs `cmd` to its end; an error names it and what it printed.
 fn command(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");
-    let o = cmd
-        .stderr(Stdio::piped())
-        .output()
-        .with_context(|| format!("running {shown}"))?;
+    let o = interrupt::output(cmd).with_context(|| format!("running {shown}"))?;
     if !o.status.success() {
         bail!(
             "{shown} failed ({}): {}",
@@ -623,10 +624,7 @@ fn predict(exe: &Path, survey: &Path, model: &Path, o: &TestbedOptions) -> Resul
         "--json",
     ]);
     cmd.arg("--model").arg(model);
-    let out = cmd
-        .stderr(Stdio::piped())
-        .output()
-        .context("running simulate")?;
+    let out = interrupt::output(&mut cmd).context("running simulate")?;
     if !out.status.success() {
         bail!(
             "simulate failed: {}",

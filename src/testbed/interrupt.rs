@@ -1,0 +1,113 @@
+//! ^C during a testbed run. SIGINT and SIGTERM are taken on a thread of their own, which
+//! marks the run interrupted and ends the step running (a `cp`, `mkfs`, the GC, ...) by its
+//! pidfd, so never a process that took a reaped child's pid. The main thread then returns an
+//! error and the guards undo, in order, the filesystem's mount, the loop device, the disk
+//! mount and the memory cgroup. The disk mount runs in a process group of its own
+//! ([`detach_from_terminal`]): a ^C at the terminal reaches every process of the foreground
+//! group at once, and the mount must keep serving the loop device until the filesystem
+//! above it is unmounted.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{bail, Result};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The pidfd of the step running, for the signal thread to end it.
+static RUNNING: Mutex<Option<OwnedFd>> = Mutex::new(None);
+
+/// Takes SIGINT and SIGTERM from now on (call it before any thread is started).
+pub fn handle_signals() -> Result<()> {
+    crate::fsutil::TerminationSignals::block().handle("testbed-signals", || {
+        if !INTERRUPTED.swap(true, Ordering::SeqCst) {
+            tracing::warn!(
+                "interrupted: ending the step running, then unmounting the filesystem, \
+                 detaching the loop device and removing the cgroup"
+            );
+        }
+        end_running();
+    })?;
+    Ok(())
+}
+
+/// Whether the run was interrupted (the command exits with 130).
+pub fn was_interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// An error once the run is interrupted: checked between steps.
+pub(super) fn check() -> Result<()> {
+    if was_interrupted() {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+fn end_running() {
+    let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(fd) = running.as_ref() {
+        // SAFETY: a pidfd we opened and still hold; a signal to an exited process is ESRCH.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                libc::SIGTERM,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+    }
+}
+
+/// Runs `cmd` to its end with its output captured, as [`Command::output`] does, ended early
+/// by an interrupt (then an error).
+pub(super) fn output(cmd: &mut Command) -> std::io::Result<Output> {
+    let interrupted = || std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted");
+    if was_interrupted() {
+        return Err(interrupted());
+    }
+    // The signals are blocked here and a child inherits the mask: it would run to its end.
+    // SAFETY: only sigprocmask (async-signal-safe) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // SAFETY: pidfd_open on the pid of a child not yet reaped (its pid is still its own).
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    if fd >= 0 {
+        // SAFETY: a new descriptor, owned from here on.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(fd);
+        // An interrupt between the spawn and here found nothing to end.
+        if was_interrupted() {
+            end_running();
+        }
+    }
+    let out = child.wait_with_output();
+    RUNNING.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if was_interrupted() {
+        return Err(interrupted());
+    }
+    out
+}
+
+/// `cmd` starts a process group of its own: a ^C at the terminal does not reach it.
+pub(super) fn detach_from_terminal(cmd: &mut Command) -> &mut Command {
+    cmd.process_group(0)
+}
