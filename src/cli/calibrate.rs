@@ -87,7 +87,7 @@ pub fn run(args: CalibrateArgs) -> Result<Outcome> {
         .map(|path| observed(path, args.strategy, index_files))
         .collect::<Result<Vec<_>>>()?;
     let filesystem = file.header.filesystem.clone();
-    let filesystem_bytes = file.header.filesystem_bytes;
+    let header = file.header.clone();
     let spec = args
         .model
         .clone()
@@ -95,8 +95,8 @@ pub fn run(args: CalibrateArgs) -> Result<Outcome> {
     let mut base = ModelParams::load(&spec).with_context(|| format!("--model {spec}"))?;
     let store = crate::sim::build_survey(file, &base)?;
     store.fill_dir_entries(&mut base);
-    if let Some(disk) = base.disk.as_mut().filter(|_| filesystem_bytes > 0) {
-        disk.span = filesystem_bytes;
+    if let Some(note) = header.fit_model(&mut base) {
+        tracing::warn!("{note}");
     }
     tracing::info!(
         "fitting {} to {} log(s) of GCs on {name} ({filesystem}): the cache's size and {}",

@@ -159,8 +159,8 @@ struct Prepared {
     /// What it was built from, for the trace's header.
     origin: Origin,
     slice: sim::Slice,
-    /// Its filesystem's size, bytes, when known (a survey's): a disk model's span.
-    filesystem_bytes: u64,
+    /// The survey's header, when it was built from one: the filesystem the model is fitted to.
+    surveyed: Option<crate::survey::file::FileHeader>,
 }
 
 enum Origin {
@@ -208,16 +208,17 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         limit,
         origin,
         slice,
-        filesystem_bytes,
+        surveyed,
     } = prepared;
     store.set_faults(Some(faults));
     if let Some(ttl) = args.dir_ttl {
         store.set_dir_ttl(super::seconds(ttl, "--dir-ttl")?);
     }
     store.fill_dir_entries(&mut params);
-    // A real store's disk is its filesystem: seeks are spread over that.
-    if let Some(disk) = params.disk.as_mut().filter(|_| filesystem_bytes > 0) {
-        disk.span = filesystem_bytes;
+    // A real store's disk is its filesystem: seeks are spread over that, blocks placed by
+    // its geometry.
+    if let Some(note) = surveyed.as_ref().and_then(|h| h.fit_model(&mut params)) {
+        tracing::warn!("{note}");
     }
     if !super::to_stdout(&args.json) {
         describe(
@@ -532,7 +533,7 @@ fn generated(
         limit,
         origin: Origin::Preset,
         slice: setup.slice,
-        filesystem_bytes: 0,
+        surveyed: None,
     })
 }
 
@@ -573,7 +574,7 @@ fn traced(
         limit,
         origin: Origin::Trace(trace.display().to_string()),
         slice: sim::Slice::WHOLE,
-        filesystem_bytes: 0,
+        surveyed: None,
     })
 }
 
@@ -589,7 +590,7 @@ fn surveyed(
         bail!("--scale, --dedup and the other shape options describe a generated store, not a surveyed one");
     }
     let (file, name) = read_survey(args.store.as_deref(), args.survey.as_deref(), progress)?;
-    let filesystem_bytes = file.header.filesystem_bytes;
+    let header = file.header.clone();
     let chunks = file.chunks.len() as u64;
     let references: u64 = file.indexes.iter().map(|i| i.refs.len() as u64).sum();
     let peak_bytes = sim::survey_peak_bytes(chunks, references);
@@ -613,7 +614,7 @@ fn surveyed(
         limit,
         origin: Origin::Survey(name),
         slice: sim::Slice::WHOLE,
-        filesystem_bytes,
+        surveyed: Some(header),
     })
 }
 

@@ -33,6 +33,11 @@ pub struct TestbedArgs {
     /// The filesystem under the store.
     #[arg(long, value_enum, default_value = "ext4")]
     fs: Fs,
+    /// Options for the filesystem's mkfs beyond the testbed's own (`-q -F` or `-q -f`), in one
+    /// argument split at spaces: `--mkfs-options "-d agcount=7 -i size=1024"`. `survey` reads
+    /// the geometry they give and the model takes it.
+    #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
+    mkfs_options: Option<String>,
     /// The store's generator preset.
     #[arg(long, default_value = "tiny")]
     preset: String,
@@ -82,6 +87,13 @@ pub fn run(args: TestbedArgs) -> Result<Outcome> {
     };
     let o = TestbedOptions {
         calibrate_on,
+        mkfs_options: args
+            .mkfs_options
+            .as_deref()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
         out: args.out,
         fs: args.fs,
         preset: args.preset,

@@ -332,7 +332,8 @@ impl ModelParams {
                 ..zfs
             },
             // XFS (mkfs.xfs's defaults on 2 GiB: four allocation groups of 131,072 blocks,
-            // 512-byte inodes read 32 to a 16 KiB cluster) on one 7,200 rpm disk, as the
+            // 512-byte inodes read 32 to a 16 KiB cluster; `simulate --survey` takes the
+            // surveyed filesystem's instead) on one 7,200 rpm disk, as the
             // testbed showed it (BENCHMARKS.md, "The model learns the disk"): short-form
             // chunk directories (their entries in their inodes), directories spread over the
             // groups in turn, a logical log in the middle group (224 bytes a change, pushed

@@ -64,6 +64,60 @@ pub struct FileHeader {
     /// known, a survey from before it was recorded).
     #[serde(default)]
     pub filesystem_bytes: u64,
+    /// The layout was assumed (a filesystem whose geometry the survey could not read), not
+    /// read from the filesystem.
+    #[serde(default)]
+    pub layout_assumed: bool,
+    /// Where ext4's inode tables and directory blocks lie (its superblock's), if read.
+    #[serde(default)]
+    pub placement: Option<crate::model::place::Placement>,
+    /// Bytes of a metadata block (an inode-table block, an XFS inode cluster); 0: not read.
+    #[serde(default)]
+    pub block_bytes: u64,
+}
+
+impl FileHeader {
+    /// Fits `params` to the surveyed filesystem: a disk model spans it, and a model of the
+    /// same filesystem takes the geometry the survey read (ext4's inodes a group, block size
+    /// and where its tables lie; XFS's allocation groups, inode size and cluster), so that
+    /// blocks lie where they lie on this filesystem, not on the preset's 2 GiB one. Returns a
+    /// note when a model with a disk is of another filesystem than the one surveyed.
+    pub fn fit_model(&self, params: &mut crate::model::ModelParams) -> Option<String> {
+        use crate::model::Layout;
+        if let Some(disk) = params.disk.as_mut().filter(|_| self.filesystem_bytes > 0) {
+            disk.span = self.filesystem_bytes;
+        }
+        // The layout is the filesystem's own only where the survey read it: a survey from
+        // before `layout_assumed` was recorded assumed ZFS's on anything but ZFS and ext4.
+        let read = !self.layout_assumed
+            && matches!(
+                (self.filesystem.as_str(), &self.layout),
+                ("ext4", Layout::Ext4 { .. })
+                    | ("xfs", Layout::Xfs { .. })
+                    | ("zfs", Layout::Zfs { .. })
+            );
+        if !read {
+            return None;
+        }
+        let kind = |l: &Layout| std::mem::discriminant(l);
+        if kind(&params.layout) != kind(&self.layout) {
+            return params.disk.is_some().then(|| {
+                format!(
+                    "the model {} places blocks as another filesystem does than the survey's \
+                     ({}): --model {}-hdd starts from a model of it",
+                    params.name, self.filesystem, self.filesystem
+                )
+            });
+        }
+        params.layout = self.layout;
+        if self.block_bytes > 0 {
+            params.block_bytes = self.block_bytes;
+        }
+        if let Some(p) = self.placement {
+            params.placement = p;
+        }
+        None
+    }
 }
 
 /// A directory the walk listed.
@@ -612,6 +666,86 @@ fn read_walk<R: Read>(r: &mut Reader<R>, total: u64, version: u32) -> Result<Wal
 mod tests {
     use super::*;
 
+    /// A model of the surveyed filesystem takes its geometry and the disk spans it; a model
+    /// with a disk of another filesystem keeps its own and is named; an assumed layout, or a
+    /// model without a disk of another filesystem (a ZFS pool's, asked on purpose), changes
+    /// nothing but the span.
+    #[test]
+    fn a_model_is_fitted_to_the_surveyed_filesystem() {
+        use crate::model::{place::Placement, ModelParams};
+        let xfs = Layout::Xfs {
+            per_block: 32,
+            inopb_log: 2,
+            agino_log: 24,
+            ag_blocks: 2_396_746,
+            shortform_entries: 11,
+        };
+        let header = |filesystem: &str, layout: Layout, assumed: bool| FileHeader {
+            store: "/s".into(),
+            filesystem: filesystem.into(),
+            layout,
+            surveyed_at: 0,
+            chunk_dirs: 65_536,
+            filesystem_bytes: 64 << 30,
+            layout_assumed: assumed,
+            placement: None,
+            block_bytes: 32 << 10,
+        };
+        let mut m = ModelParams::preset("xfs-hdd").unwrap();
+        assert_eq!(header("xfs", xfs, false).fit_model(&mut m), None);
+        assert_eq!((m.layout, m.block_bytes), (xfs, 32 << 10));
+        assert_eq!(m.disk.as_ref().unwrap().span, 64 << 30);
+
+        let mut m = ModelParams::preset("ext4-hdd").unwrap();
+        let before = m.clone();
+        let note = header("xfs", xfs, false).fit_model(&mut m).unwrap();
+        assert!(
+            note.contains("--model xfs-hdd") && note.contains("ext4-hdd"),
+            "{note}"
+        );
+        assert_eq!(
+            (m.layout, m.block_bytes),
+            (before.layout, before.block_bytes)
+        );
+
+        let ext4 = Layout::Ext4 {
+            inodes_per_group: 4096,
+            per_block: 16,
+        };
+        let placed = Placement {
+            itable_start: 1065,
+            ..Placement::default()
+        };
+        let mut h = header("ext4", ext4, false);
+        (h.placement, h.block_bytes) = (Some(placed), 4096);
+        let mut m = ModelParams::preset("ext4-hdd").unwrap();
+        assert_eq!(h.fit_model(&mut m), None);
+        assert_eq!((m.layout, m.placement), (ext4, placed));
+
+        let mut m = ModelParams::preset("xfs-hdd").unwrap();
+        let before = m.clone();
+        assert_eq!(
+            header("tmpfs", Layout::Zfs { per_block: 32 }, true).fit_model(&mut m),
+            None
+        );
+        assert_eq!(
+            (m.layout, m.block_bytes),
+            (before.layout, before.block_bytes)
+        );
+        // A survey from before `layout_assumed`: ZFS's layout assumed on XFS.
+        assert_eq!(
+            header("xfs", Layout::Zfs { per_block: 32 }, false).fit_model(&mut m),
+            None
+        );
+        assert_eq!(
+            (m.layout, m.block_bytes),
+            (before.layout, before.block_bytes)
+        );
+        let mut m = ModelParams::preset("zfs-hdd").unwrap();
+        assert_eq!(header("xfs", xfs, false).fit_model(&mut m), None);
+        assert_eq!(m, ModelParams::preset("zfs-hdd").unwrap());
+    }
+
     fn sample(dir: &Path) -> (PathBuf, SurveyFile) {
         let header = FileHeader {
             store: "/s".into(),
@@ -620,6 +754,9 @@ mod tests {
             surveyed_at: 1_800_000_000,
             chunk_dirs: 3,
             filesystem_bytes: 1 << 30,
+            layout_assumed: false,
+            placement: None,
+            block_bytes: 0,
         };
         let d = |b: u8| Digest([b; 32]);
         let dest = dir.join("s.survey");

@@ -1,12 +1,16 @@
 //! Which metadata block an inode's metadata lives in, per filesystem: ZFS dnodes in 16 KiB
 //! metadnode blocks (object id / 32 for 512-byte dnodes), ext4 inode-table blocks (from the
-//! superblock's inode size, block size and inodes per group), and an assumption (stated in
-//! the report) for filesystems without either.
+//! superblock's inode size, block size and inodes per group, and where the tables lie), XFS
+//! inode clusters (from `XFS_IOC_FSGEOMETRY`: allocation groups, inode size), and an
+//! assumption (stated in the report) for filesystems without any of these. The survey file
+//! keeps the geometry, and `simulate --survey` and `calibrate` give it to a model of the
+//! same filesystem ([`super::file::FileHeader::fit_model`]).
 
 use std::path::Path;
 
 use anyhow::{bail, Result};
 
+use crate::model::place::Placement;
 use crate::model::Layout;
 
 /// How the survey maps inode numbers to metadata blocks.
@@ -38,6 +42,7 @@ const METADNODE_BLOCK: u64 = 16 * 1024;
 /// Filesystem magic numbers (`statfs(2)`).
 const ZFS_MAGIC: i64 = 0x2fc1_2fc1;
 const EXT4_MAGIC: i64 = 0xef53;
+const XFS_MAGIC: i64 = 0x5846_5342;
 
 /// The name of the filesystem holding `root`, and its magic.
 fn filesystem(root: &Path) -> Result<(String, i64)> {
@@ -57,7 +62,7 @@ fn filesystem(root: &Path) -> Result<(String, i64)> {
         ZFS_MAGIC => "zfs",
         EXT4_MAGIC => "ext4",
         0x0102_1994 => "tmpfs",
-        0x5846_5342 => "xfs",
+        XFS_MAGIC => "xfs",
         0x9123_683e => "btrfs",
         0x6573_5546 => "fuse",
         0x6969 => "nfs",
@@ -76,6 +81,41 @@ fn zfs(dnode_size: u64) -> Result<(Layout, String)> {
         Layout::Zfs { per_block },
         format!("ZFS: {per_block} dnodes of {dnode_size} bytes a 16 KiB metadnode block (object id / {per_block})"),
     ))
+}
+
+/// Where an ext4 filesystem's inode tables and directory blocks lie, from its superblock
+/// (1024 bytes in): blocks a group, groups a flex group, and the first inode-table block of
+/// the first flex group (the superblock, the group descriptors and their reserve for growth,
+/// then a block bitmap and an inode bitmap for each group of the flex group).
+pub(super) fn ext4_placement(sb: &[u8]) -> Option<Placement> {
+    let (_, block, _) = parse_ext4_superblock(sb)?;
+    let u32_at = |o: usize| u32::from_le_bytes(sb[o..o + 4].try_into().expect("4")) as u64;
+    let u16_at = |o: usize| u16::from_le_bytes(sb[o..o + 2].try_into().expect("2")) as u64;
+    let per_group = u32_at(32);
+    let first = u32_at(20);
+    if per_group == 0 {
+        return None;
+    }
+    let groups = u32_at(4).saturating_sub(first).div_ceil(per_group);
+    // flex_bg (incompat 0x200) groups 2^s_log_groups_per_flex; 64bit (0x80) descriptors of
+    // s_desc_size bytes, else 32.
+    let incompat = u32_at(0x60);
+    let flex = if incompat & 0x200 != 0 {
+        1u64 << sb[0x174].min(31)
+    } else {
+        1
+    };
+    let desc = if incompat & 0x80 != 0 {
+        u16_at(0xfe).max(32)
+    } else {
+        32
+    };
+    let descriptors = (groups * desc).div_ceil(block);
+    Some(Placement {
+        blocks_per_group: per_group,
+        flex_groups: flex,
+        itable_start: first + 1 + descriptors + u16_at(0xce) + 2 * flex,
+    })
 }
 
 /// The geometry of an ext4 filesystem from its superblock (1024 bytes in): inode size, block
@@ -97,7 +137,7 @@ pub(super) fn parse_ext4_superblock(sb: &[u8]) -> Option<(u64, u64, u64)> {
 }
 
 /// The superblock of the device the filesystem of `root` is mounted from, if it can be read.
-fn ext4_geometry(root: &Path) -> Option<(u64, u64, u64)> {
+fn ext4_superblock(root: &Path) -> Option<Vec<u8>> {
     use std::os::unix::fs::{FileExt, MetadataExt};
     let dev = std::fs::metadata(root).ok()?.dev();
     let id = format!("{}:{}", libc::major(dev), libc::minor(dev));
@@ -108,7 +148,82 @@ fn ext4_geometry(root: &Path) -> Option<(u64, u64, u64)> {
     let f = std::fs::File::open(&mount.source).ok()?;
     let mut sb = vec![0u8; 1024];
     f.read_exact_at(&mut sb, 1024).ok()?;
-    parse_ext4_superblock(&sb)
+    parse_ext4_superblock(&sb).map(|_| sb)
+}
+
+/// An XFS filesystem's geometry, as `XFS_IOC_FSGEOMETRY` gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct XfsGeometry {
+    /// Bytes a filesystem block.
+    pub block: u64,
+    /// Blocks an allocation group.
+    pub ag_blocks: u64,
+    /// Allocation groups.
+    pub ag_count: u64,
+    /// Bytes an inode.
+    pub inode_size: u64,
+    /// A version 5 superblock (metadata checksums: the default since xfsprogs 3.2.3).
+    pub v5: bool,
+}
+
+/// `XFS_IOC_FSGEOMETRY_V1`, `_IOR('X', 100, struct xfs_fsop_geom_v1)` (112 bytes): the version
+/// every kernel answers; the fields read here are the same in the later ones.
+const XFS_IOC_FSGEOMETRY_V1: libc::c_ulong = 0x8070_5864;
+/// `XFS_FSOP_GEOM_FLAGS_V5SB`.
+const XFS_GEOM_V5SB: u32 = 0x8000;
+
+/// The fields of `struct xfs_fsop_geom_v1` that place inodes.
+pub(super) fn parse_xfs_geometry(g: &[u8; 112]) -> Option<XfsGeometry> {
+    let u32_at = |o: usize| u32::from_ne_bytes(g[o..o + 4].try_into().expect("4"));
+    let x = XfsGeometry {
+        block: u32_at(0) as u64,
+        ag_blocks: u32_at(8) as u64,
+        ag_count: u32_at(12) as u64,
+        inode_size: u32_at(24) as u64,
+        v5: u32_at(92) & XFS_GEOM_V5SB != 0,
+    };
+    let sane = x.block.is_power_of_two()
+        && x.inode_size.is_power_of_two()
+        && (256..=x.block).contains(&x.inode_size)
+        && x.ag_blocks > 1
+        && x.ag_count > 0;
+    sane.then_some(x)
+}
+
+/// The XFS geometry of the filesystem holding `root`.
+fn xfs_geometry(root: &Path) -> Option<XfsGeometry> {
+    use std::os::fd::AsRawFd;
+    let dir = std::fs::File::open(root).ok()?;
+    let mut g = [0u8; 112];
+    // SAFETY: the ioctl writes at most 112 bytes (struct xfs_fsop_geom_v1) into `g`.
+    let rc = unsafe { libc::ioctl(dir.as_raw_fd(), XFS_IOC_FSGEOMETRY_V1 as _, g.as_mut_ptr()) };
+    (rc == 0).then(|| parse_xfs_geometry(&g)).flatten()
+}
+
+/// The model's layout of an XFS filesystem of geometry `x`, and its metadata block (an inode
+/// cluster: 8 KiB of 256-byte inodes, scaled with the inode size on v5, so 32 inodes; 8 KiB
+/// on v4). A short-form directory keeps in its inode's literal area (the inode less its core:
+/// 176 bytes on v5, 100 on v4) a 6-byte header and, per entry, a name length, an offset, the
+/// name (64 characters for a chunk), a file type on v5 and a 4-byte inode number.
+pub(super) fn xfs_layout(x: &XfsGeometry) -> (Layout, u64) {
+    let per_block = if x.v5 {
+        32
+    } else {
+        (8192 / x.inode_size).max(1)
+    };
+    let inopb_log = (x.block / x.inode_size).trailing_zeros();
+    let agblklog = 64 - (x.ag_blocks - 1).leading_zeros();
+    let (core, entry) = if x.v5 { (176, 72) } else { (100, 71) };
+    (
+        Layout::Xfs {
+            per_block,
+            inopb_log,
+            agino_log: agblklog + inopb_log,
+            ag_blocks: x.ag_blocks,
+            shortform_entries: x.inode_size.saturating_sub(core + 6) / entry,
+        },
+        per_block * x.inode_size,
+    )
 }
 
 /// Inodes per group of an ext4 filesystem of `files` inodes and `blocks` usable blocks of
@@ -131,13 +246,33 @@ fn ext4_geometry_statfs(root: &Path) -> Option<(u64, u64, u64)> {
     Some((256, block, ipg))
 }
 
+/// What the survey found of the filesystem under a store.
+#[derive(Clone, Debug)]
+pub struct Chosen {
+    /// Its name (`zfs`, `ext4`, `xfs`, ...).
+    pub filesystem: String,
+    /// Where its inodes' metadata lives.
+    pub layout: Layout,
+    /// That, described.
+    pub description: String,
+    /// Whether the layout was assumed rather than read.
+    pub assumed: bool,
+    /// Where ext4's blocks lie, read from its superblock.
+    pub placement: Option<Placement>,
+    /// Bytes of a metadata block (an inode-table block, an XFS inode cluster); 0: not read.
+    pub block_bytes: u64,
+}
+
 /// The filesystem of `root`, its layout under `choice`, a description, and whether the
 /// layout was assumed rather than read.
-pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<(String, Layout, String, bool)> {
+pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
     let (fs, magic) = filesystem(root)?;
+    let sb = (magic == EXT4_MAGIC)
+        .then(|| ext4_superblock(root))
+        .flatten();
     let ext4 = |inode_size: Option<u64>, ipg: Option<u64>| -> Result<(Layout, String, bool)> {
         let on_ext4 = magic == EXT4_MAGIC;
-        let read = on_ext4.then(|| ext4_geometry(root)).flatten();
+        let read = sb.as_deref().and_then(parse_ext4_superblock);
         let from_statfs = match read {
             None if on_ext4 => ext4_geometry_statfs(root),
             _ => None,
@@ -172,6 +307,7 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<(String, Layout, Str
             assumed,
         ))
     };
+    let xfs = (magic == XFS_MAGIC).then(|| xfs_geometry(root)).flatten();
     let (layout, desc, assumed) = match *choice {
         LayoutChoice::Zfs { dnode_size } => {
             let (l, d) = zfs(dnode_size)?;
@@ -187,6 +323,26 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<(String, Layout, Str
                 (l, d, false)
             }
             EXT4_MAGIC => ext4(None, None)?,
+            XFS_MAGIC if xfs.is_some() => {
+                let x = xfs.expect("checked");
+                let (l, bytes) = xfs_layout(&x);
+                let Layout::Xfs { agino_log, .. } = l else {
+                    unreachable!("an XFS layout")
+                };
+                (
+                    l,
+                    format!(
+                        "XFS: inodes of {} bytes read {} KiB a cluster, {} allocation groups of \
+                         {} blocks of {} bytes (inode number = group << {agino_log} | inode in it)",
+                        x.inode_size,
+                        bytes >> 10,
+                        x.ag_count,
+                        x.ag_blocks,
+                        x.block
+                    ),
+                    false,
+                )
+            }
             _ => {
                 let (l, d) = zfs(dnode_size)?;
                 let d = format!("{d}, assumed: {fs} has no inode blocks of its own (--layout zfs|ext4 to choose)");
@@ -194,7 +350,24 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<(String, Layout, Str
             }
         },
     };
-    Ok((fs, layout, desc, assumed))
+    let (placement, block_bytes) = match layout {
+        Layout::Ext4 { .. } if magic == EXT4_MAGIC => (
+            sb.as_deref().and_then(ext4_placement),
+            sb.as_deref()
+                .and_then(parse_ext4_superblock)
+                .map_or(0, |(_, block, _)| block),
+        ),
+        Layout::Xfs { .. } => (None, xfs.map_or(0, |x| xfs_layout(&x).1)),
+        _ => (None, 0),
+    };
+    Ok(Chosen {
+        filesystem: fs,
+        layout,
+        description: desc,
+        assumed,
+        placement,
+        block_bytes,
+    })
 }
 
 /// Block `ino`'s metadata lives in, numbered densely from 0 (for a bitmap of blocks): the
@@ -269,5 +442,87 @@ mod tests {
             assert_eq!(a.len(), b.len(), "{layout:?}");
         }
         assert!(zfs(500).is_err() && zfs(1024).unwrap().1.contains("16 dnodes"));
+    }
+
+    fn xfs_geom(block: u32, ag_blocks: u32, ag_count: u32, inode: u32, flags: u32) -> [u8; 112] {
+        let mut g = [0u8; 112];
+        g[0..4].copy_from_slice(&block.to_ne_bytes());
+        g[8..12].copy_from_slice(&ag_blocks.to_ne_bytes());
+        g[12..16].copy_from_slice(&ag_count.to_ne_bytes());
+        g[24..28].copy_from_slice(&inode.to_ne_bytes());
+        g[92..96].copy_from_slice(&flags.to_ne_bytes());
+        g
+    }
+
+    /// mkfs.xfs's defaults on 2 GiB (four groups of 131,072 blocks of 4 KiB, 512-byte v5
+    /// inodes) give the `xfs-hdd` preset's layout and block exactly; `-d agcount=7 -i
+    /// size=1024` on 64 GiB (what the survey of such a filesystem read) give 1 KiB inodes four
+    /// a block, 32 KiB clusters, groups of 2,396,746 blocks (22 bits) and 11 chunk names in a
+    /// short-form directory; a v4 filesystem 8 KiB clusters.
+    #[test]
+    fn an_xfs_geometry_gives_the_model_its_layout() {
+        let x = parse_xfs_geometry(&xfs_geom(4096, 131_072, 4, 512, XFS_GEOM_V5SB)).unwrap();
+        let preset = crate::model::ModelParams::preset("xfs-hdd").unwrap();
+        assert_eq!(xfs_layout(&x), (preset.layout, preset.block_bytes));
+        let x = parse_xfs_geometry(&xfs_geom(4096, 2_396_746, 7, 1024, XFS_GEOM_V5SB)).unwrap();
+        let want = Layout::Xfs {
+            per_block: 32,
+            inopb_log: 2,
+            agino_log: 24,
+            ag_blocks: 2_396_746,
+            shortform_entries: 11,
+        };
+        assert_eq!(xfs_layout(&x), (want, 32 << 10));
+        let v4 = parse_xfs_geometry(&xfs_geom(4096, 131_072, 4, 256, 0)).unwrap();
+        let (l, bytes) = xfs_layout(&v4);
+        assert_eq!(bytes, 8 << 10);
+        assert!(matches!(
+            l,
+            Layout::Xfs {
+                per_block: 32,
+                inopb_log: 4,
+                agino_log: 21,
+                shortform_entries: 2,
+                ..
+            }
+        ));
+        for bad in [
+            xfs_geom(0, 131_072, 4, 512, 0),
+            xfs_geom(4096, 131_072, 4, 100, 0),
+            xfs_geom(4096, 1, 4, 512, 0),
+            xfs_geom(4096, 131_072, 0, 512, 0),
+        ] {
+            assert_eq!(parse_xfs_geometry(&bad), None);
+        }
+    }
+
+    /// The first inode-table block that `dumpe2fs` showed on two mke2fs-default images: 289
+    /// on 2 GiB (one descriptor block, 255 reserved), 1,065 on 64 GiB (8 descriptor blocks,
+    /// 1,024 reserved); both 32,768 blocks a group, 16 groups a flex group.
+    #[test]
+    fn an_ext4_superblock_places_the_inode_tables() {
+        let sb = |blocks: u32, reserved: u16| {
+            let mut sb = vec![0u8; 1024];
+            sb[4..8].copy_from_slice(&blocks.to_le_bytes());
+            sb[24..28].copy_from_slice(&2u32.to_le_bytes());
+            sb[32..36].copy_from_slice(&32_768u32.to_le_bytes());
+            sb[40..44].copy_from_slice(&8192u32.to_le_bytes());
+            sb[56..58].copy_from_slice(&0xef53u16.to_le_bytes());
+            sb[0x60..0x64].copy_from_slice(&0x2c2u32.to_le_bytes());
+            sb[0xce..0xd0].copy_from_slice(&reserved.to_le_bytes());
+            sb[0xfe..0x100].copy_from_slice(&64u16.to_le_bytes());
+            sb[0x174] = 4;
+            sb
+        };
+        let p = ext4_placement(&sb(524_288, 255)).unwrap();
+        assert_eq!(p, Placement::default());
+        let p = ext4_placement(&sb(16_777_216, 1024)).unwrap();
+        assert_eq!(
+            (p.blocks_per_group, p.flex_groups, p.itable_start),
+            (32_768, 16, 1065)
+        );
+        let mut none = sb(524_288, 255);
+        none[56] = 0;
+        assert_eq!(ext4_placement(&none), None);
     }
 }

@@ -187,12 +187,13 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
             chunks_dir.display()
         );
     }
-    let (filesystem, layout, layout_desc, assumed) = layout::choose(&root, &opts.layout)?;
+    let chosen = layout::choose(&root, &opts.layout)?;
+    let layout = chosen.layout;
     let mut report = SurveyReport {
         store: root.display().to_string(),
-        filesystem: filesystem.clone(),
-        layout: layout_desc,
-        layout_assumed: assumed,
+        filesystem: chosen.filesystem.clone(),
+        layout: chosen.description.clone(),
+        layout_assumed: chosen.assumed,
         surveyed_at: opts.now,
         cutoff: opts.now - opts.cutoff_minutes as i64 * 60,
         ..Default::default()
@@ -215,7 +216,7 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
     summarize_layout(&mut report, &table, &skip, &layout);
 
     let writer = match &opts.out {
-        Some(dest) => Some(start_file(dest, &report, filesystem, layout, &table)?),
+        Some(dest) => Some(start_file(dest, &report, &chosen, &table)?),
         None => None,
     };
     let writer = RefCell::new(writer);
@@ -277,8 +278,7 @@ fn odd_dirs(root: &Path, report: &mut SurveyReport) -> Result<Vec<bool>> {
 fn start_file(
     dest: &Path,
     report: &SurveyReport,
-    filesystem: String,
-    layout: crate::model::Layout,
+    chosen: &layout::Chosen,
     table: &ChunkTable,
 ) -> Result<file::SurveyWriter> {
     if table.len() >= u32::MAX as usize {
@@ -289,11 +289,14 @@ fn start_file(
     }
     let header = file::FileHeader {
         store: report.store.clone(),
-        filesystem,
-        layout,
+        filesystem: chosen.filesystem.clone(),
+        layout: chosen.layout,
         surveyed_at: report.surveyed_at,
         chunk_dirs: CHUNK_SUBDIRS as u32,
         filesystem_bytes: crate::fsutil::filesystem_bytes(Path::new(&report.store)).unwrap_or(0),
+        layout_assumed: chosen.assumed,
+        placement: chosen.placement,
+        block_bytes: chosen.block_bytes,
     };
     let mut w = file::SurveyWriter::create(dest, &header)?;
     let counts: Vec<u32> = table.dirs.iter().map(|d| d.chunks).collect();

@@ -93,6 +93,8 @@ pub struct TestbedOptions {
     /// The strategy whose task log `calibrate` fits the model to (its cache and read time,
     /// from the base model with the testbed's disk), to predict every strategy from that.
     pub calibrate_on: Option<Strategy>,
+    /// Options given to the filesystem's mkfs beyond the testbed's own (`-d agcount=7`, ...).
+    pub mkfs_options: Vec<String>,
 }
 
 /// One phase of one strategy's run, measured and predicted.
@@ -337,7 +339,12 @@ impl Bed<'_> {
         let disk = DiskMount::start(exe, &self.backing, &self.disk_mnt, None, None)?;
         let lo = Loop::attach(&self.disk_mnt.join("disk.img"))?;
         let (mkfs, args) = o.fs.mkfs();
-        command(Command::new(mkfs).args(args).arg(&lo.dev))?;
+        command(
+            Command::new(mkfs)
+                .args(args)
+                .args(&o.mkfs_options)
+                .arg(&lo.dev),
+        )?;
         let fs = FsMount::mount(&lo.dev, &self.fs_dir)?;
         let seed = o.seed.to_string();
         tracing::info!("generating the {} store", o.preset);

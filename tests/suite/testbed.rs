@@ -50,6 +50,9 @@ fn the_testbed_reports_every_strategy_measured_and_predicted_and_cleans_up() {
             "128MiB",
             "--strategy",
             "naive,lru",
+            // 512-byte inodes: 8 a table block, which the survey reads and the model takes.
+            "--mkfs-options",
+            "-I 512",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -189,7 +192,15 @@ fn the_testbed_reports_every_strategy_measured_and_predicted_and_cleans_up() {
     assert_eq!(fitted["io_ns"], c["io_ns"]);
     // The disk spans the surveyed filesystem (statvfs: the image less ext4's own tables).
     let span = fitted["disk"]["span"].as_u64().unwrap();
-    assert!((15u64 << 27..=2 << 30).contains(&span), "{span}");
+    assert!((14u64 << 27..=2 << 30).contains(&span), "{span}");
+    assert_eq!(
+        r["options"]["mkfs_options"],
+        serde_json::json!(["-I", "512"])
+    );
+    assert_eq!(
+        fitted["layout"]["per_block"], 8,
+        "the filesystem's inodes a block"
+    );
     assert!(c["ranking_agrees"].is_boolean());
     assert!(Path::new(r["survey"].as_str().unwrap()).exists());
     assert!(text.contains("calibrated on lru's log"), "{text}");
