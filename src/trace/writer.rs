@@ -194,6 +194,64 @@ pub struct TraceWriter {
 /// it (the records after it were counted as lost).
 type Written = (u64, u64, u64, Option<io::Error>);
 
+/// Opens `path` for one writer: created if missing, locked (`flock`, exclusive, held for as
+/// long as the writer keeps it open) and only then emptied, so that a second writer given
+/// the same path (another mount, an import, a simulation) refuses, naming the first one's
+/// pid, instead of destroying its trace. Anything but a regular file (`/dev/null`, a FIFO)
+/// is written as is, unlocked.
+fn open_exclusive(path: &Path) -> io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(file);
+    }
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let holder = lock_holder(&meta)
+                .map(|pid| format!(" (pid {pid})"))
+                .unwrap_or_default();
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "{} is being written by another trace writer{holder}: give each its own \
+                     path",
+                    path.display()
+                ),
+            ));
+        }
+        // A filesystem without locks (some network ones): written unlocked, as before.
+        tracing::debug!("{}: not locked ({e})", path.display());
+    }
+    file.set_len(0)?;
+    Ok(file)
+}
+
+/// The pid holding a `flock` on the file of `meta`, from `/proc/locks`.
+fn lock_holder(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(meta.dev()),
+        libc::minor(meta.dev()),
+        meta.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF"
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str()))
+            .then(|| f.get(4)?.parse().ok())
+            .flatten()
+    })
+}
+
 impl TraceWriter {
     /// Creates `path` (truncating it), writes the header, starts the writer thread.
     pub fn start(path: &Path, meta: TraceMeta) -> io::Result<(TraceWriter, TraceSink)> {
@@ -217,7 +275,7 @@ impl TraceWriter {
         observer: Option<Box<dyn Observer>>,
         compress: bool,
     ) -> io::Result<(TraceWriter, TraceSink)> {
-        let file = File::create(path)?;
+        let file = open_exclusive(path)?;
         let start = Instant::now();
         meta.start_epoch_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -553,4 +611,35 @@ fn stop(e: io::Error, path: &Path) -> io::Error {
         path.display()
     );
     io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 49, point 3: a second writer on a trace being written refuses, naming the
+    /// first one's pid, and leaves the first trace whole; once the first is done the path is
+    /// free again.
+    #[test]
+    fn a_trace_has_one_writer_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.trace");
+        let (w, sink) = TraceWriter::start(&path, TraceMeta::default()).unwrap();
+        let second = TraceWriter::start(&path, TraceMeta::default());
+        let e = second.err().expect("the second writer refuses");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("(pid {})", std::process::id())),
+            "{text}"
+        );
+        assert!(text.contains("t.trace"), "{text}");
+        drop(sink);
+        w.finish().unwrap();
+        let header = std::fs::read(&path).unwrap();
+        assert!(header.len() > 16, "the first trace is whole");
+        let (w, sink) = TraceWriter::start(&path, TraceMeta::default()).unwrap();
+        drop(sink);
+        w.finish().unwrap();
+    }
 }

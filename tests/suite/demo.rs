@@ -26,6 +26,42 @@ fn demo_mounts() -> Vec<String> {
         .collect()
 }
 
+/// Whether a `chunkscope mount` that process `parent` started has its mountpoint mounted:
+/// that demo's mount is up. (Any mount line naming a demo work directory will not do: one of
+/// another run may be there, and a signal sent before the demo takes its signals kills it
+/// at once, with nothing printed.)
+fn a_mount_of(parent: u32) -> bool {
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if e.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        if ppid != Some(parent) {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmd
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let at = args.iter().position(|a| a == "--mountpoint");
+        if let Some(mnt) = at.and_then(|i| args.get(i + 1)) {
+            if mounted
+                .lines()
+                .any(|l| l.split(' ').nth(4) == Some(mnt.as_str()))
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// `chunkscope mount` processes started by a demo (their store is in a demo work directory).
 fn demo_mount_processes() -> Vec<u32> {
     let mut out = Vec::new();
@@ -656,6 +692,8 @@ fn demo_interrupted_unmounts_and_cleans_up() {
     let _one = serial();
     let out = tempfile::tempdir().unwrap();
     let before = work_dirs();
+    // What other runs have mounted or started is theirs, not this demo's to clean.
+    let (mounts_before, processes_before) = (demo_mounts(), demo_mount_processes());
     let mut child = bin()
         .args(["demo", "--preset", "tiny", "--out"])
         .arg(out.path().join("report"))
@@ -663,9 +701,10 @@ fn demo_interrupted_unmounts_and_cleans_up() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until a strategy's mount is up, then interrupt the demo (our child, by pid).
+    // Wait until a strategy's mount of this demo is up, then interrupt the demo (our child,
+    // by pid).
     let deadline = Instant::now() + Duration::from_secs(120);
-    while demo_mounts().is_empty() {
+    while !a_mount_of(child.id()) {
         assert!(Instant::now() < deadline, "the demo never mounted");
         assert!(child.try_wait().unwrap().is_none(), "the demo ended early");
         std::thread::sleep(Duration::from_millis(20));
@@ -686,10 +725,17 @@ fn demo_interrupted_unmounts_and_cleans_up() {
         err.contains("interrupted; unmounting and cleaning up"),
         "{err}"
     );
-    assert!(demo_mounts().is_empty(), "{:?}", demo_mounts());
+    let left: Vec<String> = demo_mounts()
+        .into_iter()
+        .filter(|m| !mounts_before.contains(m))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     // The mount process may take a moment to exit after its unmount.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !demo_mount_processes().is_empty() {
+    while demo_mount_processes()
+        .iter()
+        .any(|p| !processes_before.contains(p))
+    {
         assert!(Instant::now() < deadline, "mount processes left behind");
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -957,3 +957,60 @@ fn read_and_write_offsets_round_trip() {
         "a copy reads back the same records"
     );
 }
+
+/// Issue 49, point 3: a mount's trace has one writer. A simulation, then a second mount,
+/// given the same `--trace` refuse at start naming the mount's pid, and the mount's trace is
+/// whole after its unmount (before, the second writer emptied it: "no block at offset 304").
+#[test]
+fn a_second_writer_of_a_mounts_trace_is_refused_and_the_trace_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = gen(dir.path(), "store", &[]);
+    let mut m = Mount::start(&store, &dir.path().join("a"), true, &[]);
+    let trace = m.trace.clone().unwrap();
+    let pid = m.pid().unwrap();
+    std::fs::read_dir(m.path(".chunks")).unwrap().count();
+    let o = run(&[
+        "simulate",
+        "--preset",
+        "tiny",
+        "--strategy",
+        "lru",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("(pid {pid})")),
+        "{}",
+        stderr(&o)
+    );
+    let mnt2 = dir.path().join("b");
+    std::fs::create_dir(&mnt2).unwrap();
+    let o = run(&[
+        "mount",
+        "--store",
+        store.to_str().unwrap(),
+        "--mountpoint",
+        mnt2.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("(pid {pid})")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains(mnt2.to_str().unwrap()),
+        "the second mount did not mount"
+    );
+    m.stop();
+    let (records, _) = read_all(&trace);
+    assert!(
+        records.iter().any(|r| r.op == Op::Readdir as u16),
+        "the first mount's listing is in its trace"
+    );
+}
