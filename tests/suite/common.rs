@@ -158,6 +158,36 @@ impl Drop for TmpfsMount {
     }
 }
 
+/// A filesystem image mounted on `on` through a loop device (`mount -o loop`, `options`
+/// added), detached on drop (and on panic); the loop device goes with it (autoclear).
+pub struct LoopMount(std::ffi::CString);
+
+impl LoopMount {
+    /// `fstype` as `mount -t` takes it (`None`: what the image holds).
+    pub fn image(image: &Path, on: &Path, fstype: Option<&str>, options: &str) -> LoopMount {
+        let mut cmd = std::process::Command::new("mount");
+        if let Some(t) = fstype {
+            cmd.args(["-t", t]);
+        }
+        let o = cmd
+            .arg("-o")
+            .arg(format!("loop{options}"))
+            .arg(image)
+            .arg(on)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        LoopMount(std::ffi::CString::new(on.as_os_str().as_encoded_bytes()).unwrap())
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        // SAFETY: valid C string; detached, so that nothing stays behind even if a file is open.
+        unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
 /// A tmpfs of its own on a temporary directory, unmounted on drop: for a test whose results
 /// depend on inode numbers. tmpfs numbers inodes from one counter per mount, so on the shared
 /// `/dev/shm` every process that creates files there (another test running at the same time)

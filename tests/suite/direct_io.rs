@@ -192,7 +192,7 @@ fn a_backing_store_without_direct_io_gets_the_documented_fallback() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    let _squashfs = Squashfs::mount(&image, &store);
+    let _squashfs = LoopMount::image(&image, &store, Some("squashfs"), ",ro");
     let direct = |p: &Path| {
         OpenOptions::new()
             .read(true)
@@ -224,31 +224,6 @@ fn a_backing_store_without_direct_io_gets_the_documented_fallback() {
     );
     drop(f);
     drop(m);
-}
-
-/// A squashfs image mounted read-only on a directory, unmounted on drop (and on panic); the
-/// loop device `mount -o loop` made is freed with it (autoclear).
-struct Squashfs(PathBuf);
-
-impl Squashfs {
-    fn mount(image: &Path, on: &Path) -> Squashfs {
-        let o = Command::new("mount")
-            .args(["-t", "squashfs", "-o", "loop,ro"])
-            .arg(image)
-            .arg(on)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        Squashfs(on.to_path_buf())
-    }
-}
-
-impl Drop for Squashfs {
-    fn drop(&mut self) {
-        let d = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid C string.
-        unsafe { libc::umount2(d.as_ptr(), libc::MNT_DETACH) };
-    }
 }
 
 /// Issue 48, point 2: a mount with a disk under its files (`--disk`). Each direct read waits

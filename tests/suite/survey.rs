@@ -696,18 +696,6 @@ fn a_traced_lru_gc_rebuilds_a_store_for_every_deduplicating_strategy() {
     );
 }
 
-/// A filesystem image mounted through a loop device, unmounted on drop and on panic (the
-/// loop device `mount -o loop` made goes with it: autoclear).
-struct LoopMount(PathBuf);
-
-impl Drop for LoopMount {
-    fn drop(&mut self) {
-        let d = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid C string.
-        unsafe { libc::umount2(d.as_ptr(), libc::MNT_DETACH) };
-    }
-}
-
 /// Issue 48, point 4: an XFS filesystem of other than the preset's geometry (seven groups of
 /// 2,396,746 blocks, 1 KiB inodes; the preset's is mkfs.xfs's 2 GiB default) is surveyed as
 /// it is (XFS_IOC_FSGEOMETRY), and `simulate --survey` places its blocks by that: the
@@ -729,14 +717,7 @@ fn a_survey_reads_the_xfs_geometry_and_the_model_takes_it() {
     assert!(mkfs.status.success(), "{}", stderr(&mkfs));
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let m = std::process::Command::new("mount")
-        .args(["-o", "loop"])
-        .arg(&image)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    assert!(m.status.success(), "{}", stderr(&m));
-    let _mounted = LoopMount(mnt.clone());
+    let _mounted = LoopMount::image(&image, &mnt, None, "");
     let (store, _) = gen(&mnt, "store", &[]);
     let survey = dir.path().join("s.survey");
     let (code, report, err) = survey_json(&store, &["--out", survey.to_str().unwrap()]);
