@@ -15,6 +15,7 @@ mod inspect;
 mod log;
 mod model_args;
 mod mount;
+mod outputs;
 mod replay;
 mod simulate;
 mod survey;
@@ -79,7 +80,14 @@ pub fn run() -> i32 {
         log::final_error(&e);
         return 2;
     }
-    let cli = Cli::parse();
+    // Every option that writes is checked before any work (or the log file is opened).
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    if let Err(e) = outputs::check(&matches) {
+        log::final_error(&e);
+        return 2;
+    }
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let log_file = match &cli.command {
         Command::Mount(args) => {
             if let Err(e) = args.check_outputs() {

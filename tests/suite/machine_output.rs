@@ -169,3 +169,118 @@ fn a_store_at_a_path_that_is_not_utf8_is_usable_and_errors_escape_control_charac
     assert!(!err.contains('\x1b') && !err.contains('\t'), "{err:?}");
     assert!(err.contains("no\\u{1b}[31mred\\ttrace"), "{err}");
 }
+
+/// Issue 49, point 2: every option that writes is checked before any work. A directory
+/// where a file goes, a missing directory, a read-only place: exit 2, one error naming the
+/// option and the path, before the input is even looked at (every input here is missing,
+/// and the error is still the output's), and nothing left anywhere (`survey --out DIR`
+/// used to survey, then fail, leaving its temporary file beside DIR).
+#[test]
+fn every_output_option_is_checked_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ro = d.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let _ro = TmpfsMount::on(&ro, libc::MS_RDONLY);
+    let file = d.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let missing = d.join("missing");
+    let gone = missing.to_str().unwrap();
+    // (command line before the output, the output option, whether it takes '=', what it is)
+    let cases: &[(&[&str], &str, bool, bool)] = &[
+        (&["survey", gone], "--out", false, false),
+        (&["survey", gone], "--json", true, false),
+        (&["gc", gone], "--json", true, false),
+        (&["gc", gone], "--task-log", false, false),
+        (&["check", gone], "--json", true, false),
+        (&["simulate", "--store", gone], "--trace", false, false),
+        (&["simulate", "--store", gone], "--json", true, false),
+        (&["replay", gone], "--json", true, false),
+        (&["analyze", gone], "--csv", true, true),
+        (&["analyze", gone], "--parquet", true, true),
+        (&["analyze", gone], "--svg", false, true),
+        (
+            &["calibrate", gone, "--survey", gone],
+            "--out",
+            false,
+            false,
+        ),
+        (&["trace", "export", gone], "--output", false, false),
+        (&["trace", "import", gone], "--out", false, false),
+        (&["trace", "device", gone], "--svg", false, true),
+        (
+            &["mount", "--store", gone, "--mountpoint", gone],
+            "--trace",
+            false,
+            false,
+        ),
+        (
+            &["mount", "--store", gone, "--mountpoint", gone],
+            "--log",
+            false,
+            false,
+        ),
+        (
+            &["mount", "--store", gone, "--mountpoint", gone],
+            "--stats",
+            false,
+            false,
+        ),
+        (&["gen"], "--out", false, true),
+        (&["testbed"], "--out", false, true),
+        (&["demo", "--simulate"], "--out", false, true),
+    ];
+    for &(before, flag, equals, dir_kind) in cases {
+        let bad = [
+            // A file option given a directory, a directory option given a file.
+            (
+                if dir_kind {
+                    file.clone()
+                } else {
+                    d.to_path_buf()
+                },
+                if dir_kind {
+                    "not a directory"
+                } else {
+                    "a directory; give a file name"
+                },
+            ),
+            (
+                missing.join("x/out"),
+                if dir_kind { "" } else { "does not exist" },
+            ),
+            (ro.join("out"), "cannot write in"),
+        ];
+        for (path, want) in bad {
+            if want.is_empty() {
+                continue; // a directory option creates its missing parents
+            }
+            let mut args: Vec<String> = before.iter().map(|s| s.to_string()).collect();
+            let p = path.to_str().unwrap();
+            if equals {
+                args.push(format!("{flag}={p}"));
+            } else {
+                args.push(flag.into());
+                args.push(p.into());
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let o = run(&args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(flag) && err.contains(p) && err.contains(want),
+                "{args:?}: {err}"
+            );
+            assert_eq!(
+                err.lines().count(),
+                1,
+                "{args:?}: one error, before any work: {err}"
+            );
+        }
+    }
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "nothing beside the two made here: {left:?}");
+}
