@@ -256,6 +256,11 @@ pub struct ImportReport {
     pub records: u64,
     /// Records whose inode was not known (0 in the trace).
     pub unresolved: u64,
+    /// Calls relative to a directory descriptor whose path the log does not give (strace
+    /// without `-y`): they cannot be placed in the store, and the import refuses them.
+    pub unplaced: u64,
+    /// Calls with a duration (strace's `-T`).
+    pub timed: u64,
     /// Events the recorder said it dropped (bpftrace's `Lost N events` lines: its ring
     /// buffer was full): the trace lacks that many calls' halves.
     pub lost_events: u64,
@@ -405,9 +410,16 @@ impl Importer<'_> {
             _ => None,
         };
         let Some(target) = target else {
-            self.report.other_lines += 1;
+            if dir.is_none() && (s.path.is_some() || s.kind == Kind::Getdents) {
+                self.report.unplaced += 1;
+            } else {
+                self.report.other_lines += 1;
+            }
             return;
         };
+        if s.duration_ns > 0 {
+            self.report.timed += 1;
+        }
         let Some(rel) = self.rel(&target).map(Path::to_path_buf) else {
             self.report.outside += 1;
             return;
@@ -672,6 +684,30 @@ pub fn import(
     let report = im.report;
     drop(im.sink);
     let stats = writer.finish()?;
+    if report.unplaced > 0 {
+        let _ = std::fs::remove_file(out);
+        let how = match format {
+            Format::Strace => {
+                "the log was recorded without strace's -y, which prints each descriptor's \
+                 path: record it again with strace -f -tt -T -y"
+            }
+            Format::Bpftrace => "the log does not give their directories",
+        };
+        bail!(
+            "{}: {} calls name their directory by a bare descriptor, so they cannot be placed \
+             in the store (a GC's sweep lists, stats and removes that way: the trace would \
+             lack it); {how}. Nothing was written to {}",
+            crate::fsutil::shown(log),
+            report.unplaced,
+            crate::fsutil::shown(out)
+        );
+    }
+    if report.timed == 0 && report.records > 0 && format == Format::Strace {
+        tracing::warn!(
+            "{}: no call has a duration (strace's -T): the trace's latencies are all 0",
+            crate::fsutil::shown(log)
+        );
+    }
     if stats.lost > 0 {
         bail!(
             "{}: {} records could not be written",

@@ -402,3 +402,75 @@ fn a_bpftrace_log_with_lost_events_is_flagged() {
     );
     assert!(out.exists(), "the trace of what was recorded is written");
 }
+
+/// Issue 49, point 4: a log recorded without strace's `-y` names the sweep's directories by
+/// bare descriptors: the import refuses it, naming the flag, and writes no trace (it exited
+/// 0 with the whole sweep silently dropped). The same calls with `-y` import; without `-T`
+/// the import says the latencies are missing.
+#[test]
+fn a_log_without_the_flags_the_import_needs_says_which() {
+    let tmp = store_dir();
+    let (store, _) = gen(tmp.path(), "s", &["--preset", "tiny"]);
+    let s = store.to_str().unwrap();
+    // The first chunk of the store (tiny leaves most chunk directories empty).
+    let chunk = (0..=0xffffu32)
+        .find_map(|p| {
+            let dir = store.join(format!(".chunks/{p:04x}"));
+            std::fs::read_dir(dir)
+                .unwrap()
+                .next()
+                .map(|e| e.unwrap().file_name())
+        })
+        .expect("a chunk");
+    let chunk = chunk.to_str().unwrap();
+    let px = &chunk[..4];
+    let lines = |y: bool, t: bool| {
+        let fd = |n: u32, p: &str| {
+            if y {
+                format!("{n}<{p}>")
+            } else {
+                n.to_string()
+            }
+        };
+        let dur = if t { " <0.000005>" } else { "" };
+        [
+            format!("100 10:00:00.000001 utimensat(AT_FDCWD, \"{s}/.chunks/{px}/{chunk}\", [UTIME_NOW, UTIME_OMIT], AT_SYMLINK_NOFOLLOW) = 0{dur}"),
+            format!("100 10:00:01.000001 openat({}, \"{px}\", O_RDONLY|O_NOFOLLOW|O_CLOEXEC|O_DIRECTORY) = {}{dur}", fd(3, &format!("{s}/.chunks")), fd(5, &format!("{s}/.chunks/{px}"))),
+            format!("100 10:00:01.000002 getdents64({}, 0x1 /* 3 entries */, 32768) = 120{dur}", fd(5, &format!("{s}/.chunks/{px}"))),
+            format!("100 10:00:01.000003 newfstatat({}, \"{chunk}\", {{st_mode=S_IFREG|0644, st_size=1848, ...}}, AT_SYMLINK_NOFOLLOW) = 0{dur}", fd(5, &format!("{s}/.chunks/{px}"))),
+        ]
+        .join("\n")
+            + "\n"
+    };
+    let import = |name: &str, text: String| {
+        let log = tmp.path().join(format!("{name}.strace"));
+        std::fs::write(&log, text).unwrap();
+        let out = tmp.path().join(format!("{name}.trace"));
+        let o = run(&[
+            "trace",
+            "import",
+            "--store",
+            s,
+            log.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        (o, out)
+    };
+    let (o, out) = import("no-y", lines(false, true));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no-y.strace")
+            && err.contains("3 calls")
+            && err.contains("strace -f -tt -T -y"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no trace left");
+    let (o, out) = import("with-y", lines(true, true));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.exists() && !stderr(&o).contains("-T"), "{}", stderr(&o));
+    let (o, _) = import("no-t", lines(true, false));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("strace's -T"), "{}", stderr(&o));
+}
