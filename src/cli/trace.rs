@@ -226,11 +226,24 @@ fn import(
             crate::units::thousands(r.outside + r.other_lines)
         );
     }
-    if r.unresolved > 0 {
+    if r.unresolved_chunks > 0 {
+        let why = if file.is_some() {
+            "chunks neither the survey listed nor the store still has: created after the \
+             survey and removed before the import"
+        } else {
+            "chunks gone before the import, such as those the GC removed: a survey taken \
+             before the GC (--survey) gives them theirs"
+        };
         tracing::warn!(
-            "{} records have no inode number (paths gone before the import: chunks the GC \
-             removed, without a survey taken before it); their analyses leave them out",
-            crate::units::thousands(r.unresolved)
+            "{} records of chunks have no inode number ({why}); analyses leave them out",
+            crate::units::thousands(r.unresolved_chunks)
+        );
+    }
+    if r.unresolved > r.unresolved_chunks {
+        tracing::info!(
+            "{} records of other paths have no inode number (gone before the import, such as \
+             the atime check's temporary file)",
+            crate::units::thousands(r.unresolved - r.unresolved_chunks)
         );
     }
     if r.lost_events > 0 {

@@ -256,6 +256,9 @@ pub struct ImportReport {
     pub records: u64,
     /// Records whose inode was not known (0 in the trace).
     pub unresolved: u64,
+    /// Of those, records of chunk files (the others are of other paths: the atime check's
+    /// temporary file, ...).
+    pub unresolved_chunks: u64,
     /// Calls relative to a directory descriptor whose path the log does not give (strace
     /// without `-y`): they cannot be placed in the store, and the import refuses them.
     pub unplaced: u64,
@@ -316,6 +319,8 @@ struct Importer<'a> {
     /// included: the first call returns them first).
     listed: HashMap<u16, usize>,
     report: ImportReport,
+    /// Whether the call being imported is about a chunk file.
+    on_chunk: bool,
 }
 
 const DAY_NS: u64 = 86_400 * 1_000_000_000;
@@ -376,6 +381,7 @@ impl Importer<'_> {
         self.report.records += 1;
         if ino == 0 && errno == 0 && op != Op::Create {
             self.report.unresolved += 1;
+            self.report.unresolved_chunks += u64::from(self.on_chunk);
         }
         self.sink.record_request(r, extra);
     }
@@ -431,6 +437,7 @@ impl Importer<'_> {
             .or_default() += 1;
         let ok = s.errno == 0;
         let ino = self.ino(&rel);
+        self.on_chunk = matches!(place(&rel), Place::Chunk(_));
         match (s.kind, place(&rel)) {
             (Kind::Utimensat, _) => {
                 self.lookup(s, &rel, ino, s.errno);
@@ -671,6 +678,7 @@ pub fn import(
             store: root.display().to_string(),
             ..Default::default()
         },
+        on_chunk: false,
     };
     for line in calls(log, format)? {
         let line = line?;
