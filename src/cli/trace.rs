@@ -225,6 +225,18 @@ fn import(
             crate::units::thousands(r.records),
             crate::units::thousands(r.outside + r.other_lines)
         );
+        println!(
+            "phases seen: {}",
+            match (
+                r.phases_seen.iter().any(|p| p == "mark"),
+                r.phases_seen.iter().any(|p| p == "sweep")
+            ) {
+                (true, true) => "mark (touches) and sweep (chunk-directory listings)",
+                (true, false) => "mark only (no chunk directory is listed: the log has no sweep)",
+                (false, true) => "sweep only (no touch: the log has no mark)",
+                (false, false) => "neither (no touch and no chunk-directory listing)",
+            }
+        );
     }
     if r.unresolved_chunks > 0 {
         let why = if file.is_some() {

@@ -264,6 +264,9 @@ pub struct ImportReport {
     pub unplaced: u64,
     /// Calls with a duration (strace's `-T`).
     pub timed: u64,
+    /// The GC's phases the log shows: `mark` (touches) and `sweep` (chunk-directory
+    /// listings).
+    pub phases_seen: Vec<String>,
     /// Events the recorder said it dropped (bpftrace's `Lost N events` lines: its ring
     /// buffer was full): the trace lacks that many calls' halves.
     pub lost_events: u64,
@@ -303,6 +306,27 @@ fn chunk_dir(rel: &Path) -> Option<u16> {
     (name.len() == 4)
         .then(|| u16::from_str_radix(name, 16).ok())
         .flatten()
+}
+
+/// Whether the first lines of `log` are calls without a time stamp (`PID NAME(...` or
+/// `NAME(...`: strace without `-tt`).
+fn untimed_calls(log: &Path) -> bool {
+    use std::io::BufRead;
+    let Ok((f, _)) = crate::fsutil::open_noatime(log) else {
+        return false;
+    };
+    std::io::BufReader::new(f)
+        .lines()
+        .take(1000)
+        .map_while(Result::ok)
+        .any(|l| {
+            let call = match l.split_once(' ') {
+                Some((pid, rest)) if pid.parse::<u32>().is_ok() => rest.trim_start(),
+                _ => l.as_str(),
+            };
+            call.split_once('(')
+                .is_some_and(|(name, _)| Kind::from_name(name).is_some())
+        })
 }
 
 /// Turns calls into records.
@@ -641,6 +665,12 @@ pub fn import(
         }
     }
     let Some(first) = first else {
+        if format == Format::Strace && untimed_calls(log) {
+            bail!(
+                "{}: its calls have no time stamps: record with strace -f -tt -T -y",
+                log.display()
+            );
+        }
         bail!(
             "{}: no utimensat, fstatat, statx, getdents64, unlinkat or openat call in it",
             log.display()
@@ -689,8 +719,13 @@ pub fn import(
             None => im.report.other_lines += 1,
         }
     }
-    let report = im.report;
+    let mut report = im.report;
     drop(im.sink);
+    for (phase, call) in [("mark", "utimensat"), ("sweep", "getdents")] {
+        if report.calls.get(call).is_some_and(|&n| n > 0) {
+            report.phases_seen.push(phase.to_string());
+        }
+    }
     let stats = writer.finish()?;
     if report.unplaced > 0 {
         let _ = std::fs::remove_file(out);

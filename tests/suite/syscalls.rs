@@ -422,8 +422,9 @@ fn a_bpftrace_log_with_lost_events_is_flagged() {
 
 /// Issue 49, point 4: a log recorded without strace's `-y` names the sweep's directories by
 /// bare descriptors: the import refuses it, naming the flag, and writes no trace (it exited
-/// 0 with the whole sweep silently dropped). The same calls with `-y` import; without `-T`
-/// the import says the latencies are missing.
+/// 0 with the whole sweep silently dropped). The same calls with `-y` import, and the
+/// summary says which phases the log shows; without `-T` the import says the latencies are
+/// missing, without `-tt` that the time stamps are.
 #[test]
 fn a_log_without_the_flags_the_import_needs_says_which() {
     let tmp = store_dir();
@@ -487,6 +488,31 @@ fn a_log_without_the_flags_the_import_needs_says_which() {
     let (o, out) = import("with-y", lines(true, true));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.exists() && !stderr(&o).contains("-T"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("phases seen: mark (touches) and sweep"),
+        "{}",
+        stdout(&o)
+    );
+    let touch_only = lines(true, true).lines().next().unwrap().to_string() + "\n";
+    let (o, _) = import("mark-only", touch_only);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("mark only"), "{}", stdout(&o));
+    // Without -tt: "PID NAME(...)".
+    let untimed: String = lines(true, true)
+        .lines()
+        .map(|l| {
+            let (pid, rest) = l.split_once(' ').unwrap();
+            format!("{pid} {}\n", rest.split_once(' ').unwrap().1)
+        })
+        .collect();
+    let (o, out) = import("no-tt", untimed);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no time stamps") && stderr(&o).contains("-tt"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
     let (o, _) = import("no-t", lines(true, false));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("strace's -T"), "{}", stderr(&o));
