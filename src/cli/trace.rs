@@ -232,8 +232,15 @@ fn import(
                 r.phases_seen.iter().any(|p| p == "sweep")
             ) {
                 (true, true) => "mark (touches) and sweep (chunk-directory listings)",
-                (true, false) => "mark only (no chunk directory is listed: the log has no sweep)",
-                (false, true) => "sweep only (no touch: the log has no mark)",
+                (true, false) => {
+                    "mark only (no chunk directory is listed: the log has no sweep; if the GC \
+                     swept, its strace lacked getdents64: -e \
+                     trace=utimensat,newfstatat,statx,getdents64,unlinkat,openat)"
+                }
+                (false, true) => {
+                    "sweep only (no touch: the log has no mark; if the GC marked, its strace \
+                     lacked utimensat)"
+                }
                 (false, false) => "neither (no touch and no chunk-directory listing)",
             }
         );
