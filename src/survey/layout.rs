@@ -263,6 +263,23 @@ pub struct Chosen {
     pub block_bytes: u64,
 }
 
+/// An XFS geometry and the layout it gives, described for the survey's report.
+fn xfs_description(x: &XfsGeometry, layout: &Layout, cluster_bytes: u64) -> String {
+    let agino_log = match *layout {
+        Layout::Xfs { agino_log, .. } => agino_log,
+        _ => 0,
+    };
+    format!(
+        "XFS: inodes of {} bytes read {} KiB a cluster, {} allocation groups of {} blocks of \
+         {} bytes (inode number = group << {agino_log} | inode in it)",
+        x.inode_size,
+        cluster_bytes >> 10,
+        x.ag_count,
+        x.ag_blocks,
+        x.block
+    )
+}
+
 /// The filesystem of `root`, its layout under `choice`, a description, and whether the
 /// layout was assumed rather than read.
 pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
@@ -307,7 +324,10 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
             assumed,
         ))
     };
-    let xfs = (magic == XFS_MAGIC).then(|| xfs_geometry(root)).flatten();
+    let xfs = (magic == XFS_MAGIC)
+        .then(|| xfs_geometry(root))
+        .flatten()
+        .map(|x| (x, xfs_layout(&x)));
     let (layout, desc, assumed) = match *choice {
         LayoutChoice::Zfs { dnode_size } => {
             let (l, d) = zfs(dnode_size)?;
@@ -324,24 +344,8 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
             }
             EXT4_MAGIC => ext4(None, None)?,
             XFS_MAGIC if xfs.is_some() => {
-                let x = xfs.expect("checked");
-                let (l, bytes) = xfs_layout(&x);
-                let Layout::Xfs { agino_log, .. } = l else {
-                    unreachable!("an XFS layout")
-                };
-                (
-                    l,
-                    format!(
-                        "XFS: inodes of {} bytes read {} KiB a cluster, {} allocation groups of \
-                         {} blocks of {} bytes (inode number = group << {agino_log} | inode in it)",
-                        x.inode_size,
-                        bytes >> 10,
-                        x.ag_count,
-                        x.ag_blocks,
-                        x.block
-                    ),
-                    false,
-                )
+                let (x, (l, bytes)) = xfs.expect("checked");
+                (l, xfs_description(&x, &l, bytes), false)
             }
             _ => {
                 let (l, d) = zfs(dnode_size)?;
@@ -357,7 +361,7 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
                 .and_then(parse_ext4_superblock)
                 .map_or(0, |(_, block, _)| block),
         ),
-        Layout::Xfs { .. } => (None, xfs.map_or(0, |x| xfs_layout(&x).1)),
+        Layout::Xfs { .. } => (None, xfs.map_or(0, |(_, (_, bytes))| bytes)),
         _ => (None, 0),
     };
     Ok(Chosen {
