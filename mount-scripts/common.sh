@@ -11,13 +11,25 @@ chunkscope_bin() {
     die "chunkscope not found: set CHUNKSCOPE, put it on PATH, or run 'cargo build --release'"
 }
 
+# Dies unless this process holds capability BIT (root holds them all), saying WHY it is needed.
+need_cap() {  # BIT NAME WHY
+    local eff; eff=$(awk '/^CapEff:/ { print $2 }' /proc/self/status)
+    (( (16#${eff:-0} >> $1) & 1 )) || die "needs root ($2: $3); run it with sudo"
+}
+
 is_mounted() {  # MNT (absolute)
     awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+# What is mounted on MNT: "TYPE SOURCE" of the topmost mount there.
+mount_source() {  # MNT (absolute)
+    awk -v m="$1" '$5 == m { for (i = 7; $i != "-"; i++); s = $(i + 1) " " $(i + 2) } END { print s }' /proc/self/mountinfo
 }
 
 # Where chunkscope-mount keeps the pid and log of the mount on MNT.
 state_prefix() {  # MNT (absolute)
     local dir="${CHUNKSCOPE_STATE:-/run/chunkscope}"
-    mkdir -p "$dir"
+    mkdir -p "$dir" 2>/dev/null && [ -w "$dir" ] \
+        || die "cannot write the state directory '$dir' (set CHUNKSCOPE_STATE to a directory you own)"
     echo "$dir/mount-$(printf '%s' "$1" | sha256sum | cut -c1-16)"
 }

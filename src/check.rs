@@ -14,7 +14,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use hashbrown::HashMap;
 use serde::Serialize;
 
@@ -181,14 +181,7 @@ fn scan_in_parallel(
 
 /// Checks the datastore at `root`.
 pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
-    let chunks = root.join(CHUNK_DIR);
-    if !chunks.is_dir() {
-        bail!(
-            "{} is not a datastore: {} is missing or not a directory",
-            root.display(),
-            chunks.display()
-        );
-    }
+    let chunks = crate::datastore::access::chunk_dir(root)?;
     let odd = crate::store::layout::odd_chunk_dirs(root)?;
     let skip = not_followed(&odd);
     let mut report = CheckReport {

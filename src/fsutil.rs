@@ -27,6 +27,47 @@ pub fn open_noatime(path: &Path) -> io::Result<(File, bool)> {
     }
 }
 
+/// The entries of `/etc/passwd` or `/etc/group`: name, numeric id, and (for a user) its
+/// primary group. An unreadable file has none.
+fn id_entries(file: &str) -> Vec<(String, u32, Option<u32>)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(':').collect();
+            Some((
+                f.first()?.to_string(),
+                f.get(2)?.parse().ok()?,
+                f.get(3).and_then(|g| g.parse().ok()),
+            ))
+        })
+        .collect()
+}
+
+/// The name of user `uid` in `/etc/passwd`.
+pub fn user_name(uid: u32) -> Option<String> {
+    id_entries("/etc/passwd")
+        .into_iter()
+        .find(|e| e.1 == uid)
+        .map(|e| e.0)
+}
+
+/// The name of group `gid` in `/etc/group`.
+pub fn group_name(gid: u32) -> Option<String> {
+    id_entries("/etc/group")
+        .into_iter()
+        .find(|e| e.1 == gid)
+        .map(|e| e.0)
+}
+
+/// The uid and primary gid of user `name` in `/etc/passwd`.
+pub fn user_ids(name: &str) -> Option<(u32, u32)> {
+    id_entries("/etc/passwd")
+        .into_iter()
+        .find(|e| e.0 == name)
+        .and_then(|e| Some((e.1, e.2?)))
+}
+
 /// Reads up to `buf.len()` bytes; returns how many (less only at end of file).
 pub fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;

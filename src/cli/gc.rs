@@ -326,6 +326,7 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         Ok(r) => r,
         Err(e) => {
             log.info(&format!("TASK ERROR: {e:#}"));
+            super::log::error_shown(json_out);
             if let (Some(dest), Some(a)) = (&args.json, e.downcast_ref::<gc::Aborted>()) {
                 let aborted = serde_json::json!({
                     "outcome": "aborted",
@@ -374,8 +375,9 @@ fn open_store(path: &Path) -> Result<(PathBuf, DirStore, Option<PathBuf>, bool)>
     let store_path = path
         .canonicalize()
         .with_context(|| format!("store {}", path.display()))?;
+    crate::datastore::access::chunk_dir(&store_path)?;
     let mut store = DirStore::open(&store_path)
-        .with_context(|| format!("{} is not a datastore", store_path.display()))?;
+        .with_context(|| format!("opening the datastore {}", store_path.display()))?;
     let mount = crate::overlay::control::mount_of(&store_path);
     // A --shadow mount keeps touches and unlinks in its memory and refuses every other
     // write: nothing this GC does reaches the store, so there is nothing to lock against,

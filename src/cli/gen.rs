@@ -118,14 +118,8 @@ impl ShapeArgs {
 }
 
 fn backup_owner() -> Result<(u32, u32)> {
-    let passwd = std::fs::read_to_string("/etc/passwd").context("reading /etc/passwd")?;
-    for line in passwd.lines() {
-        let f: Vec<&str> = line.split(':').collect();
-        if f.len() > 3 && f[0] == "backup" {
-            return Ok((f[2].parse()?, f[3].parse()?));
-        }
-    }
-    bail!("--pbs-owner: there is no user 'backup' in /etc/passwd")
+    crate::fsutil::user_ids("backup")
+        .context("--pbs-owner: there is no user 'backup' in /etc/passwd")
 }
 
 pub fn run(args: GenArgs, quiet: bool) -> Result<Outcome> {

@@ -103,8 +103,39 @@ pub fn init(level: LevelFilter, file: Option<&Path>) -> Result<()> {
     result.map_err(|e| anyhow::anyhow!("starting the log: {e}"))
 }
 
-/// Writes the final error of a command: always shown (`-q` does not hide it).
+/// Where a command already showed its final error itself (a GC's `TASK ERROR` line): 0
+/// nowhere, 1 standard output, 2 standard error.
+static SHOWN_ON: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Records that the command's final error was written, as its own line, to standard error
+/// (`to_stderr`) or standard output, so [`final_error`] does not say it again where it is
+/// already seen.
+pub fn error_shown(to_stderr: bool) {
+    SHOWN_ON.store(
+        if to_stderr { 2 } else { 1 },
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// Whether standard output and standard error are one open file (a terminal, `2>&1`).
+fn stdout_is_stderr() -> bool {
+    let id = |fd| {
+        // SAFETY: a plain C struct; fstat fills it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out pointer.
+        (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino, st.st_rdev))
+    };
+    id(1).is_some_and(|o| Some(o) == id(2))
+}
+
+/// Writes the final error of a command: always shown (`-q` does not hide it), once: not
+/// when the command already wrote it where standard error shows.
 pub fn final_error(e: &anyhow::Error) {
+    match SHOWN_ON.load(std::sync::atomic::Ordering::Relaxed) {
+        2 => return,
+        1 if stdout_is_stderr() => return,
+        _ => {}
+    }
     let text = format!("{e:#}");
     let text = escape_controls(&text);
     let _ = writeln!(std::io::stderr(), "chunkscope: error: {text}");

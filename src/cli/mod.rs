@@ -76,12 +76,26 @@ pub enum Outcome {
 
 /// Parses the arguments, runs the command, returns the exit code.
 pub fn run() -> i32 {
-    if let Some(e) = destination_without_equals(std::env::args_os()) {
+    if let Some(e) = destination_without_equals(std::env::args_os(), false) {
         log::final_error(&e);
         return 2;
     }
+    let matches = match <Cli as clap::CommandFactory>::command().try_get_matches() {
+        Ok(m) => m,
+        // An argument too many (`check --json out STORE`): a destination after a space took
+        // the input's place; say so rather than that STORE is unexpected.
+        Err(e) if e.kind() == clap::error::ErrorKind::UnknownArgument => {
+            match destination_without_equals(std::env::args_os(), true) {
+                Some(guidance) => {
+                    log::final_error(&guidance);
+                    return 2;
+                }
+                None => e.exit(),
+            }
+        }
+        Err(e) => e.exit(),
+    };
     // Every option that writes is checked before any work (or the log file is opened).
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
     if let Err(e) = outputs::check(&matches) {
         log::final_error(&e);
         return 2;
@@ -181,20 +195,36 @@ fn write_json(dest: &std::path::Path, value: &impl serde::Serialize) -> anyhow::
 
 /// `--json FILE.json` or `--csv DIR` (a destination after a space): it would be taken for the
 /// command's input. `--json` alone writes to standard output, `--json=FILE` to a file; the
-/// same for `--csv` and `--csv=DIR`.
+/// same for `--csv` and `--csv=DIR`. A `--json NAME` whose NAME is nothing yet was meant as the
+/// destination too when the arguments had one too many (`unparsed`), or when another argument
+/// names an input that exists (`analyze --json out TRACE`, `analyze TRACE --json out`).
 fn destination_without_equals(
     args: impl Iterator<Item = std::ffi::OsString>,
+    unparsed: bool,
 ) -> Option<anyhow::Error> {
     // Arguments as the kernel gave them: a path need not be UTF-8.
     let args: Vec<std::ffi::OsString> = args.collect();
-    args.windows(2).find_map(|w| {
+    let exists = |a: &std::ffi::OsString| std::fs::symlink_metadata(a).is_ok();
+    args.windows(2).enumerate().find_map(|(i, w)| {
         let (flag, value) = (w[0].to_str()?, &w[1]);
         let bytes = value.as_encoded_bytes();
         if bytes.starts_with(b"-") {
             return None;
         }
+        // Another argument names something that exists: the input is given, this is not it.
+        let input_elsewhere = || {
+            args.iter()
+                .enumerate()
+                .skip(1)
+                .any(|(j, a)| j != i + 1 && !a.as_encoded_bytes().starts_with(b"-") && exists(a))
+        };
         let (what, alone) = match flag {
-            "--json" if bytes.ends_with(b".json") => ("a file", "writes the JSON"),
+            "--json"
+                if bytes.ends_with(b".json")
+                    || (!exists(value) && (unparsed || input_elsewhere())) =>
+            {
+                ("a file", "writes the JSON")
+            }
             // A trace after --csv is the command's input; a directory, or a name that is
             // nothing yet, was meant for the tables.
             "--csv" if !std::path::Path::new(value).is_file() => {

@@ -324,15 +324,44 @@ fn checked_paths(args: &MountArgs) -> Result<(PathBuf, PathBuf)> {
             store.display()
         );
     }
+    let mounted = crate::fsutil::mounts()
+        .unwrap_or_default()
+        .into_iter()
+        .rev()
+        .find(|m| m.point == mnt);
+    // What is wrong with a chunkscope mount there is that, not that it shows its files.
+    if let Some((m, of)) = mounted.as_ref().and_then(|m| {
+        m.source
+            .strip_prefix("chunkscope:")
+            .filter(|_| m.fstype.starts_with("fuse"))
+            .map(|of| (m, of))
+    }) {
+        let by = crate::overlay::control::daemon_pid(&crate::overlay::control::socket_for(&mnt))
+            .map(|p| format!(", served by pid {p}"))
+            .unwrap_or_default();
+        bail!(
+            "--mountpoint {0} is already a chunkscope mount of {of}{by}: unmount it first \
+             (umount {0}, or mount-scripts/chunkscope-umount {0}) or use another directory",
+            m.point.display()
+        );
+    }
     if !args.nonempty
         && std::fs::read_dir(&mnt)
             .with_context(|| format!("--mountpoint {}", mnt.display()))?
             .next()
             .is_some()
     {
+        let what = mounted
+            .map(|m| {
+                format!(
+                    " (the mountpoint of a {} filesystem, {})",
+                    m.fstype, m.source
+                )
+            })
+            .unwrap_or_default();
         bail!(
-            "--mountpoint {} is not empty: mounting would hide what it holds (use an empty \
-             directory, or --nonempty)",
+            "--mountpoint {}{what} is not empty: mounting would hide what it holds (use an \
+             empty directory, or --nonempty)",
             mnt.display()
         );
     }

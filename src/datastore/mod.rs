@@ -13,7 +13,9 @@
 //! | [`manifest`] | `index.json.blob` |
 //! | [`snapshots`] | namespaces, groups, snapshots; the phase-1 index order |
 //! | [`create`] | an empty datastore with its 65536 chunk directories |
+//! | [`access`] | whether this process may use a directory as a datastore, and why not |
 
+pub mod access;
 pub mod blob;
 pub mod create;
 pub mod digest;

@@ -58,6 +58,15 @@ pub fn default_socket(mnt: &Path) -> Result<PathBuf> {
     Ok(socket_for(&mnt))
 }
 
+/// The pid of the process serving the control socket at `socket`, if one does (the
+/// credentials the kernel recorded when it started listening).
+pub fn daemon_pid(socket: &Path) -> Option<u32> {
+    UnixStream::connect(socket)
+        .ok()
+        .map(|s| peer_pid(&s))
+        .filter(|&p| p != 0)
+}
+
 /// A [`crate::store::dir::DirStore`]'s layout check by the daemon of the mount whose control
 /// socket is `socket` (a connection per check: a GC makes two).
 pub fn layout_check(socket: PathBuf) -> crate::store::dir::LayoutCheck {

@@ -179,14 +179,7 @@ impl SurveyReport {
 pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
     let started = Instant::now();
     let root = std::path::absolute(root)?;
-    let chunks_dir = root.join(CHUNK_DIR);
-    if !chunks_dir.is_dir() {
-        anyhow::bail!(
-            "{} is not a datastore: {} is missing or not a directory",
-            root.display(),
-            chunks_dir.display()
-        );
-    }
+    crate::datastore::access::chunk_dir(&root)?;
     let chosen = layout::choose(&root, &opts.layout)?;
     let layout = chosen.layout;
     let mut report = SurveyReport {

@@ -89,6 +89,21 @@ fn every_json_option_takes_nothing_a_dash_or_a_file_alike() {
         let o = run(&a);
         assert_eq!(o.status.code(), Some(2), "{args:?} {}", stderr(&o));
         assert!(stderr(&o).contains("--json=report.json"), "{}", stderr(&o));
+        // Without the extension, before the input or after it: the argument too many is the
+        // destination, and said to be.
+        let mut before = vec![args[0], "--json", "report"];
+        before.extend_from_slice(&args[1..]);
+        let mut after = args.clone();
+        after.extend(["--json", "report"]);
+        for a in [before, after] {
+            let o = run(&a);
+            assert_eq!(o.status.code(), Some(2), "{a:?} {}", stderr(&o));
+            assert!(
+                stderr(&o).contains("--json=report") && !stderr(&o).contains("unexpected"),
+                "{a:?}: {}",
+                stderr(&o)
+            );
+        }
     }
     // CSV the same way: `--csv` or `--csv=-` is the phases table instead of the text,
     // `--csv=DIR` the tables beside it; `--csv DIR` is refused, and so are two reports on

@@ -16,6 +16,7 @@ mod data_loss_hunt;
 mod demo;
 mod direct_io;
 mod docs;
+mod errors;
 mod format_props;
 mod gc;
 mod gc_props;

@@ -153,6 +153,65 @@ fn scripts_refuse_bad_arguments() {
     assert!(stderr(&o).contains("is not mounted"), "{}", stderr(&o));
 }
 
+#[test]
+fn scripts_run_by_a_user_without_root_say_that_they_need_it() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // The scripts copied where `nobody` can read them (the checkout may be in a 0700 home).
+    let dir = store_dir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mount-scripts");
+    let scripts = dir.path().join("mount-scripts");
+    std::fs::create_dir(&scripts).unwrap();
+    for e in std::fs::read_dir(&here).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), scripts.join(e.file_name())).unwrap();
+    }
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o_s = open.to_str().unwrap();
+    for (name, args) in [
+        ("chunkscope-mount", vec![o_s, o_s]),
+        ("chunkscope-run", vec![o_s, "t", "--", "true"]),
+        ("chunkscope-umount", vec![o_s]),
+    ] {
+        let o = Command::new(scripts.join(name))
+            .args(&args)
+            .env_remove("CHUNKSCOPE_STATE")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {e}");
+        assert!(
+            e.starts_with(&format!("{name}: needs root (CAP_")) && e.contains("run it with sudo"),
+            "{name}: {e}"
+        );
+        assert!(!e.contains("Permission denied"), "{name}: {e}");
+    }
+    // Root with a state directory it cannot write (a read-only place): said, with the remedy.
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let _ro = TmpfsMount::on(&ro, libc::MS_RDONLY);
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = script(
+        "chunkscope-mount",
+        &ro.join("state"),
+        &[dir.path().to_str().unwrap(), mnt.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot write the state directory")
+            && stderr(&o).contains("CHUNKSCOPE_STATE"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!mounted_under(&mnt));
+}
+
 /// The pid a chunkscope-mount in `state` recorded for its mount.
 fn mount_pid(state: &Path) -> u32 {
     let pid = std::fs::read_dir(state)

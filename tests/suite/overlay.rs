@@ -489,6 +489,44 @@ fn bad_mount_arguments_are_refused_clearly() {
 }
 
 #[test]
+fn a_mountpoint_in_use_is_said_to_be_a_mount_of_its_store_and_its_process() {
+    let dir = store_dir();
+    let store = tiny_store(dir.path());
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    let pid = m.pid().unwrap();
+    let again = |extra: &[&str]| {
+        let mut a = vec![
+            "mount",
+            "--store",
+            store.to_str().unwrap(),
+            "--mountpoint",
+            m.mnt.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    // With --nonempty too: the advice that "not empty" gave would fail on the control socket.
+    for extra in [&[][..], &["--nonempty"]] {
+        let o = again(extra);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains(&format!(
+                "{} is already a chunkscope mount of {}, served by pid {pid}",
+                m.mnt.display(),
+                store.canonicalize().unwrap().display()
+            )),
+            "{extra:?}: {e}"
+        );
+        assert!(
+            !e.contains("not empty") && !e.contains("control socket"),
+            "{extra:?}: {e}"
+        );
+    }
+    assert!(m.is_live(), "the first mount is untouched");
+}
+
+#[test]
 fn readdirplus_lists_the_same_with_backing_inodes() {
     let dir = store_dir();
     let store = tiny_store(dir.path());
