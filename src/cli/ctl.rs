@@ -14,7 +14,8 @@ use crate::overlay::control::{default_socket, Client, Marked};
     chunkscope ctl /mnt/cs mark \"phase1 start strategy=lru\"\n  \
     chunkscope ctl /mnt/cs stats\n  \
     chunkscope ctl /mnt/cs drop-caches\n  \
-    chunkscope ctl /mnt/cs rules\n\n\
+    chunkscope ctl /mnt/cs rules\n  \
+    chunkscope ctl /mnt/cs release\n\n\
     Each command returns after the mount acknowledged it: a marker is in the trace before\n\
     anything the caller does next.")]
 pub struct CtlArgs {
@@ -40,6 +41,9 @@ enum CtlCommand {
     DropCaches,
     /// Print each fault rule with how often it matched and fired, as JSON.
     Rules,
+    /// Send every reply the mount holds now (injected delays and stalls, modelled time):
+    /// whatever waits on the mount goes on.
+    Release,
 }
 
 pub fn run(args: CtlArgs) -> Result<Outcome> {
@@ -62,6 +66,10 @@ pub fn run(args: CtlArgs) -> Result<Outcome> {
             println!("ok: the model's cache is empty");
         }
         CtlCommand::Rules => println!("{}", serde_json::to_string(&client.rules()?)?),
+        CtlCommand::Release => {
+            let n = client.release()?;
+            println!("ok: released {n} held replies");
+        }
     }
     Ok(Outcome::Ok)
 }

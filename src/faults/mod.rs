@@ -35,7 +35,8 @@
 //!
 //! **Actions** (at least one): `delay=D` with D a duration (`5ms`), `uniform:A..B`,
 //! `exp:MEAN` or `lognormal:MEDIAN,SIGMA`, sampled from the same hash; `stall=D` (a long fixed
-//! delay, reported as a stall); `errno=NAME|NUMBER|any`, where `any` picks one of the errnos
+//! delay, reported as a stall); a delay is at most an hour ([`MAX_DELAY`]), and a caller
+//! whose reply is held can still be killed (its reply is answered EINTR); `errno=NAME|NUMBER|any`, where `any` picks one of the errnos
 //! that operation can really return; `panic` makes the overlay's handler panic (the request is
 //! answered EIO and counted, the mount goes on serving; a simulated request fails with EIO).
 //! An injected error replaces the operation: it is not performed on the backing store. A delay holds the reply (the overlay hands it to a timer;
@@ -84,7 +85,7 @@ pub enum Delay {
 impl Delay {
     /// A sample from two uniform numbers in `[0, 1)`.
     fn sample(&self, u: f64, v: f64) -> u64 {
-        match *self {
+        let ns = match *self {
             Delay::Fixed(ns) => ns,
             Delay::Uniform { lo, hi } => lo + ((hi - lo) as f64 * u) as u64,
             Delay::Exp { mean } => (-(1.0 - u).ln() * mean as f64) as u64,
@@ -93,7 +94,8 @@ impl Delay {
                 let z = (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
                 (median as f64 * (sigma * z).exp()).min(u64::MAX as f64 / 2.0) as u64
             }
-        }
+        };
+        ns.min(MAX_DELAY.as_nanos() as u64)
     }
 }
 
@@ -246,7 +248,35 @@ fn parse_errno(v: &str) -> Result<Errno> {
         })
 }
 
+/// The longest delay a rule may give (`delay=`, the high end of `uniform:`, the mean of
+/// `exp:`, the median of `lognormal:`, `stall=`): an hour. A sample of a long-tailed
+/// distribution is cut there too. A held caller can be killed (see `overlay::timer`), but
+/// nothing a GC waits for is worth longer.
+pub const MAX_DELAY: Duration = Duration::from_secs(3600);
+
+/// `ns` if it is at most [`MAX_DELAY`].
+fn at_most_max(ns: u64, v: &str) -> Result<u64> {
+    if ns > MAX_DELAY.as_nanos() as u64 {
+        bail!(
+            "'{v}': longer than the longest delay, {} (a held request keeps its caller waiting)",
+            crate::units::duration_ns(MAX_DELAY.as_nanos() as u64)
+        );
+    }
+    Ok(ns)
+}
+
 fn parse_delay(v: &str) -> Result<Delay> {
+    let d = parse_delay_unbounded(v)?;
+    match d {
+        Delay::Fixed(ns) | Delay::Uniform { hi: ns, .. } | Delay::Exp { mean: ns } => {
+            at_most_max(ns, v)?
+        }
+        Delay::LogNormal { median, .. } => at_most_max(median, v)?,
+    };
+    Ok(d)
+}
+
+fn parse_delay_unbounded(v: &str) -> Result<Delay> {
     if let Some(r) = v.strip_prefix("uniform:") {
         let (a, b) = r
             .split_once("..")
@@ -358,7 +388,9 @@ impl Rule {
                 }
                 "delay" => rule.delay = Some(parse_delay(v).with_context(|| w.to_string())?),
                 "stall" => {
-                    rule.delay = Some(Delay::Fixed(parse_duration(v)?));
+                    rule.delay = Some(Delay::Fixed(
+                        parse_duration(v).and_then(|ns| at_most_max(ns, v))?,
+                    ));
                     rule.stall = true;
                 }
                 "errno" => rule.errno = Some(parse_errno(v)?),
@@ -646,6 +678,15 @@ mod tests {
             ("lookup errno=EIO parsecs", "'parsecs': expected key=value"),
             ("lookup delay=5", "'5' is not a duration"),
             ("lookup delay=fast", "'fast' is not a duration"),
+            (
+                "lookup delay=99999999999h",
+                "longer than the longest delay, 1h",
+            ),
+            ("lookup stall=61m", "longer than the longest delay"),
+            (
+                "lookup delay=uniform:1ms..2h",
+                "longer than the longest delay",
+            ),
             ("lookup delay=uniform:5ms..1ms", "low end"),
             ("lookup path=[ errno=EIO", "path=["),
             ("forget errno=EIO", "unknown operation 'forget'"),

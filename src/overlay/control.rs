@@ -11,6 +11,7 @@
 //! | `stats` | `ok {json}`: known inodes, trace records sent/stalls/lost, shadowed unlinks, the model's totals, held replies, fault rule counters |
 //! | `drop-caches` | `ok`: the model's block cache is empty (a cold pool) from the next request on |
 //! | `rules` | `ok [json]`: each fault rule with the requests it matched and the times it fired |
+//! | `release` | `ok N`: every reply held now (an injected delay or stall, a modelled cost) is sent at once; N of them; `error ...` when nothing can hold a reply |
 //! | `layout` | `ok [json]`: the backing store's chunk directories that are not its own (symbolic links, other filesystems' mounts), checked on the backing store, so nothing of it reaches the trace; `error ...` when `.chunks` cannot be listed |
 //! | anything else | `error ...` |
 
@@ -151,13 +152,21 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
                 .unwrap_or_default();
             format!("ok {}", serde_json::to_string(&rules).unwrap_or_default())
         }
+        "release" => match &shared.timer {
+            Some(t) => {
+                let held = t.counts().held;
+                t.release();
+                format!("ok {held}")
+            }
+            None => "error the mount holds no replies (no delay, stall, model time or disk)".into(),
+        },
         "layout" => match crate::store::layout::odd_chunk_dirs(&shared.store) {
             Ok(odd) => format!("ok {}", serde_json::to_string(&odd).unwrap_or_default()),
             Err(e) => format!("error {e}"),
         },
         "" => "error empty request".into(),
         other => {
-            format!("error unknown request '{other}' (try: mark TEXT, stats, drop-caches, rules, layout)")
+            format!("error unknown request '{other}' (try: mark TEXT, stats, drop-caches, rules, release, layout)")
         }
     }
 }
@@ -278,8 +287,12 @@ pub struct Stats {
     pub shadow_unlinks: Option<u64>,
     /// The cost model's state (with `--model` only).
     pub model: Option<ModelStats>,
-    /// Replies held by the timer thread so far (when replies can be delayed).
+    /// Replies the timer thread holds now (when replies can be delayed).
     pub held_replies: Option<u64>,
+    /// Held replies answered EINTR early because their caller was interrupted (a `kill`,
+    /// a `timeout`, a Ctrl-C).
+    #[serde(default)]
+    pub interrupted_replies: Option<u64>,
     /// Requests the store answered EMFILE/ENFILE.
     pub fd_exhausted: u64,
     /// Requests whose handler panicked (each answered EIO; the mount went on).
@@ -347,7 +360,8 @@ impl Stats {
                 dirty_blocks: m.dirty_blocks(),
                 dirty_limit_blocks: m.params().dirty_limit_blocks,
             }),
-            held_replies: shared.timer.as_ref().map(|t| t.counts().0),
+            held_replies: shared.timer.as_ref().map(|t| t.counts().held),
+            interrupted_replies: shared.timer.as_ref().map(|t| t.counts().interrupted),
             fd_exhausted: inst.fd_exhausted(),
             panics: inst.panics(),
             nofile_limit: crate::fsutil::nofile_limit(),
@@ -414,6 +428,14 @@ impl Client {
     pub fn layout(&mut self) -> Result<Vec<crate::store::layout::OddDir>> {
         let reply = self.request("layout")?;
         serde_json::from_str(&reply).context("the mount's layout reply is not readable")
+    }
+
+    /// Sends every reply the mount holds now; returns how many it held.
+    pub fn release(&mut self) -> Result<u64> {
+        let reply = self.request("release")?;
+        reply
+            .parse()
+            .with_context(|| format!("the mount's release reply '{reply}' is not readable"))
     }
 
     /// Empties the model's block cache (an error when the mount has no model).

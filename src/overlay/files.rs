@@ -59,7 +59,7 @@ impl Overlay {
             },
             dec,
         );
-        self.answer(hold, move || match r {
+        self.answer(hold, reply, move |reply| match r {
             Ok(fd) if fallback => reply.opened(handle(fd, false), FopenFlags::FOPEN_DIRECT_IO),
             Ok(fd) => reply.opened(handle(fd, direct), FopenFlags::empty()),
             Err(e) => reply.error(err(e)),
@@ -102,10 +102,10 @@ impl Overlay {
             match r {
                 Ok(n) if hold > 0 => {
                     let data = buf[..n].to_vec(); // held: the reply outlives this buffer
-                    self.answer(hold, move || reply.data(&data));
+                    self.answer(hold, reply, move |reply| reply.data(&data));
                 }
                 Ok(n) => reply.data(&buf[..n]),
-                Err(e) => self.answer(hold, move || reply.error(err(e))),
+                Err(e) => self.answer(hold, reply, move |reply| reply.error(err(e))),
             }
         });
     }
@@ -158,7 +158,7 @@ impl Overlay {
             },
             dec,
         );
-        self.answer(hold, move || match r {
+        self.answer(hold, reply, move |reply| match r {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(err(e)),
         });

@@ -182,7 +182,7 @@ impl Filesystem for Overlay {
                 })
             });
             let hold = self.emit(req, Op::Readlink, t0, self.done(ino, &r), dec);
-            self.answer(hold, move || match r {
+            self.answer(hold, reply, move |reply| match r {
                 Ok(n) => reply.data(&target[..n]),
                 Err(e) => reply.error(err(e)),
             });
@@ -462,7 +462,7 @@ impl Filesystem for Overlay {
                 Fd::Root(_) => unreachable!("only O_PATH borrows the root"),
             });
             let hold = self.emit(req, Op::Opendir, t0, self.done(ino, &r), dec);
-            self.answer(hold, move || match r {
+            self.answer(hold, reply, move |reply| match r {
                 Ok(fd) => reply.opened(FileHandle(fd as u64), FopenFlags::empty()),
                 Err(e) => reply.error(err(e)),
             });
@@ -593,7 +593,7 @@ impl Filesystem for Overlay {
                 sys::rc(unsafe { libc::fstatvfs(self.root.as_raw_fd(), &mut s) })
             });
             let hold = self.emit(req, Op::Statfs, t0, self.done(ino, &r), dec);
-            self.answer(hold, move || match r {
+            self.answer(hold, reply, move |reply| match r {
                 Ok(()) => reply.statfs(
                     s.f_blocks,
                     s.f_bfree,
@@ -684,7 +684,7 @@ impl Filesystem for Overlay {
             let d = self.done_entry(parent, n.bytes(), &r);
             let hold = self.emit(req, Op::Create, t0, d, dec);
             let ttl = self.opts.entry_ttl;
-            self.answer(hold, move || match r {
+            self.answer(hold, reply, move |reply| match r {
                 Ok((a, g)) if fallback => {
                     let fh = handle(fd_out, false);
                     reply.created(&ttl, &a, g, fh, FopenFlags::FOPEN_DIRECT_IO)

@@ -14,6 +14,8 @@ use crate::trace::{Extra, ListingEntries, Op};
 
 thread_local! {
     pub(super) static LISTING: RefCell<Listing> = RefCell::new(Listing::default());
+    /// The calling thread of the request this worker recorded last ([`Overlay::emit`]).
+    static CALLER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// The entries of the listing a worker is answering (thread local, reused).
@@ -47,19 +49,33 @@ impl Overlay {
     /// Records a request (numbered and charged under the model's lock, see
     /// [`crate::instrument`]) and returns how long its reply must be held: the injected
     /// delay plus `time_scale` times the modelled cost.
+    ///
+    /// The request's calling thread is noted for [`Overlay::answer`], which follows at once:
+    /// a held reply is answered EINTR when that thread is interrupted.
     #[inline]
     pub(super) fn emit(&self, req: &Request, op: Op, t0: u64, d: Done<'_>, dec: Decision) -> u64 {
+        CALLER.with(|c| c.set(req.pid()));
         self.inst
             .record(self.trace.as_ref(), op, req.pid(), t0, &d, dec)
             .hold_ns
     }
 
-    /// Sends a reply now, or after `hold_ns` from the timer thread.
+    /// Sends a reply now (`send(reply)`), or after `hold_ns` from the timer thread, which
+    /// answers it EINTR instead if the caller is interrupted while it waits.
     #[inline]
-    pub(super) fn answer(&self, hold_ns: u64, send: impl FnOnce() + Send + 'static) {
+    pub(super) fn answer<R: Interruptible>(
+        &self,
+        hold_ns: u64,
+        reply: R,
+        send: impl FnOnce(R) + Send + 'static,
+    ) {
         match &self.timer {
-            Some(t) if hold_ns > 0 => t.after(Duration::from_nanos(hold_ns), send),
-            _ => send(),
+            Some(t) if hold_ns > 0 => t.hold(
+                Duration::from_nanos(hold_ns),
+                CALLER.with(|c| c.get()),
+                Box::new(HeldReply { reply, send }),
+            ),
+            _ => send(reply),
         }
     }
 
@@ -71,7 +87,7 @@ impl Overlay {
     ) {
         let dir = matches!(&r, Ok((a, _)) if a.kind == fuser::FileType::Directory);
         let (attr_ttl, entry_ttl) = self.ttls(dir);
-        self.answer(hold, move || match r {
+        self.answer(hold, reply, move |reply| match r {
             Ok((a, g)) => reply.entry_with_ttls(&attr_ttl, &entry_ttl, &a, g),
             Err(e) => reply.error(err(e)),
         })
@@ -93,7 +109,7 @@ impl Overlay {
     pub(super) fn reply_attr(&self, hold: u64, reply: ReplyAttr, r: Result<libc::stat, i32>) {
         let dir = matches!(&r, Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
         let ttl = self.ttls(dir).0;
-        self.answer(hold, move || match r {
+        self.answer(hold, reply, move |reply| match r {
             Ok(st) => reply.attr(&ttl, &attr(&st)),
             Err(e) => reply.error(err(e)),
         })
@@ -164,7 +180,7 @@ impl Overlay {
         reply: R,
         r: Result<T, i32>,
     ) {
-        self.answer(hold, move || reply.done(r.map(|_| ())))
+        self.answer(hold, reply, move |reply| reply.done(r.map(|_| ())))
     }
 
     /// What a request about `ino` did, for its record: its errno and the backing inode.
@@ -192,8 +208,53 @@ impl Overlay {
     }
 }
 
+/// A reply that can be answered EINTR (a held reply whose caller was interrupted).
+pub(super) trait Interruptible: Send + 'static {
+    fn eintr(self);
+}
+
+/// A reply held by the timer with what sends it.
+struct HeldReply<R, F> {
+    reply: R,
+    send: F,
+}
+
+impl<R: Interruptible, F: FnOnce(R) + Send> super::timer::Held for HeldReply<R, F> {
+    fn send(self: Box<Self>) {
+        (self.send)(self.reply)
+    }
+    fn interrupt(self: Box<Self>) {
+        self.reply.eintr()
+    }
+}
+
+macro_rules! interruptible {
+    ($($t:ty),*) => {$(
+        impl Interruptible for $t {
+            fn eintr(self) {
+                self.error(fuser::Errno::EINTR)
+            }
+        }
+    )*};
+}
+
+interruptible!(
+    ReplyEmpty,
+    ReplyEntry,
+    ReplyAttr,
+    fuser::ReplyData,
+    fuser::ReplyOpen,
+    fuser::ReplyWrite,
+    fuser::ReplyStatfs,
+    fuser::ReplyCreate,
+    fuser::ReplyDirectory,
+    fuser::ReplyDirectoryPlus,
+    fuser::ReplyXattr,
+    fuser::ReplyLock
+);
+
 /// A reply that says only "done" or an errno.
-pub(super) trait Finish: Send + 'static {
+pub(super) trait Finish: Interruptible {
     fn done(self, r: Result<(), i32>);
 }
 

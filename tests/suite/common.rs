@@ -382,6 +382,11 @@ impl Drop for Mount {
             // SAFETY: valid C string.
             unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
+        // A killed mount could not remove its control socket: nothing of a test stays behind.
+        let socket = chunkscope::overlay::control::socket_for(&self.mnt);
+        if chunkscope::overlay::control::daemon_pid(&socket).is_none() {
+            let _ = std::fs::remove_file(socket);
+        }
     }
 }
 

@@ -411,3 +411,116 @@ fn creation_order_layout_on_a_store_that_numbers_by_directory() {
         );
     }
 }
+
+/// Issue 49, point 6: a caller whose reply is held (an hour's delay) can be killed and timed
+/// out at once, `ctl release` sends every held reply, and a delay over the longest is refused.
+#[test]
+fn a_held_reply_never_traps_its_caller() {
+    use chunkscope::overlay::control::{socket_for, Client};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let dir = store_dir();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    for n in ["killed", "timed", "released"] {
+        std::fs::write(store.join(n), n).unwrap();
+    }
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(&[
+        "mount",
+        "--store",
+        store.to_str().unwrap(),
+        "--mountpoint",
+        empty.to_str().unwrap(),
+        "--fault",
+        "lookup delay=2h",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("longer than the longest delay, 1h"),
+        "{}",
+        stderr(&o)
+    );
+    let m = Mount::start(
+        &store,
+        dir.path(),
+        false,
+        &[
+            "--fault",
+            "lookup path=killed delay=1h",
+            "--fault",
+            "lookup path=timed delay=1h",
+            "--fault",
+            "lookup path=released delay=1h",
+        ],
+    );
+    let mut ctl = Client::connect(&socket_for(&m.mnt)).unwrap();
+    // Waits until the mount holds `n` replies; releases them all if it never does (so that a
+    // failing test leaves no caller behind).
+    let held = |n: u64, ctl: &mut Client| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ctl.stats().unwrap().held_replies != Some(n) {
+            if Instant::now() > deadline {
+                ctl.release().unwrap();
+                panic!("the mount never held {n} replies");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // Ends within 20 s, or the held replies are released and the test fails.
+    let ends = |child: &mut std::process::Child, ctl: &mut Client, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                ctl.release().unwrap();
+                let _ = child.wait();
+                panic!("{what}: the caller stayed trapped in its held request");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let stat = |name: &str| {
+        Command::new("stat")
+            .args(["-c", "%n"])
+            .arg(m.mnt.join(name))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // SIGKILL.
+    let mut child = stat("killed");
+    held(1, &mut ctl);
+    child.kill().unwrap();
+    let status = ends(&mut child, &mut ctl, "kill");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    held(0, &mut ctl);
+    // `timeout` (SIGTERM after a second).
+    let mut child = Command::new("timeout")
+        .args(["1", "stat"])
+        .arg(m.mnt.join("timed"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = ends(&mut child, &mut ctl, "timeout");
+    assert_eq!(status.code(), Some(124), "timeout killed its command");
+    held(0, &mut ctl);
+    // Released: the reply is sent, the caller gets its answer.
+    let mut child = stat("released");
+    held(1, &mut ctl);
+    assert_eq!(ctl.release().unwrap(), 1);
+    let status = ends(&mut child, &mut ctl, "release");
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert_eq!(out.trim(), m.mnt.join("released").to_str().unwrap());
+    assert_eq!(ctl.stats().unwrap().interrupted_replies, Some(2));
+}
