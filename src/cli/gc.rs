@@ -375,9 +375,14 @@ fn open_store(path: &Path) -> Result<(PathBuf, DirStore, Option<PathBuf>, bool)>
     let store_path = path
         .canonicalize()
         .with_context(|| format!("store {}", path.display()))?;
-    crate::datastore::access::chunk_dir(&store_path)?;
-    let mut store = DirStore::open(&store_path)
-        .with_context(|| format!("opening the datastore {}", store_path.display()))?;
+    // Diagnosed only when the open fails: on a mount, a GC's requests are the simulator's
+    // (`sim::ops`), and a check first would add its own.
+    let mut store = DirStore::open(&store_path).map_err(|e| {
+        crate::datastore::access::chunk_dir(&store_path)
+            .err()
+            .unwrap_or_else(|| anyhow::Error::new(e))
+            .context(format!("opening the datastore {}", store_path.display()))
+    })?;
     let mount = crate::overlay::control::mount_of(&store_path);
     // A --shadow mount keeps touches and unlinks in its memory and refuses every other
     // write: nothing this GC does reaches the store, so there is nothing to lock against,

@@ -32,7 +32,7 @@ use clap::{Parser, Subcommand};
     about = "Make the metadata traffic of a Proxmox Backup Server garbage collector visible",
     long_about = "chunkscope generates, checks and inspects PBS datastores so that the metadata \
                   traffic of garbage collection can be traced, modelled and compared.",
-    after_help = "Start here:\n  chunkscope demo                  the whole experiment on a generated store (about 2 minutes)\n\nExamples:\n  chunkscope gen --preset tiny --out /dev/shm/store\n  chunkscope check --deep /dev/shm/store"
+    after_help = "Start here:\n  chunkscope demo                  the whole experiment on a generated store (about 65 s)\n\nExamples:\n  chunkscope gen --preset tiny --out /dev/shm/store\n  chunkscope check --deep /dev/shm/store"
 )]
 /// The command line: one subcommand.
 pub struct Cli {

@@ -21,8 +21,8 @@ use crate::units::duration_ns;
     chunkscope replay gc.trace --model my-pool.json --json\n\n\
     Asks \"what if\" without re-running the GC: a bigger cache, SSDs, another layout. Replaying\n\
     with the model the trace was recorded with recomputes every request's recorded cost and\n\
-    reports any difference (exit 1). Markers (chunkscope ctl MNT mark, gc --mount) split the\n\
-    modelled time into phases.")]
+    reports any difference (exit 1). Markers (chunkscope ctl MNT mark, and those chunkscope\n\
+    gc writes on a mount unless --no-markers) split the modelled time into phases.")]
 pub struct ReplayArgs {
     /// A trace written by `chunkscope mount --trace`.
     trace: PathBuf,

@@ -39,7 +39,7 @@ pub fn chunk_dir(root: &Path) -> Result<PathBuf> {
                     root.display()
                 )
             }
-            bail!("{}: no such directory", root.display())
+            bail!("{} is not a datastore: no such directory", root.display())
         }
         Err(e) => bail!("{}: {e}", chunks.display()),
     }

@@ -1,4 +1,4 @@
-//! The demo's table, its three findings, and the report directory (Markdown, JSON, SVG plots
+//! The demo's tables, its findings, and the report directory (Markdown, JSON, SVG plots
 //! and an HTML page that shows them together).
 
 use std::path::{Path, PathBuf};

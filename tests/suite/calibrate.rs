@@ -55,8 +55,11 @@ fn a_gcs_task_log_calibrates_a_model_that_simulate_takes() {
     let c: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(c["logs"][0]["strategy"], "batched");
     assert_eq!(c["read_knob"], "miss_ns");
-    // A GC on a tmpfs is faster than any HDD pool: the fit says so.
-    assert_eq!(c["read_at_floor"], true, "{c}");
+    // A GC on a tmpfs is faster than any HDD pool (8 ms a read): the fit says so, at the
+    // floor of 1 us a read on an idle machine, a few us on a busy one.
+    let miss_ns = c["params"]["miss_ns"].as_u64().unwrap();
+    assert!(miss_ns < 100_000, "{c}");
+    assert_eq!(c["read_at_floor"], miss_ns <= 1_000, "{c}");
     assert!(c["trials"].as_array().unwrap().len() >= 3);
     let model: Value = serde_json::from_slice(&std::fs::read(&fitted).unwrap()).unwrap();
     assert_eq!(model, c["params"]);

@@ -25,8 +25,12 @@ const REPO: &str = env!("CARGO_MANIFEST_DIR");
 enum Mark {
     /// Run it (no comment).
     Run,
-    /// `<!-- docs-test: output -->`: what a command printed.
+    /// `<!-- docs-test: output -->`: what the command of the block before printed; the long
+    /// suite checks that it still does (each line the start of a line it printed, in order).
     Output,
+    /// `<!-- docs-test: sample: REASON -->`: what a command printed once, kept as an example
+    /// only because it cannot repeat (live rates, the minute it ran).
+    Sample(String),
     /// `<!-- docs-test: skip: REASON -->`.
     Skip(String),
 }
@@ -98,6 +102,9 @@ fn blocks(file: &'static str) -> Vec<Block> {
         {
             None => Mark::Run,
             Some("output") => Mark::Output,
+            Some(m) if m.starts_with("sample:") => {
+                Mark::Sample(m["sample:".len()..].trim().to_string())
+            }
             Some(m) => Mark::Skip(
                 m.strip_prefix("skip:")
                     .unwrap_or_else(|| panic!("{file}:{}: unknown mark {m:?}", start + 1))
@@ -148,6 +155,7 @@ fn is_command(line: &str) -> bool {
 fn every_doc_block_runs_or_says_why_not() {
     let all = doc_blocks();
     let mut run = 0;
+    let mut previous: Option<&Block> = None;
     for b in &all {
         let first = b.text.lines().next().unwrap_or("");
         match &b.mark {
@@ -162,13 +170,33 @@ fn every_doc_block_runs_or_says_why_not() {
                 run += 1;
             }
             Mark::Skip(why) => assert!(why.len() > 10, "{}:{}: say why", b.file, b.line),
-            Mark::Output => assert!(
-                !is_command(first),
-                "{}:{}: an output block that looks like a command",
-                b.file,
-                b.line
-            ),
+            Mark::Sample(why) => {
+                assert!(why.len() > 10, "{}:{}: say why", b.file, b.line);
+                assert!(
+                    !is_command(first),
+                    "{}:{}: a sample output that looks like a command",
+                    b.file,
+                    b.line
+                );
+            }
+            Mark::Output => {
+                assert!(
+                    !is_command(first),
+                    "{}:{}: an output block that looks like a command",
+                    b.file,
+                    b.line
+                );
+                // Checked against what the block before printed: it must be one that runs.
+                assert!(
+                    previous.is_some_and(|p: &Block| p.mark == Mark::Run && p.file == b.file),
+                    "{}:{}: an output block must follow the command block that prints it \
+                     (or be marked sample: why)",
+                    b.file,
+                    b.line
+                );
+            }
         }
+        previous = Some(b);
     }
     // README's demo and its tracing, faults and analysis blocks, the guide's build, tracing,
     // analysis and simulation blocks.
@@ -257,9 +285,14 @@ fn help_examples_are_whole_commands_that_fit_a_line() {
     );
 }
 
-/// A scratch directory on tmpfs standing in for `/dev/shm`, `/tmp` and `/mnt/cs`; whatever
-/// is mounted inside it is unmounted when it is dropped.
+/// A scratch directory standing in for `/dev/shm`, `/tmp` and `/mnt/cs`, a tmpfs of its own:
+/// its inode numbers follow the blocks' creations alone (not other tests' in `/dev/shm`), so
+/// a survey's inode gaps come out as the guide shows them. Whatever is mounted inside it is
+/// unmounted when it is dropped, then the tmpfs.
 struct Scratch {
+    // Declared first: unmounted (after what is mounted inside, in `drop`) before the
+    // directory is removed.
+    _tmpfs: TmpfsMount,
     dir: tempfile::TempDir,
 }
 
@@ -269,10 +302,11 @@ impl Scratch {
             .prefix("chunkscope-docs-")
             .tempdir_in("/dev/shm")
             .unwrap();
+        let tmpfs = TmpfsMount::on(dir.path(), 0);
         for d in ["shm", "tmp", "mnt"] {
             std::fs::create_dir(dir.path().join(d)).unwrap();
         }
-        Scratch { dir }
+        Scratch { _tmpfs: tmpfs, dir }
     }
 
     fn path(&self) -> &Path {
@@ -397,13 +431,24 @@ fn readme_and_guide_blocks_work_when_pasted() {
     let s = Scratch::new();
     let release = PathBuf::from(REPO).join("target/release");
     let mut ran = Vec::new();
+    // What the last block that ran printed, for the output block after it; and every output
+    // block that the command no longer prints, with what it printed.
+    let mut printed = String::new();
+    let mut stale = Vec::new();
+    let scratch = s.path().display().to_string();
     for b in doc_blocks() {
+        let what = format!("{}:{}", b.file, b.line);
+        if b.mark == Mark::Output {
+            if let Err(e) = prints(&s.localize(&b.text), &printed, &scratch) {
+                stale.push(format!("{what}: {e}\n--- the command printed:\n{printed}"));
+            }
+            continue;
+        }
         if b.mark != Mark::Run {
             continue;
         }
         let started = Instant::now();
-        let what = format!("{}:{}", b.file, b.line);
-        s.run(
+        printed = s.run(
             &what,
             &s.localize(&b.text),
             s.path(),
@@ -427,6 +472,114 @@ fn readme_and_guide_blocks_work_when_pasted() {
         assert!(s.path().join(f).is_file(), "{f} missing after {ran:?}");
     }
     eprintln!("docs blocks: {}", ran.join(", "));
+    assert!(
+        stale.is_empty(),
+        "output blocks the docs no longer get:\n{}",
+        stale.join("\n\n")
+    );
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("chunkscope-demo/report.json")).unwrap(),
+    )
+    .unwrap();
+    the_demo_s_figures_are_what_the_docs_quote(&report);
+}
+
+/// The numbers the README, the guide and the help quote of the default demo (`small`) are
+/// those of its report: how many findings, its referenced chunks and their density, its
+/// size.
+fn the_demo_s_figures_are_what_the_docs_quote(report: &serde_json::Value) {
+    const NUMBERS: [&str; 9] = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    ];
+    let findings = report["findings"].as_array().unwrap().len();
+    for file in ["README.md", "docs/guide.md"] {
+        let text = std::fs::read_to_string(Path::new(REPO).join(file)).unwrap();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let quoted: Vec<&str> = words
+            .windows(2)
+            .filter(|w| w[1].trim_end_matches([',', '.', ':', ';']) == "findings")
+            .map(|w| w[0])
+            .filter(|w| NUMBERS.contains(&w.to_lowercase().as_str()))
+            .collect();
+        assert!(!quoted.is_empty(), "{file} quotes no count of findings");
+        for q in quoted {
+            assert_eq!(
+                NUMBERS.iter().position(|n| *n == q.to_lowercase()).unwrap() + 1,
+                findings,
+                "{file} says {q} findings; the demo printed {findings}"
+            );
+        }
+    }
+    let referenced = report["referenced_chunks"].as_u64().unwrap();
+    let guide = std::fs::read_to_string(Path::new(REPO).join("docs/guide.md")).unwrap();
+    let density = format!(
+        "{} referenced chunks over 65,536 chunk directories, {:.2} a directory",
+        chunkscope::units::thousands(referenced),
+        referenced as f64 / 65536.0
+    );
+    assert!(
+        guide.contains(&density),
+        "the guide's section 1 should say: {density}"
+    );
+    // "small (about 60k chunks" in `gen --help` and `demo --help`.
+    let chunks = report["chunks"].as_u64().unwrap() as f64;
+    for cmd in ["gen", "demo"] {
+        let help = stdout(&run(&[cmd, "--help"]));
+        let k: f64 = help
+            .split("small (about ")
+            .nth(1)
+            .and_then(|r| r.split("k chunks").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{cmd} --help: no 'small (about Nk chunks': {help}"));
+        assert!(
+            (k * 1000.0 - chunks).abs() <= 0.1 * chunks,
+            "{cmd} --help says about {k}k chunks; the demo's store has {chunks}"
+        );
+    }
+}
+
+/// Whether `out` (what a command printed) still shows `doc` (an output block): each line of
+/// the block, its words, starts a line of `out`, in order. Paths inside `scratch` and the
+/// random part of `mktemp` names (`mine.Qx81Lm`) are left out of both.
+fn prints(doc: &str, out: &str, scratch: &str) -> Result<(), String> {
+    let words = |line: &str| -> Vec<String> {
+        line.replace(scratch, "")
+            .split_whitespace()
+            .map(|w| match w.rsplit_once('.') {
+                Some((head, tail))
+                    if w.contains('/')
+                        && tail.len() == 6
+                        && tail.chars().all(|c| c.is_ascii_alphanumeric()) =>
+                {
+                    format!("{head}.XXXXXX")
+                }
+                _ => w.to_string(),
+            })
+            .collect()
+    };
+    let mut lines = out.lines().map(words);
+    for want in doc.lines().map(words).filter(|w| !w.is_empty()) {
+        if !lines.any(|got| got.starts_with(&want)) {
+            return Err(format!("not printed (in this order): {}", want.join(" ")));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn output_blocks_are_compared_word_for_word_with_paths_and_mktemp_names_left_out() {
+    let out = "store  /s/shm/mine.ab12CD (tmpfs)\nlru  1,493  25m 14s  3.1 s\nbatched  9  1m\n";
+    assert!(prints("store /s/shm/mine.Qx81Lm (tmpfs)", out, "/s").is_ok());
+    assert!(prints("store /shm/mine.Qx81Lm (ext4)", out, "/s").is_err());
+    assert!(prints("lru 1,493 25m 14s\nbatched 9", out, "/s").is_ok());
+    assert!(
+        prints("lru 1,494 25m 14s", out, "/s").is_err(),
+        "a figure changed"
+    );
+    assert!(
+        prints("batched 9\nlru 1,493", out, "/s").is_err(),
+        "out of order"
+    );
 }
 
 /// Help examples that are not run, and why.
@@ -567,4 +720,148 @@ fn localize_moves_the_docs_paths_and_keeps_the_repository() {
              {here}/mnt/cs\nexport PATH={repo}/target/release:{repo}/mount-scripts:$PATH"
         )
     );
+}
+
+/// The long flags `words --help` lists among its options.
+fn flags_of(words: &[String]) -> Vec<String> {
+    let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
+    args.push("--help");
+    stdout(&run(&args))
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .flat_map(|l| l.split([' ', ',', '[', '=', '<']))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// `--flag` as written in prose: without what follows it (`--json=FILE`, `--cache,`).
+fn flag_word(w: &str) -> Option<&str> {
+    let w = w.trim_start_matches(['`', '(', '\'', '"']);
+    let end = w
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .unwrap_or(w.len());
+    let f = &w[..end];
+    (f.starts_with("--") && f.len() > 2 && f.as_bytes()[2].is_ascii_alphabetic()).then_some(f)
+}
+
+/// Every `chunkscope SUB ... --flag` the README and the guide write, and every `SUB --flag`
+/// a help text writes, names a flag SUB has (`replay --help` once sent readers to a
+/// `gc --mount` that does not exist). The words after SUB are read up to the end of the
+/// phrase (a line, a comma, a closing parenthesis or backtick).
+#[test]
+fn docs_and_help_texts_name_only_flags_their_commands_have() {
+    let subs = subcommands();
+    let flags: Vec<(Vec<String>, Vec<String>)> =
+        subs.iter().map(|w| (w.clone(), flags_of(w))).collect();
+    // The longest subcommand (`trace export` before `trace`) that the words start with.
+    let command_at = |words: &[&str]| -> Option<&(Vec<String>, Vec<String>)> {
+        flags
+            .iter()
+            .filter(|(sub, _)| {
+                sub.len() <= words.len()
+                    && sub
+                        .iter()
+                        .zip(words)
+                        .all(|(a, b)| a == b.trim_end_matches('`'))
+            })
+            .max_by_key(|(sub, _)| sub.len())
+    };
+    let mut texts: Vec<(String, String, bool)> = ["README.md", "docs/guide.md"]
+        .iter()
+        .map(|f| {
+            let t = std::fs::read_to_string(Path::new(REPO).join(f)).unwrap();
+            (f.to_string(), t, true)
+        })
+        .collect();
+    for w in &subs {
+        let mut args: Vec<&str> = w.iter().map(String::as_str).collect();
+        args.push("--help");
+        texts.push((
+            format!("{} --help", w.join(" ")),
+            stdout(&run(&args)),
+            false,
+        ));
+    }
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (name, text, needs_chunkscope) in &texts {
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for i in 0..words.len() {
+                let after_chunkscope = i > 0 && words[i - 1].ends_with("chunkscope");
+                let Some((sub, known)) = command_at(&words[i..]) else {
+                    continue;
+                };
+                let rest = &words[i + sub.len()..];
+                // In help texts, a subcommand's name right before a flag is a command too.
+                if !after_chunkscope
+                    && (*needs_chunkscope || !rest.first().is_some_and(|w| w.starts_with("--")))
+                {
+                    continue;
+                }
+                for w in rest {
+                    if let Some(f) = flag_word(w) {
+                        checked += 1;
+                        if !known.iter().any(|k| k == f) {
+                            wrong.push(format!("{name}: `{}` has no {f}: {line}", sub.join(" ")));
+                        }
+                    }
+                    if w.ends_with([',', ')', '`', ';', ':']) || w.ends_with('.') {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(checked > 100, "only {checked} flags checked");
+}
+
+/// The demo's time is quoted alike by the README, `chunkscope --help` and `demo --help`, and
+/// is what BENCHMARKS.md last measured ("The dense part beside the mounts": `small` and
+/// `tiny`, within 10%).
+#[test]
+fn the_demo_s_time_is_quoted_as_last_measured() {
+    let seconds_after = |text: &str, before: &str| -> f64 {
+        text.split(before)
+            .nth(1)
+            .and_then(|r| r.split(" s").next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no '{before}N s' in: {text}"))
+    };
+    let readme = std::fs::read_to_string(Path::new(REPO).join("README.md")).unwrap();
+    let small = seconds_after(&readme, "Run the demo (as root, for FUSE; about ");
+    let top = stdout(&run(&["--help"]));
+    assert_eq!(
+        seconds_after(&top, "the whole experiment on a generated store (about "),
+        small
+    );
+    let demo = stdout(&run(&["demo", "--help"]));
+    assert_eq!(seconds_after(&demo, "k chunks, about "), small);
+    let tiny = seconds_after(&demo, "tiny (about ");
+    let bench = std::fs::read_to_string(Path::new(REPO).join("BENCHMARKS.md")).unwrap();
+    let measured = |row: &str| -> f64 {
+        let line = bench
+            .lines()
+            .rfind(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("BENCHMARKS.md has no row {row}"));
+        let last = line
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap()
+            .trim();
+        last.trim_end_matches(" s")
+            .parse()
+            .unwrap_or_else(|_| panic!("BENCHMARKS.md's {row}: '{last}' is no time"))
+    };
+    for (quoted, row) in [(small, "| `small` (the default) |"), (tiny, "| `tiny` |")] {
+        let m = measured(row);
+        assert!(
+            (quoted - m).abs() <= 0.1 * m,
+            "quoted {quoted} s, BENCHMARKS.md's {row} measured {m} s"
+        );
+    }
 }
