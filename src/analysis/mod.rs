@@ -207,6 +207,8 @@ pub struct AccessPoint {
     pub ino: u64,
     /// Its operation.
     pub op: &'static str,
+    /// Whether it names a chunk directory (`.chunks/XXXX`).
+    pub chunk_dir: bool,
 }
 
 /// The phase's directory listings (readdir with their dirent records).
@@ -264,6 +266,12 @@ pub struct Phase {
     /// A decimated sample of the metadata operations, for the access-pattern plot.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub access: Vec<AccessPoint>,
+    /// The sample's stride: one operation in this many is in `access`.
+    #[serde(skip)]
+    pub access_stride: u64,
+    /// The metadata operations the sample was taken of.
+    #[serde(skip)]
+    pub access_of: u64,
 }
 
 /// The section of the records outside every marked phase.

@@ -233,6 +233,7 @@ impl PhaseAcc {
                 at,
                 ino: rec.ino,
                 op: op.name(),
+                chunk_dir: rec.name == super::sample::SampleName::ChunkDir,
             });
         }
     }
@@ -359,6 +360,8 @@ impl PhaseAcc {
             },
             what_if,
             indexes: self.index_starts.len() as u64,
+            access_stride: self.access.stride,
+            access_of: self.access.seen,
             access: self.access.kept,
             name: self.name,
         }

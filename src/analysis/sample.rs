@@ -35,6 +35,8 @@ pub(crate) enum SampleName {
     Digest,
     /// An index file's name (`.fidx`, `.didx`): a GC reading it starts a new index.
     Index,
+    /// A chunk directory's name (four hex digits).
+    ChunkDir,
     Other,
 }
 
@@ -92,6 +94,8 @@ fn text_kind(t: &Text) -> SampleName {
     let t = t.as_bytes();
     if t.ends_with(b".fidx") || t.ends_with(b".didx") {
         SampleName::Index
+    } else if t.len() == 4 && t.iter().all(u8::is_ascii_hexdigit) {
+        SampleName::ChunkDir
     } else {
         SampleName::Other
     }

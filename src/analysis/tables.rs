@@ -25,7 +25,8 @@ const PHASES: [Column; 19] = [
     Column::u64("ideal_blocks"),
     Column::u64("block_writes"),
     Column::u64("inode_order_block_writes"),
-    Column::f64("digest_hit_pbs_default"),
+    // Null in a phase without touches (the sweep): no digest cache answers there.
+    Column::f64("digest_hit_pbs_default").nullable(),
     Column::u64("median_in_dir_gap"),
 ];
 
@@ -110,7 +111,11 @@ pub fn tables(rows: &[Labelled], block_bytes: u64) -> Vec<Frame> {
             U(p.touches.ideal_blocks),
             U(p.writeback.block_writes),
             U(p.writeback.inode_order_block_writes),
-            F(p.digest_mrc.hit_at(PBS_CACHE_DEFAULT)),
+            if p.touches.count > 0 {
+                F(p.digest_mrc.hit_at(PBS_CACHE_DEFAULT))
+            } else {
+                Value::Null
+            },
             U(p.listings.median_in_dir_gap),
         ]);
         for o in &p.ops {

@@ -415,7 +415,9 @@ pub fn summary(rows: &[Labelled], block_bytes: u64) -> Table {
             }),
             thousands(p.writeback.block_writes),
             thousands(p.writeback.inode_order_block_writes),
-            digest_hit(&p.digest_mrc),
+            // `-` in a phase without touches (the sweep's lookups of chunks by name go
+            // through no digest cache).
+            touched(p, || digest_hit(&p.digest_mrc)),
             // `-` without the curves (--no-mrc) or without metadata requests.
             if p.block_mrc.references > 0 {
                 format!("{:.1}%", 100.0 * p.block_mrc.hit_at(SUMMARY_CACHE_BLOCKS))

@@ -186,6 +186,55 @@ fn the_browser_check_fails_on_a_broken_report() {
         None,
         "apart and inside passes"
     );
+    // A key whose series has no pixel of its colour in the plot (hidden, or not drawn), or a
+    // bucket without its label.
+    let keyed = |key: &str, body: &str| {
+        let svg = svg
+            .replacen(
+                "<rect ",
+                &format!("<desc id=\"chunkscope-plot\">{key}</desc>{body}<rect "),
+                1,
+            )
+            .replace("</svg>", &format!("{}</svg>", label(10, 40, "keyed")));
+        std::fs::write(dir.path().join("svg/p0.svg"), svg).unwrap();
+    };
+    let series = r##"{"legend_x":200,"series":[{"label":"lru","colour":"#0072b2"}],"notes":[]}"##;
+    keyed(series, "");
+    let hidden = fails(page("<img src=\"svg/p3.svg\">")).expect("a series not seen must fail");
+    assert!(
+        hidden.contains("\"lru\" (#0072b2) has no visible pixels"),
+        "{hidden}"
+    );
+    let bucket = r##"{"legend_x":200,"series":[],"buckets":["1Ki"],"notes":[]}"##;
+    keyed(bucket, "");
+    let unlabelled = fails(page("<img src=\"svg/p3.svg\">")).expect("an unlabelled bucket");
+    assert!(
+        unlabelled.contains("bucket \"1Ki\" has no label"),
+        "{unlabelled}"
+    );
+    // The same series drawn (a blue square behind the black page), the bucket labelled.
+    std::fs::write(
+        dir.path().join("svg/p0.svg"),
+        svg.replacen(
+            "<rect ",
+            &format!(
+                "<desc id=\"chunkscope-plot\">{}</desc><rect ",
+                r##"{"legend_x":200,"series":[{"label":"lru","colour":"#0072b2"}],"buckets":["1Ki"],"notes":[]}"##
+            ),
+            1,
+        )
+        .replace(
+            "</svg>",
+            "<rect x=\"10\" y=\"10\" width=\"20\" height=\"20\" fill=\"#0072b2\"/>\
+             <text x=\"60\" y=\"60\" font-size=\"15\" fill=\"red\">\n1Ki\n</text></svg>",
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        fails(page("<img src=\"svg/p3.svg\">")),
+        None,
+        "a keyed plot passes"
+    );
 }
 
 /// Chromium's flags for a run as root on a machine without a network or a session bus.
@@ -323,6 +372,74 @@ fn assert_renders_in_chromium(report: &Path, keep: Option<&str>) {
             &url(&report.join(src)),
         ]);
         assert_inked(&png, 1);
+        assert_keyed(src, &svg, &png);
+    }
+}
+
+/// A plot's key (the JSON `<desc>` chunkscope's plots carry; none: nothing to check), as
+/// the screenshot `png` of the plot shows it: every series of the legend has pixels of its
+/// colour left of the legend's column (drawn, not hidden under another series); a
+/// histogram's every bucket has its label; a plot of a sample says so.
+fn assert_keyed(src: &str, svg: &str, png: &Path) {
+    let Some(desc) = svg
+        .split("<desc id=\"chunkscope-plot\">")
+        .nth(1)
+        .and_then(|r| r.split("</desc>").next())
+    else {
+        return;
+    };
+    let key: serde_json::Value = serde_json::from_str(
+        &desc
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&"),
+    )
+    .unwrap_or_else(|e| panic!("{src}: its key is not JSON: {e}"));
+    let legend_x = key["legend_x"].as_u64().unwrap() as usize;
+    let decoder = png::Decoder::new(std::fs::File::open(png).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let width = info.width as usize;
+    let pixels = &buf[..info.buffer_size()];
+    for series in key["series"].as_array().unwrap() {
+        let label = series["label"].as_str().unwrap();
+        let hex = series["colour"].as_str().unwrap();
+        let c: Vec<i32> = (0..3)
+            .map(|i| i32::from_str_radix(&hex[1 + 2 * i..3 + 2 * i], 16).unwrap())
+            .collect();
+        let seen = pixels
+            .chunks_exact(px)
+            .enumerate()
+            .filter(|(i, p)| {
+                i % width < legend_x && (0..3).all(|k| (p[k] as i32 - c[k]).abs() <= 12)
+            })
+            .count();
+        assert!(
+            seen >= 4,
+            "{src}: the legend's {label:?} ({hex}) has no visible pixels in the plot \
+             ({seen}): hidden under another series, or not drawn"
+        );
+    }
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    if let Some(buckets) = key["buckets"].as_array() {
+        for b in buckets {
+            let b = b.as_str().unwrap();
+            assert!(texts.contains(&b), "{src}: the bucket {b:?} has no label");
+        }
+    }
+    if let Some(note) = key["sampled"].as_str() {
+        assert!(
+            note.starts_with("1 point in ") && texts.iter().any(|t| t.starts_with("1 point in ")),
+            "{src}: a sampled plot without its note: {note}"
+        );
     }
 }
 

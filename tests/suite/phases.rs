@@ -146,6 +146,19 @@ fn analyze_and_replay_show_the_inferred_phases_of_a_gc_without_markers() {
     // The tables name them too.
     let o = run(&["analyze", "--summary", "--no-mrc", trace.to_str().unwrap()]);
     assert!(stdout(&o).contains("phase2 (inferred)"), "{}", stdout(&o));
+    // Issue 49, point 7: the sweep has no digest cache, so no digest-cache hit ratio (its
+    // lookups of chunks by name are not a cache's misses); phase 1 has one.
+    let o = run(&["analyze", "--csv", trace.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = rows[0]
+        .iter()
+        .position(|c| *c == "digest_hit_pbs_default")
+        .unwrap();
+    let hit = |name: &str| rows.iter().find(|r| r[0] == name).unwrap()[col].to_string();
+    assert_eq!(hit("phase2 (inferred)"), "", "{csv}");
+    assert!(hit("phase1 (inferred)").parse::<f64>().is_ok(), "{csv}");
     // Replay gives the model's state at the inferred edges.
     let o = run(&[
         "replay",
