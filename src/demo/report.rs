@@ -605,27 +605,30 @@ pub fn caption(file: &str) -> String {
             .to_string()
     };
     match name.as_str() {
-        "mrc-digests" => "Digest cache: the share of phase 1's references an LRU of each \
-            capacity would miss, per strategy (thread 000's capacity table; PBS's default is \
-            1 Mi entries)"
+        "mrc-digests" => "Digest cache: the share of the digests reaching the mount in phase 1 \
+            that an LRU of each capacity would miss, per strategy (thread 000's capacity table; \
+            PBS's default is 1 Mi entries). A GC with a digest cache sends only its misses, so \
+            its curve stays at 1; curves that coincide say so in the legend"
             .into(),
         "mrc-blocks" => "Metadata cache: the share of phase 1's block accesses an LRU block \
             cache of each size would miss, per strategy"
             .into(),
-        "gaps" => "Distance in inode numbers between consecutive touches of phase 1, per \
-            strategy: small gaps share metadata blocks, large ones read a block each"
+        "gaps" => "Distance in inode numbers between consecutive touches of phase 1, as each \
+            strategy's share of its touches: small gaps share metadata blocks, large ones read \
+            a block each"
             .into(),
         "txg" => "Dirty metadata blocks each transaction group of phase 1 wrote back, per \
             strategy: what a strategy's touch order costs the pool in writes"
             .into(),
         n if n.starts_with("access-") => format!(
             "Access pattern of {}: the backing inode of each request against its position in \
-             phase 1 (a diagonal is inode order, a cloud is random)",
+             phase 1 (a diagonal is inode order, a cloud is random; the bracket at the right \
+             edge marks the chunk directories)",
             strategy("access-")
         ),
         n if n.starts_with("latency-") => format!(
             "Latency of {} by operation in phase 1: real (through FUSE here) and modelled (the \
-             cold pool), as log2 histograms",
+             cold pool), each the share of its requests faster than each latency (log2 scale)",
             strategy("latency-")
         ),
         _ => name,
