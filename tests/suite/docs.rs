@@ -566,18 +566,23 @@ fn prints(doc: &str, out: &str, scratch: &str, percent: u32) -> Result<(), Strin
             })
             .collect()
     };
-    let number = |w: &str| -> Option<f64> {
-        w.trim_start_matches('(')
-            .trim_end_matches([')', ',', ';', '%'])
-            .replace(',', "")
-            .parse()
-            .ok()
+    // A word's number and what follows it (`1,493` -> 1493 and "", `(4.816` -> 4.816, `37s`
+    // -> 37 and "s").
+    let number = |w: &str| -> Option<(f64, String)> {
+        let w = w
+            .trim_start_matches('(')
+            .trim_end_matches([')', ',', ';', '%']);
+        let end = w
+            .find(|c: char| !(c.is_ascii_digit() || c == ',' || c == '.'))
+            .unwrap_or(w.len());
+        let x = w[..end].replace(',', "").parse().ok()?;
+        Some((x, w[end..].to_string()))
     };
     let same = |a: &String, b: &String| {
         a == b
             || (percent > 0
-                && number(a).zip(number(b)).is_some_and(|(x, y)| {
-                    (x - y).abs() <= f64::from(percent) / 100.0 * x.abs().max(y.abs())
+                && number(a).zip(number(b)).is_some_and(|((x, u), (y, v))| {
+                    u == v && (x - y).abs() <= f64::from(percent) / 100.0 * x.abs().max(y.abs())
                 }))
     };
     let mut lines = out.lines().map(words);
@@ -609,6 +614,11 @@ fn output_blocks_are_compared_word_for_word_with_paths_and_mktemp_names_left_out
     assert!(prints("lru 1,494 25m 14s", out, "/s", 1).is_ok());
     assert!(prints("lru 1,520 25m 14s", out, "/s", 1).is_err());
     assert!(prints("lfu 1,493", out, "/s", 1).is_err());
+    assert!(prints("lru 1,493 25m 14s 3.12 s", out, "/s", 1).is_ok());
+    assert!(
+        prints("lru 1,493 25m 14ms", out, "/s", 1).is_err(),
+        "another unit"
+    );
 }
 
 /// Help examples that are not run, and why.
