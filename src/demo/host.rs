@@ -88,7 +88,9 @@ pub fn fuse_unavailable() -> Option<String> {
     None
 }
 
-/// A temporary directory for the store and the mountpoint: tmpfs where there is one.
+/// A temporary directory for the store and the mountpoint: tmpfs where there is one. Its
+/// name carries the demo's pid (`chunkscope-demo-PID-XXXXXX`), so what a demo leaves behind,
+/// if anything, is told apart from another demo's.
 pub(super) fn work_dir() -> Result<tempfile::TempDir> {
     let shm = Path::new("/dev/shm");
     let base = if shm.is_dir() {
@@ -97,7 +99,7 @@ pub(super) fn work_dir() -> Result<tempfile::TempDir> {
         std::env::temp_dir()
     };
     tempfile::Builder::new()
-        .prefix("chunkscope-demo-")
+        .prefix(&format!("chunkscope-demo-{}-", std::process::id()))
         .tempdir_in(&base)
         .with_context(|| format!("creating a work directory in {}", base.display()))
 }

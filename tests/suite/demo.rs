@@ -17,11 +17,17 @@ pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Mount lines of the demo's work directories (`/dev/shm/chunkscope-demo-*`).
-fn demo_mounts() -> Vec<String> {
+/// What names the work directory of the demo of process `pid` (and its mounts and mount
+/// processes): another demo running on the machine is not this one's to clean.
+fn tag(pid: u32) -> String {
+    format!("chunkscope-demo-{pid}-")
+}
+
+fn demo_mounts(pid: u32) -> Vec<String> {
     std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
-        .filter(|l| l.contains("chunkscope-demo-"))
+        .filter(|l| l.contains(&tag(pid)))
         .map(str::to_string)
         .collect()
 }
@@ -63,27 +69,27 @@ fn a_mount_of(parent: u32) -> bool {
 }
 
 /// `chunkscope mount` processes started by a demo (their store is in a demo work directory).
-fn demo_mount_processes() -> Vec<u32> {
+fn demo_mount_processes(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let cmd = String::from_utf8_lossy(&cmd);
-        if cmd.contains("mount") && cmd.contains("chunkscope-demo-") {
-            out.push(pid);
+        if cmd.contains("mount") && cmd.contains(&tag(pid)) {
+            out.push(p);
         }
     }
     out
 }
 
-fn work_dirs() -> Vec<String> {
+fn work_dirs(pid: u32) -> Vec<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("chunkscope-demo-"))
+                .filter(|n| n.starts_with(&tag(pid)))
                 .collect()
         })
         .unwrap_or_default()
@@ -607,7 +613,6 @@ fn demo_on_tiny(strategies: &[&str], keep: bool) -> tempfile::TempDir {
     let _one = serial();
     let out = tempfile::tempdir().unwrap();
     let report = out.path().join("report");
-    let before = work_dirs();
     let list = strategies.join(",");
     // The dense part at its finest slice (256 directories of datastore B): seconds.
     let mut args = vec![
@@ -625,7 +630,14 @@ fn demo_on_tiny(strategies: &[&str], keep: bool) -> tempfile::TempDir {
     if keep {
         args.push("--keep");
     }
-    let o = run(&args);
+    let child = bin()
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
     let (so, se) = (stdout(&o), stderr(&o));
     assert!(o.status.success(), "{so}\n{se}");
     if let Some(kept) = so.lines().find_map(|l| l.strip_prefix("store kept:")) {
@@ -797,10 +809,9 @@ fn demo_on_tiny(strategies: &[&str], keep: bool) -> tempfile::TempDir {
     }
 
     // Nothing left behind: no mount, no mount process, no work directory.
-    assert!(demo_mounts().is_empty(), "{:?}", demo_mounts());
-    assert!(demo_mount_processes().is_empty());
-    let after = work_dirs();
-    assert!(after.iter().all(|d| before.contains(d)), "{after:?}");
+    assert!(demo_mounts(pid).is_empty(), "{:?}", demo_mounts(pid));
+    assert!(demo_mount_processes(pid).is_empty());
+    assert!(work_dirs(pid).is_empty(), "{:?}", work_dirs(pid));
     out
 }
 
@@ -808,9 +819,6 @@ fn demo_on_tiny(strategies: &[&str], keep: bool) -> tempfile::TempDir {
 fn demo_interrupted_unmounts_and_cleans_up() {
     let _one = serial();
     let out = tempfile::tempdir().unwrap();
-    let before = work_dirs();
-    // What other runs have mounted or started is theirs, not this demo's to clean.
-    let (mounts_before, processes_before) = (demo_mounts(), demo_mount_processes());
     let mut child = bin()
         .args(["demo", "--preset", "tiny", "--out"])
         .arg(out.path().join("report"))
@@ -842,22 +850,16 @@ fn demo_interrupted_unmounts_and_cleans_up() {
         err.contains("interrupted; unmounting and cleaning up"),
         "{err}"
     );
-    let left: Vec<String> = demo_mounts()
-        .into_iter()
-        .filter(|m| !mounts_before.contains(m))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    // What other runs have mounted or started is theirs, not this demo's to clean.
+    let pid = child.id();
+    assert!(demo_mounts(pid).is_empty(), "{:?}", demo_mounts(pid));
     // The mount process may take a moment to exit after its unmount.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while demo_mount_processes()
-        .iter()
-        .any(|p| !processes_before.contains(p))
-    {
+    while !demo_mount_processes(pid).is_empty() {
         assert!(Instant::now() < deadline, "mount processes left behind");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let after = work_dirs();
-    assert!(after.iter().all(|d| before.contains(d)), "{after:?}");
+    assert!(work_dirs(pid).is_empty(), "{:?}", work_dirs(pid));
 }
 
 #[test]
