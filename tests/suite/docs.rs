@@ -537,7 +537,11 @@ fn the_demo_s_figures_are_what_the_docs_quote(report: &serde_json::Value) {
     // "small (about 60k chunks" in `gen --help` and `demo --help`.
     let chunks = report["chunks"].as_u64().unwrap() as f64;
     for cmd in ["gen", "demo"] {
-        let help = stdout(&run(&[cmd, "--help"]));
+        // Its words, whatever lines the help's wrapping broke them into.
+        let help = stdout(&run(&[cmd, "--help"]))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let k: f64 = help
             .split("small (about ")
             .nth(1)
