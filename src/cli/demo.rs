@@ -25,7 +25,7 @@ use crate::model::ModelParams;
     /dev/fuse; without them the same experiment runs on the simulated store, saying why.\n\
     Ctrl-C unmounts and cleans up.")]
 pub struct DemoArgs {
-    /// Store to generate: tiny (about 30 s on 2 cores), small (about 60k chunks, about 65 s;
+    /// Store to generate: tiny (about 30 s on 2 cores), small (about 53k chunks, about 65 s;
     /// the default).
     #[arg(long, default_value = "small", value_parser = ["tiny", "small"])]
     preset: String,

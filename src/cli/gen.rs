@@ -22,7 +22,7 @@ pub struct GenArgs {
     /// Directory to create the datastore in (must not exist, or be empty).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Shape of the store: tiny (a few thousand chunks, for tests), small (about 60k chunks,
+    /// Shape of the store: tiny (a few thousand chunks, for tests), small (about 53k chunks,
     /// for the demo), thread000, datastore-b, datastore-a (shaped like the 1.49M-, 10.5M- and
     /// 72M-chunk stores of threads 000, 001 and 003, written at 1%; see --scale).
     #[arg(long, default_value = "tiny", value_parser = clap::builder::PossibleValuesParser::new(crate::gen::PRESETS))]

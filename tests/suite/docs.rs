@@ -534,7 +534,7 @@ fn the_demo_s_figures_are_what_the_docs_quote(report: &serde_json::Value) {
         guide.contains(&density),
         "the guide's section 1 should say: {density}"
     );
-    // "small (about 60k chunks" in `gen --help` and `demo --help`.
+    // "small (about 53k chunks" in `gen --help` and `demo --help`.
     let chunks = report["chunks"].as_u64().unwrap() as f64;
     for cmd in ["gen", "demo"] {
         // Its words, whatever lines the help's wrapping broke them into.
