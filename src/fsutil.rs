@@ -229,6 +229,15 @@ pub fn read_noatime(path: &Path) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// This machine's host name (`/proc/sys/kernel/hostname`), `localhost` if it cannot be read.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
 /// A timestamp for [`set_file_times`]: seconds and nanoseconds since the epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Timestamp {

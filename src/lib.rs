@@ -12,6 +12,7 @@
 //! * [`live`]: a mount's live counters (requests, errors, latency histograms per operation).
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`replay`]: a recorded trace through any cost model, offline.
+//! * `s3`: S3-backed datastores (PBS 4): the bucket's address and client (feature `s3`).
 //! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
 //! * [`survey`]: a real store's layout and references read without a mount, for the simulator.
 //! * [`syscalls`]: a real GC's system calls (strace, bpftrace) imported as a trace.
@@ -46,6 +47,8 @@ pub mod overlay;
 pub mod progress;
 pub mod replay;
 pub mod rng;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod sim;
 pub mod sniff;
 pub mod store;

@@ -186,14 +186,14 @@ fn set_lock(f: &std::fs::File, kind: libc::c_int) -> std::io::Result<()> {
 }
 
 fn upid(store: &Path, start: i64) -> String {
-    let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let node = crate::fsutil::hostname();
     let name = store
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     format!(
         "UPID:{}:{:08X}:00000000:00000000:{:08X}:garbage_collection:{}:root@pam:",
-        node.trim(),
+        node,
         std::process::id(),
         start,
         name

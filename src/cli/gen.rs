@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use super::s3_args::S3Args;
 use super::Outcome;
 use crate::gen::writer::{write_store, WriteOptions};
 use crate::gen::{build_history, GenConfig};
@@ -15,7 +16,10 @@ use crate::units::thousands;
 #[command(after_help = "Examples:\n  \
     chunkscope gen --preset tiny --out /dev/shm/tiny\n  \
     chunkscope gen --preset thread000 --scale 0.05 --out /dev/shm/t000\n  \
-    chunkscope gen --preset tiny --missing 3 --bad 4 --tmp 2 --out /tmp/damaged\n\n\
+    chunkscope gen --preset tiny --missing 3 --bad 4 --tmp 2 --out /tmp/damaged\n  \
+    # an S3 datastore (PBS 4), with AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and\n  \
+    # AWS_SECRET_ACCESS_KEY set as for the AWS CLI:\n  \
+    chunkscope gen --backend s3 --s3-bucket pbs-tiny --out /dev/shm/s3tiny\n\n\
     The ground truth is written beside the store as DIR.truth.json (not inside it).\n\
     Use tmpfs (/dev/shm) when inode numbers should follow creation order, as on ZFS.")]
 pub struct GenArgs {
@@ -53,6 +57,39 @@ pub struct GenArgs {
     /// Where to write the ground truth JSON [default: DIR.truth.json beside the store].
     #[arg(long, value_name = "FILE")]
     truth: Option<PathBuf>,
+    /// Where the chunks live: fs (a filesystem datastore) or s3 (PBS 4: every chunk an object
+    /// in --s3-bucket, the local .chunks tree a cache of whole chunks and zero-length markers).
+    #[arg(long, value_enum, default_value = "fs")]
+    backend: Backend,
+    #[command(flatten)]
+    s3: S3Args,
+    #[command(flatten)]
+    split: SplitArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Fs,
+    S3,
+}
+
+/// How an S3 datastore's chunks are split between the bucket and the local cache.
+#[derive(Args, Debug)]
+struct SplitArgs {
+    /// S3: share of the chunks whose local file stays whole (the rest are zero-length
+    /// markers, as PBS's cache leaves evicted chunks).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.25)]
+    s3_cached: f64,
+    /// S3: share of the chunk objects with no local file at all (a lost cache).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.02)]
+    s3_no_marker: f64,
+    /// S3: chunks with a local marker and no object (objects the bucket lost).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    s3_no_object: usize,
+    /// S3: unreferenced objects with no local file but a stale `.using` marker, as a GC that
+    /// died between its phases leaves them.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    s3_stale_using: usize,
 }
 
 /// The shape of a generated (or simulated) store, over its preset.
@@ -150,11 +187,13 @@ pub fn run(args: GenArgs, quiet: bool) -> Result<Outcome> {
     let Some(name) = out.file_name().map(|n| n.to_os_string()) else {
         bail!("--out {}: needs a directory name", args.out.display());
     };
-    let truth_path = args.truth.unwrap_or_else(|| {
+    let truth_path = args.truth.clone().unwrap_or_else(|| {
         let mut n = name;
         n.push(".truth.json");
         out.with_file_name(n)
     });
+
+    let client = s3_client(&args)?;
 
     let progress = !quiet && super::stderr_is_terminal();
     let spinner = if progress {
@@ -175,52 +214,119 @@ pub fn run(args: GenArgs, quiet: bool) -> Result<Outcome> {
         progress,
         now: crate::fsutil::now_epoch(),
     };
-    let truth = write_store(&cfg, &history, &out, &opts)?;
+    let mut truth = write_store(&cfg, &history, &out, &opts)?;
+    if let Some(client) = &client {
+        let shape = crate::gen::s3::SplitShape {
+            cached: args.split.s3_cached,
+            no_marker: args.split.s3_no_marker,
+            no_object: args.split.s3_no_object,
+            stale_using: args.split.s3_stale_using,
+        };
+        truth.s3 = Some(crate::gen::s3::split(
+            &out, client, &shape, cfg.seed, progress,
+        )?);
+    }
     super::write_json(&truth_path, &truth)?;
     if !quiet {
-        let t = &truth;
-        println!("datastore        {}", out.display());
-        println!("ground truth     {}", truth_path.display());
-        println!(
-            "preset           {} (seed {}, scale {})",
-            t.preset, t.seed, t.scale
-        );
-        let n = |v: u64| thousands(v);
-        println!("namespaces       {}", n(t.namespaces as u64));
-        println!("groups           {}", n(t.groups as u64));
-        println!("snapshots        {}", n(t.snapshots as u64));
-        println!(
-            "index files      {} ({} fidx, {} didx)",
-            n(t.index_files as u64),
-            n(t.fixed_indexes as u64),
-            n(t.dynamic_indexes as u64)
-        );
-        println!("references       {}", n(t.references));
-        println!(
-            "referenced       {} chunks ({} missing)",
-            n(t.referenced_chunks as u64),
-            n(t.missing_chunks.len() as u64)
-        );
-        println!(
-            "garbage          {} chunks: {} older than the cutoff, {} pending",
-            n(t.garbage.chunks as u64),
-            n(t.garbage.removable as u64),
-            n(t.garbage.pending as u64)
-        );
-        println!(
-            "dedup factor     {:.2} references per chunk (churn {:.4} per backup)",
-            t.dedup_factor, t.churn
-        );
-        println!(
-            "PBS dedup        {:.2} (index bytes / referenced chunk bytes)",
-            t.pbs_dedup_factor
-        );
-        println!(
-            "written          {} chunk files in {:.1} s ({} chunks/s)",
-            n(t.chunk_files as u64),
-            t.elapsed_seconds,
-            n(t.chunks_per_second.round() as u64)
-        );
+        print_summary(&truth, &out, &truth_path);
     }
     Ok(Outcome::Ok)
+}
+
+/// For `--backend s3`, the bucket's client, the bucket made ready; S3 options without it are
+/// refused.
+fn s3_client(args: &GenArgs) -> Result<Option<crate::s3::Client>> {
+    Ok(match args.backend {
+        Backend::S3 => {
+            for (name, v) in [
+                ("--s3-cached", args.split.s3_cached),
+                ("--s3-no-marker", args.split.s3_no_marker),
+            ] {
+                if !(0.0..=1.0).contains(&v) {
+                    bail!("{name} {v}: a share, from 0 to 1");
+                }
+            }
+            let target = args.s3.target()?;
+            let client = crate::s3::Client::new(&target)?;
+            crate::gen::s3::prepare_bucket(&client)?;
+            Some(client)
+        }
+        Backend::Fs => {
+            if args.s3.given() {
+                bail!("--s3-bucket, --s3-endpoint, --s3-region and --s3-path-style are for --backend s3");
+            }
+            None
+        }
+    })
+}
+
+/// The summary `gen` prints: the store, its history and, for S3, the split.
+fn print_summary(
+    truth: &crate::gen::truth::GroundTruth,
+    out: &std::path::Path,
+    truth_path: &std::path::Path,
+) {
+    let t = truth;
+    println!("datastore        {}", out.display());
+    println!("ground truth     {}", truth_path.display());
+    println!(
+        "preset           {} (seed {}, scale {})",
+        t.preset, t.seed, t.scale
+    );
+    let n = |v: u64| thousands(v);
+    println!("namespaces       {}", n(t.namespaces as u64));
+    println!("groups           {}", n(t.groups as u64));
+    println!("snapshots        {}", n(t.snapshots as u64));
+    println!(
+        "index files      {} ({} fidx, {} didx)",
+        n(t.index_files as u64),
+        n(t.fixed_indexes as u64),
+        n(t.dynamic_indexes as u64)
+    );
+    println!("references       {}", n(t.references));
+    println!(
+        "referenced       {} chunks ({} missing)",
+        n(t.referenced_chunks),
+        n(t.missing_chunks.len() as u64)
+    );
+    println!(
+        "garbage          {} chunks: {} older than the cutoff, {} pending",
+        n(t.garbage.chunks),
+        n(t.garbage.removable),
+        n(t.garbage.pending)
+    );
+    println!(
+        "dedup factor     {:.2} references per chunk (churn {:.4} per backup)",
+        t.dedup_factor, t.churn
+    );
+    println!(
+        "PBS dedup        {:.2} (index bytes / referenced chunk bytes)",
+        t.pbs_dedup_factor
+    );
+    println!(
+        "written          {} chunk files in {:.1} s ({} chunks/s)",
+        n(t.chunk_files),
+        t.elapsed_seconds,
+        n(t.chunks_per_second.round() as u64)
+    );
+    if let Some(s) = &t.s3 {
+        println!("bucket           {}", s.bucket);
+        println!(
+            "objects          {} chunk objects ({}), {} under .cnt/",
+            n(s.chunk_objects),
+            crate::units::human_bytes(s.chunk_object_bytes),
+            n(s.content_objects)
+        );
+        println!(
+            "local cache      {} whole, {} markers; {} objects without a local file \
+             ({} referenced), {} markers without an object ({} referenced), {} stale .using",
+            n(s.cached_whole),
+            n(s.markers),
+            n(s.no_marker_referenced + s.no_marker_garbage),
+            n(s.no_marker_referenced),
+            n(s.no_object_referenced + s.no_object_garbage),
+            n(s.no_object_referenced),
+            n(s.stale_using)
+        );
+    }
 }

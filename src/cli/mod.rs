@@ -17,6 +17,7 @@ mod model_args;
 mod mount;
 mod outputs;
 mod replay;
+mod s3_args;
 mod simulate;
 mod survey;
 mod testbed;

@@ -8,6 +8,8 @@
 pub mod history;
 pub mod payload;
 mod retention;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod truth;
 pub mod writer;
 

@@ -83,4 +83,35 @@ pub struct GroundTruth {
     pub elapsed_seconds: f64,
     /// Chunk files written per second.
     pub chunks_per_second: f64,
+    /// For an S3 datastore (`gen --backend s3`), how its chunks are split between the bucket
+    /// and the local cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Truth>,
+}
+
+/// What the split did, in the ground truth beside the store.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct S3Truth {
+    /// The bucket, as `s3://BUCKET at ENDPOINT`.
+    pub bucket: String,
+    /// Chunk objects (`.chunks/...`, `.N.bad` copies included).
+    pub chunk_objects: u64,
+    /// Their bytes.
+    pub chunk_object_bytes: u64,
+    /// Objects under `.cnt/` (indexes, blobs, owners, ...).
+    pub content_objects: u64,
+    /// Local chunk files kept whole.
+    pub cached_whole: u64,
+    /// Local zero-length markers.
+    pub markers: u64,
+    /// Referenced chunk objects with no local file (phase 1 makes a `.using` for them).
+    pub no_marker_referenced: u64,
+    /// Unreferenced chunk objects with no local file (phase 2 deletes them, whatever their age).
+    pub no_marker_garbage: u64,
+    /// Referenced chunks with a local marker and no object: lost data a GC does not see.
+    pub no_object_referenced: u64,
+    /// Unreferenced local markers with no object (phase 3 removes them once expired).
+    pub no_object_garbage: u64,
+    /// Unreferenced objects kept one more GC by a stale `.using` marker.
+    pub stale_using: u64,
 }

@@ -523,6 +523,7 @@ fn ground_truth(
         pbs_dedup_factor: index_data_bytes as f64 / referenced_bytes.max(1) as f64,
         elapsed_seconds: elapsed,
         chunks_per_second: chunk_files as f64 / elapsed.max(1e-9),
+        s3: None,
     }
 }
 

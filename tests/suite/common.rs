@@ -693,3 +693,113 @@ pub fn index_files(store: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// The S3 server the tests run (`s3s-fs`, which `.ci/run` installs with `cargo install`):
+/// `$CHUNKSCOPE_S3S_FS`, else `s3s-fs` on the PATH, else in cargo's bin directory.
+pub fn s3_server_exe() -> PathBuf {
+    if let Some(p) = std::env::var_os("CHUNKSCOPE_S3S_FS") {
+        return PathBuf::from(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .map(|c| c.join("bin"));
+    std::env::split_paths(&path)
+        .chain(cargo_bin)
+        .map(|d| d.join("s3s-fs"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "the S3 tests need the s3s-fs server: `bash .ci/run` installs it, or run \
+                 `cargo install s3s-fs@0.14.1 --features binary --locked` (or set \
+                 CHUNKSCOPE_S3S_FS to one)"
+            )
+        })
+}
+
+/// A real S3 server on loopback, its objects in a directory of its own; killed (by the pid
+/// it was started with) and its directory removed on drop, and on panic.
+pub struct S3Server {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// Where it keeps buckets (`ROOT/BUCKET/KEY`).
+    pub root: tempfile::TempDir,
+}
+
+pub const S3_ACCESS_KEY: &str = "chunkscope-test";
+pub const S3_SECRET_KEY: &str = "chunkscope-test-secret";
+
+impl S3Server {
+    /// Starts one on a port the kernel picks and waits until it says where it listens.
+    pub fn start() -> S3Server {
+        use std::io::BufRead;
+        let root = tempfile::tempdir().unwrap();
+        let mut child = Command::new(s3_server_exe())
+            .args(["--host", "127.0.0.1", "--port", "0"])
+            .args(["--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY])
+            .arg(root.path())
+            .env("RUST_LOG", "s3s_fs=info")
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", s3_server_exe().display()));
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = String::new();
+        let endpoint = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some((_, addr)) = line.split_once("server is running at ") {
+                        break addr.trim().to_string();
+                    }
+                    seen.push_str(&line);
+                    seen.push('\n');
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("s3s-fs ended before it listened:\n{seen}");
+                }
+            }
+        };
+        // Its further log lines go nowhere, but they must be read: a full pipe would stop it.
+        std::thread::spawn(move || for _ in lines {});
+        S3Server {
+            child,
+            endpoint,
+            root,
+        }
+    }
+
+    /// The environment an S3 tool needs to reach it (`AWS_ENDPOINT_URL` and the keys).
+    pub fn env(&self) -> [(&'static str, String); 3] {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY.to_string()),
+            ("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY.to_string()),
+        ]
+    }
+
+    /// A client of `bucket` on it, through the library.
+    pub fn client(&self, bucket: &str) -> chunkscope::s3::Client {
+        let env = self.env();
+        let args = chunkscope::s3::TargetArgs {
+            bucket: Some(bucket.to_string()),
+            ..Default::default()
+        };
+        let target = chunkscope::s3::Target::resolve(&args, |name| {
+            env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
+        })
+        .unwrap();
+        chunkscope::s3::Client::new(&target).unwrap()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

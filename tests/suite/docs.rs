@@ -302,6 +302,9 @@ struct Scratch {
     // directory is removed.
     _tmpfs: TmpfsMount,
     dir: tempfile::TempDir,
+    /// The S3 server the docs' S3 examples reach: every block runs with `AWS_ENDPOINT_URL`
+    /// and the keys set, as an admin's shell has them.
+    s3: S3Server,
 }
 
 impl Scratch {
@@ -314,7 +317,11 @@ impl Scratch {
         for d in ["shm", "tmp", "mnt"] {
             std::fs::create_dir(dir.path().join(d)).unwrap();
         }
-        Scratch { _tmpfs: tmpfs, dir }
+        Scratch {
+            _tmpfs: tmpfs,
+            dir,
+            s3: S3Server::start(),
+        }
     }
 
     fn path(&self) -> &Path {
@@ -341,6 +348,7 @@ impl Scratch {
             .args(["-e", "-o", "pipefail", "-c", script])
             .current_dir(cwd)
             .env("PATH", path)
+            .envs(self.s3.env())
             // `mktemp -d` (a block's own mountpoint) inside the scratch directory too.
             .env("TMPDIR", self.path().join("tmp"))
             .stdin(Stdio::null())
