@@ -2,6 +2,8 @@
 //! chunkscope: make the metadata traffic of a PBS garbage collector visible.
 //!
 //! Code map (see ARCHITECTURE.md for the layers and their invariants):
+//! * [`bucket`]: an S3 datastore's bucket as a GC sees it: the object layout, listing pages,
+//!   delete batches.
 //! * [`datastore`]: the PBS on-disk format: digests, chunk paths, blobs, indexes, walk order.
 //! * [`gen`]: a backup-history model and the writer that turns it into a real datastore.
 //! * [`check`]: verifies a datastore (indexes, referenced chunks, optionally every chunk).
@@ -25,6 +27,7 @@
 //!   snapshot names.
 
 pub mod analysis;
+pub mod bucket;
 pub mod calibrate;
 pub mod check;
 #[cfg(feature = "cli")]

@@ -39,8 +39,12 @@ use crate::trace::Marker;
     referenced chunks, chunks that are not regular files, unexpected index files: TASK\n\
     WARNINGS); 2 aborted (the error says in which phase and what was removed before it).")]
 pub struct GcArgs {
-    /// The datastore (or a chunkscope mount of one).
+    /// The datastore (or a chunkscope mount of one); for an S3 datastore, its local cache.
     store: PathBuf,
+    /// An S3 datastore (PBS 4): its objects are in this bucket, STORE is its local cache;
+    /// phase 2 lists and deletes objects, phase 3 sweeps the local markers.
+    #[command(flatten)]
+    s3: super::s3_args::S3Args,
     /// When and in what order phase 1 touches chunks.
     #[arg(long, value_enum, default_value = "lru")]
     strategy: Strategy,
@@ -213,6 +217,7 @@ fn mount_daemon(mount: Option<&Path>) -> Option<(PathBuf, bool)> {
 /// The run's options from the command line.
 fn options(args: &GcArgs, shadow: bool) -> GcOptions {
     GcOptions {
+        s3: false,
         strategy: args.strategy,
         cache_capacity: args.tuning.capacity(),
         cache_capacity_tuned: args.tuning.cache_capacity.is_some(),
@@ -256,6 +261,10 @@ fn mark_mount_client(m: &Path) -> Result<Client> {
 
 pub fn run(args: GcArgs) -> Result<Outcome> {
     args.tuning.validate()?;
+    let bucket = match args.s3.given() {
+        true => Some(crate::s3::Client::new(&args.s3.target()?)?),
+        false => None,
+    };
     let (store_path, store, mount, shadow) = open_store(&args.store)?;
     let lock = if args.no_lock || shadow {
         None
@@ -322,7 +331,11 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         after_index: None,
         cutoff_fixed: share,
     };
-    let report = match gc::run(&store, &opts, &mut log, hooks) {
+    let run = match &bucket {
+        Some(b) => gc::run_s3(&store, b, &opts, &mut log, hooks),
+        None => gc::run(&store, &opts, &mut log, hooks),
+    };
+    let report = match run {
         Ok(r) => r,
         Err(e) => {
             log.info(&format!("TASK ERROR: {e:#}"));
@@ -352,7 +365,7 @@ pub fn run(args: GcArgs) -> Result<Outcome> {
         log.info("TASK OK");
     }
     drop(log);
-    print_counters(&mut text_out(), &opts, &report.counters)?;
+    print_counters(&mut text_out(), &report.options, &report.counters)?;
     if let Some(dest) = &args.json {
         super::write_json(dest, &report)?;
     }
@@ -493,12 +506,20 @@ fn print_counters(out: &mut dyn std::io::Write, opts: &GcOptions, c: &gc::Counte
         n(c.index_file_count),
         n(c.references)
     )?;
+    let missing = if opts.s3 {
+        format!(
+            "{} not in the local cache, {} .using created",
+            n(c.missing_chunks),
+            n(c.using_created)
+        )
+    } else {
+        format!("{} missing", n(c.missing_chunks))
+    };
     writeln!(
         out,
-        "            utimensat {} ({} touched, {} missing), cache hits {} misses {} ({} reserved)",
+        "            utimensat {} ({} touched, {missing}), cache hits {} misses {} ({} reserved)",
         n(c.utimensat_calls),
         n(c.touched),
-        n(c.missing_chunks),
         n(c.cache_hits),
         n(c.cache_misses),
         crate::units::human_bytes(c.cache_reserved_bytes)
@@ -511,7 +532,33 @@ fn print_counters(out: &mut dyn std::io::Write, opts: &GcOptions, c: &gc::Counte
         n(c.entries_listed),
         n(c.batch_flushes)
     )?;
-    if opts.phases != Phases::Mark {
+    if opts.phases != Phases::Mark && opts.s3 {
+        writeln!(
+            out,
+            "  phase 2   {}, ListObjectsV2 pages {}, chunk objects {}, local stats {}",
+            crate::units::duration_ns((c.phase2_seconds * 1e9) as u64),
+            n(c.list_pages),
+            n(c.listed_objects),
+            n(c.stat_calls),
+        )?;
+        writeln!(
+            out,
+            "            DeleteObjects {} ({} objects deleted, {} withdrawn: their marker came back), markers created {}",
+            n(c.delete_requests),
+            n(c.deleted_objects),
+            n(c.delete_withdrawn),
+            n(c.markers_created)
+        )?;
+        writeln!(
+            out,
+            "  phase 3   {}, listings {}, entries {}, stat {}, unlink {}",
+            crate::units::duration_ns((c.phase3_seconds * 1e9) as u64),
+            n(c.phase3_listings),
+            n(c.phase3_entries),
+            n(c.phase3_stat_calls),
+            n(c.phase3_unlinks)
+        )?;
+    } else if opts.phases != Phases::Mark {
         writeln!(
             out,
             "  phase 2   {}, listings {}, entries {}, stat {}, unlink {}",
@@ -521,6 +568,8 @@ fn print_counters(out: &mut dyn std::io::Write, opts: &GcOptions, c: &gc::Counte
             n(c.stat_calls),
             n(c.unlinks)
         )?;
+    }
+    if opts.phases != Phases::Mark {
         if c.verify_index_files > 0 {
             writeln!(
                 out,

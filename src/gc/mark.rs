@@ -228,10 +228,11 @@ impl<'s, 'l, S: ChunkStore> Marker<'s, 'l, S> {
                 // missing: say that once, rather than warn of each.
                 self.store.check_identity(false)?;
                 // Missing: touch its .bad copies (a re-upload may still come), warn, go on.
+                let mut bad_copies = 0;
                 for n in 0..10 {
                     self.counters.utimensat_calls += 1;
                     match self.store.touch_bad(&digest, n) {
-                        Ok(true) => self.counters.bad_touched += 1,
+                        Ok(true) => bad_copies += 1,
                         Ok(false) => {}
                         Err(e) => bail!(
                             "update atime failed for chunk/file {}.{n}.bad - {e}",
@@ -239,8 +240,23 @@ impl<'s, 'l, S: ChunkStore> Marker<'s, 'l, S> {
                         ),
                     }
                 }
+                self.counters.bad_touched += bad_copies;
                 self.counters.missing_chunks += 1;
                 self.missing.insert(digest);
+                if self.opts.s3 {
+                    // An S3 datastore's cache need not hold the chunk: its object is expected
+                    // (format document 1.5), and phase 2 keeps an object with a `.using`.
+                    if bad_copies == 0 {
+                        match self.store.create_marker(&digest, b".using") {
+                            Ok(true) => self.counters.using_created += 1,
+                            Ok(false) => {}
+                            Err(e) => {
+                                bail!("creating the marker {digest}.using failed - {e}")
+                            }
+                        }
+                    }
+                    return Ok(());
+                }
                 let path = &self.indexes[index as usize];
                 self.log.warn(&format!(
                     "warning: unable to access non-existent chunk {digest}, required by {:?}",

@@ -13,6 +13,7 @@
 //! Locking (`.lock`, format document 3.12) and markers are the caller's business: `run`
 //! receives a hook for markers.
 
+pub mod bucket;
 pub mod curve;
 pub mod log;
 pub mod lru;
@@ -20,9 +21,10 @@ pub mod mark;
 pub mod referenced;
 pub mod sweep;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use serde::Serialize;
 
+use crate::bucket::Bucket;
 use crate::store::{ChunkStore, IndexOrder};
 use crate::units::{human_bytes, time_span};
 use log::TaskLog;
@@ -147,6 +149,10 @@ pub struct GcOptions {
     /// the mount's memory, and the zero chunk cannot be written), and the task log says what a
     /// real run would have removed, not "Removed".
     pub shadow: bool,
+    /// The store is an S3 datastore's local cache (PBS 4, format document 3.7): phase 1
+    /// leaves `.using` markers for referenced chunks with no local file, phase 2 lists and
+    /// deletes objects, phase 3 sweeps the local markers. [`run_s3`] sets it.
+    pub s3: bool,
 }
 
 impl Default for GcOptions {
@@ -163,6 +169,7 @@ impl Default for GcOptions {
             dry_run: false,
             atime_check: true,
             shadow: false,
+            s3: false,
         }
     }
 }
@@ -244,6 +251,33 @@ pub struct Counters {
     pub verify_index_files: u64,
     /// Phase 2's wall time.
     pub phase2_seconds: f64,
+    // S3 datastores
+    /// Phase 1: `.using` markers created for referenced chunks with no local file.
+    pub using_created: u64,
+    /// Phase 2: `ListObjectsV2` pages read.
+    pub list_pages: u64,
+    /// Phase 2: objects listed whose key names a chunk or a bad copy.
+    pub listed_objects: u64,
+    /// Phase 2: `DeleteObjects` requests sent.
+    pub delete_requests: u64,
+    /// Phase 2: objects the server says it deleted.
+    pub deleted_objects: u64,
+    /// Phase 2: zero-length markers created for objects a `.using` marker kept.
+    pub markers_created: u64,
+    /// Phase 2: queued keys taken out of a batch because their local file came back.
+    pub delete_withdrawn: u64,
+    /// Phase 3: local entries judged (PBS does not report phase 3's counts; chunkscope does).
+    pub phase3_chunk_count: u64,
+    /// Phase 3: local markers, `.bad` files and `.using` leftovers removed.
+    pub phase3_unlinks: u64,
+    /// Phase 3: chunk directories listed.
+    pub phase3_listings: u64,
+    /// Phase 3: directory entries those listings returned.
+    pub phase3_entries: u64,
+    /// Phase 3: local files stat'ed.
+    pub phase3_stat_calls: u64,
+    /// Phase 3's wall time.
+    pub phase3_seconds: f64,
 }
 
 impl Counters {
@@ -272,6 +306,9 @@ pub enum KeptReason {
     NotMarkedThisRun,
     /// Phase 1 touched it, but the atime did not change (a touch without effect).
     TouchWithoutEffect,
+    /// S3: its object has neither a local file nor a `.using` marker (phase 1 did not mark it
+    /// in this run). PBS would delete the object.
+    NoLocalFile,
 }
 
 impl KeptReason {
@@ -281,6 +318,7 @@ impl KeptReason {
             KeptReason::MissingInPhase1 => "phase 1 found it missing",
             KeptReason::NotMarkedThisRun => "no phase 1 in this run",
             KeptReason::TouchWithoutEffect => "phase 1 touched it, the atime did not change",
+            KeptReason::NoLocalFile => "no local file and no .using marker",
         }
     }
 }
@@ -362,8 +400,10 @@ impl std::fmt::Display for Aborted {
 pub enum GcPhase {
     /// Phase 1: touch what the indexes reference.
     Mark,
-    /// Phase 2: remove what was not touched.
+    /// Phase 2: remove what was not touched (on S3: the bucket's objects).
     Sweep,
+    /// Phase 3 of an S3 datastore: sweep the local markers.
+    MarkerSweep,
 }
 
 impl GcPhase {
@@ -372,6 +412,7 @@ impl GcPhase {
         match self {
             GcPhase::Mark => 1,
             GcPhase::Sweep => 2,
+            GcPhase::MarkerSweep => 3,
         }
     }
 }
@@ -422,6 +463,34 @@ pub fn run<S: ChunkStore>(
     store: &S,
     opts: &GcOptions,
     log: &mut TaskLog,
+    hooks: Hooks<'_>,
+) -> Result<GcReport> {
+    run_with(store, None, opts, log, hooks)
+}
+
+/// One garbage collection of an S3 datastore (PBS 4, format document 3.7), `store` its local
+/// cache and `bucket` its objects: the bucket reached first (`HeadBucket`), phase 1 as on a
+/// filesystem but leaving a `.using` marker for a referenced chunk with no local file, phase
+/// 2 over the bucket's listing ([`bucket::sweep_bucket`]), phase 3 over the local markers.
+pub fn run_s3<S: ChunkStore>(
+    store: &S,
+    bucket: &dyn Bucket,
+    opts: &GcOptions,
+    log: &mut TaskLog,
+    hooks: Hooks<'_>,
+) -> Result<GcReport> {
+    let opts = GcOptions {
+        s3: true,
+        ..opts.clone()
+    };
+    run_with(store, Some(bucket), &opts, log, hooks)
+}
+
+fn run_with<S: ChunkStore>(
+    store: &S,
+    bucket: Option<&dyn Bucket>,
+    opts: &GcOptions,
+    log: &mut TaskLog,
     mut hooks: Hooks<'_>,
 ) -> Result<GcReport> {
     // The coarse clock, as file times use it (see `now_epoch_coarse`), or a simulated store's.
@@ -457,6 +526,14 @@ pub fn run<S: ChunkStore>(
     };
     // Before anything is touched: every chunk directory must be the store's own.
     check_layout(store).map_err(|e| aborted(1, &report, log, e))?;
+    if let Some(b) = bucket {
+        b.head()
+            .map_err(|e| anyhow!("failed to reach bucket {} - {e}", b.describe()))
+            .map_err(|e| aborted(1, &report, log, e))?;
+        if opts.atime_check && !opts.dry_run && !opts.shadow {
+            upload_zero_chunk(store, b).map_err(|e| aborted(1, &report, log, e))?;
+        }
+    }
     announce(store, opts, log, cutoff, min_atime)?;
     let mut marked = None;
     if opts.phases != Phases::Sweep {
@@ -511,8 +588,8 @@ pub fn run<S: ChunkStore>(
         };
         let phase2 = hooks
             .boundary(GcPhase::Sweep, true, opts.strategy)
-            .and_then(|()| {
-                sweep::sweep(
+            .and_then(|()| match bucket {
+                None => sweep::sweep(
                     store,
                     min_atime,
                     oldest_writer,
@@ -520,16 +597,100 @@ pub fn run<S: ChunkStore>(
                     &guard,
                     log,
                     &mut report,
-                )
+                ),
+                Some(b) => bucket::sweep_bucket(
+                    store,
+                    b,
+                    min_atime,
+                    oldest_writer,
+                    opts.dry_run,
+                    &guard,
+                    log,
+                    &mut report,
+                ),
             })
             .and_then(|()| hooks.boundary(GcPhase::Sweep, false, opts.strategy));
         if let Err(e) = phase2 {
             return Err(aborted(2, &report, log, vanished_or(store, e)));
         }
+        if bucket.is_some() {
+            log.info("Start GC phase3 (sweep unused chunk markers)");
+            let phase3 = hooks
+                .boundary(GcPhase::MarkerSweep, true, opts.strategy)
+                .and_then(|()| {
+                    sweep_markers(
+                        store,
+                        min_atime,
+                        oldest_writer,
+                        opts,
+                        &guard,
+                        log,
+                        &mut report,
+                    )
+                })
+                .and_then(|()| hooks.boundary(GcPhase::MarkerSweep, false, opts.strategy));
+            if let Err(e) = phase3 {
+                return Err(aborted(3, &report, log, vanished_or(store, e)));
+            }
+        }
     }
     summary(log, &report.counters, opts);
     report.warnings = log.warnings;
     Ok(report)
+}
+
+/// Phase 3 of an S3 datastore: the local sweep over the markers (`.using` leftovers removed,
+/// expired markers removed, referenced ones never). PBS counts it into a status it throws
+/// away; chunkscope keeps its counts apart (`phase3_*`), so the summary is phase 2's.
+#[allow(clippy::too_many_arguments)]
+fn sweep_markers<S: ChunkStore>(
+    store: &S,
+    min_atime: i64,
+    oldest_writer: i64,
+    opts: &GcOptions,
+    guard: &sweep::Guard<'_>,
+    log: &mut TaskLog,
+    report: &mut GcReport,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut local = GcReport {
+        counters: Counters::default(),
+        kept_referenced: Vec::new(),
+        ..report.clone()
+    };
+    let swept = sweep::sweep(
+        store,
+        min_atime,
+        oldest_writer,
+        opts.dry_run,
+        guard,
+        log,
+        &mut local,
+    );
+    let c = &mut report.counters;
+    let l = &local.counters;
+    c.phase3_chunk_count = l.chunk_count;
+    c.phase3_unlinks = l.unlinks;
+    c.phase3_listings = l.sweep_listings;
+    c.phase3_entries = l.sweep_entries;
+    c.phase3_stat_calls = l.stat_calls;
+    c.unlinks += l.unlinks;
+    c.phase3_seconds = started.elapsed().as_secs_f64();
+    swept
+}
+
+/// Before the atime check on an S3 datastore: the zero chunk's object, if its local file is
+/// missing (PBS uploads it first, so that the check's chunk is the bucket's too).
+fn upload_zero_chunk<S: ChunkStore>(store: &S, b: &dyn Bucket) -> Result<()> {
+    let (digest, blob) = zero_chunk();
+    if store.stat_chunk(&digest)?.is_none() {
+        let key = crate::datastore::paths::chunk_rel_path(&digest)
+            .to_string_lossy()
+            .into_owned();
+        b.put(&key, &blob)
+            .map_err(|e| anyhow!("uploading the zero chunk to {} failed - {e}", b.describe()))?;
+    }
+    Ok(())
 }
 
 /// The store is still the directory the GC opened, and every chunk directory is its own (no

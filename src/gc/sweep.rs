@@ -28,7 +28,7 @@ pub struct Guard<'a> {
 }
 
 impl Guard<'_> {
-    fn reason(&self, d: &Digest) -> KeptReason {
+    pub(super) fn reason(&self, d: &Digest) -> KeptReason {
         match self.missing {
             None => KeptReason::NotMarkedThisRun,
             Some(m) if m.contains(d) => KeptReason::MissingInPhase1,

@@ -21,7 +21,7 @@ use crate::datastore::Digest;
 use crate::fsutil::{read_noatime, set_file_times, Timestamp};
 use crate::progress::Bar;
 use crate::rng::{hash, unit};
-use crate::s3::{Client, CONTENT_PREFIX, IN_USE_KEY};
+use crate::s3::{Client, IN_USE_KEY};
 
 /// How the chunks are split between the bucket and the local cache.
 #[derive(Clone, Debug, PartialEq)]
@@ -296,7 +296,7 @@ fn collect(
                     chunks.push((path, rel, name));
                 }
             } else if rel != LOCK_FILE {
-                contents.push((path, format!("{CONTENT_PREFIX}{rel}")));
+                contents.push((path, crate::bucket::content_key(&rel)));
             }
         }
     }

@@ -1,6 +1,5 @@
 //! The requests a GC and the generator make, one at a time, each signed just before it goes.
 
-use std::fmt;
 use std::io::Read;
 use std::time::Duration;
 
@@ -9,6 +8,7 @@ use rusty_s3::actions::{DeleteObjectsResponse, ListObjectsV2, ObjectIdentifier};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use super::target::{Addressing, Target};
+use crate::bucket::{self, DeleteOutcome, ListPage, Listed, S3Error};
 
 /// How long a signed URL stays valid: far longer than one request takes.
 const SIGNED_FOR: Duration = Duration::from_secs(3600);
@@ -16,63 +16,6 @@ const SIGNED_FOR: Duration = Duration::from_secs(3600);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// The largest response body read (a listing page of 1,000 keys is about 300 kB).
 const MAX_BODY: u64 = 64 << 20;
-
-/// A request the server answered with an error, or that did not get an answer.
-#[derive(Debug)]
-pub struct S3Error {
-    /// The operation (`ListObjectsV2`, `DeleteObjects`, ...).
-    pub op: &'static str,
-    /// The key or prefix it was about.
-    pub what: String,
-    /// The HTTP status, 0 when there was no response.
-    pub status: u16,
-    /// S3's error code (`SlowDown`, `NoSuchBucket`, ...) or the transport's error.
-    pub code: String,
-    /// S3's message, if it sent one.
-    pub message: String,
-}
-
-impl fmt::Display for S3Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: ", self.op, self.what)?;
-        if self.status == 0 {
-            write!(f, "no response ({})", self.code)
-        } else if self.message.is_empty() {
-            write!(f, "HTTP {} {}", self.status, self.code)
-        } else {
-            write!(f, "HTTP {} {}: {}", self.status, self.code, self.message)
-        }
-    }
-}
-
-impl std::error::Error for S3Error {}
-
-/// One object of a listing page.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listed {
-    /// Its key.
-    pub key: String,
-    /// Its size in bytes.
-    pub size: u64,
-}
-
-/// One `ListObjectsV2` page.
-#[derive(Clone, Debug, Default)]
-pub struct ListPage {
-    /// The objects, in key order.
-    pub objects: Vec<Listed>,
-    /// The continuation token of the next page, `None` on the last.
-    pub next: Option<String>,
-}
-
-/// What a `DeleteObjects` request did, key by key.
-#[derive(Clone, Debug, Default)]
-pub struct DeleteOutcome {
-    /// Keys the server says it deleted.
-    pub deleted: Vec<String>,
-    /// Keys it did not delete, with S3's error code and message.
-    pub errors: Vec<(String, String, String)>,
-}
 
 /// A bucket and the HTTP agent that talks to it.
 pub struct Client {
@@ -333,5 +276,32 @@ fn reason(status: u16) -> &'static str {
         500 => "InternalError",
         503 => "ServiceUnavailable",
         _ => "HTTPError",
+    }
+}
+
+impl bucket::Bucket for Client {
+    fn describe(&self) -> String {
+        self.target.to_string()
+    }
+
+    fn head(&self) -> Result<(), S3Error> {
+        self.head_bucket()
+    }
+
+    fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<&str>,
+        max_keys: usize,
+    ) -> Result<ListPage, S3Error> {
+        Client::list_page(self, prefix, token, max_keys)
+    }
+
+    fn delete(&self, keys: &[String]) -> Result<DeleteOutcome, S3Error> {
+        self.delete_batch(keys)
+    }
+
+    fn put(&self, key: &str, body: &[u8]) -> Result<(), S3Error> {
+        Client::put(self, key, body)
     }
 }

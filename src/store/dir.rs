@@ -235,18 +235,7 @@ impl DirStore {
             if unsafe { libc::fchmod(file.as_raw_fd(), 0o644) } != 0 {
                 return Err(last_err());
             }
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } == 0 {
-                // SAFETY: a plain C struct; all zeroes is a valid value of it.
-                let mut owner: libc::stat = unsafe { std::mem::zeroed() };
-                // SAFETY: valid fds and out pointer.
-                if unsafe { libc::fstat(self.chunks.as_raw_fd(), &mut owner) } != 0
-                    // SAFETY: a valid descriptor; plain ids.
-                    || unsafe { libc::fchown(file.as_raw_fd(), owner.st_uid, owner.st_gid) } != 0
-                {
-                    return Err(last_err());
-                }
-            }
+            self.own_like_chunks(file.as_raw_fd())?;
             file.write_all(blob)?;
             drop(file);
             // SAFETY: two valid paths.
@@ -260,6 +249,25 @@ impl DirStore {
             unsafe { libc::unlink(tmp.as_ptr()) };
         }
         written
+    }
+
+    /// When running as root, gives the file `fd` the owner of `.chunks` (PBS chowns what it
+    /// creates there to backup:backup, the owner of a PBS datastore's `.chunks`).
+    fn own_like_chunks(&self, fd: libc::c_int) -> io::Result<()> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(());
+        }
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
+        let mut owner: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fds and out pointer.
+        if unsafe { libc::fstat(self.chunks.as_raw_fd(), &mut owner) } != 0
+            // SAFETY: a valid descriptor; plain ids.
+            || unsafe { libc::fchown(fd, owner.st_uid, owner.st_gid) } != 0
+        {
+            return Err(last_err());
+        }
+        Ok(())
     }
 
     fn touch_path(path: &CStr) -> io::Result<bool> {
@@ -414,6 +422,28 @@ impl ChunkStore for DirStore {
         let mut buf = [0u8; PATH_MAX];
         let suffix = [b'.', b'0' + n, b'.', b'b', b'a', b'd'];
         Self::touch_path(self.chunk_path(&mut buf, digest, &suffix)?)
+    }
+
+    /// `O_CREAT | O_EXCL`, mode 0644, no symbolic link followed; owned like `.chunks`.
+    fn create_marker(&self, digest: &Digest, suffix: &[u8]) -> io::Result<bool> {
+        let mut buf = [0u8; PATH_MAX];
+        let path = self.chunk_path(&mut buf, digest, suffix)?;
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid path; the descriptor is owned below.
+        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
+        if fd < 0 {
+            let e = last_err();
+            return if e.raw_os_error() == Some(libc::EEXIST) {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        // SAFETY: fd is new and ours.
+        let file = unsafe { OwnedFd::from_raw_fd(fd) };
+        self.own_like_chunks(file.as_raw_fd())?;
+        Ok(true)
     }
 
     fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {

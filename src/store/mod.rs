@@ -149,6 +149,18 @@ pub trait ChunkStore: Sync {
     /// Inserts a chunk as PBS does (temp file, then rename); an existing one is touched
     /// instead. Returns true if it existed.
     fn insert_chunk(&self, digest: &Digest, blob: &[u8]) -> io::Result<bool>;
+    /// Creates the empty file `<digest><suffix>` in its chunk directory, as PBS's S3
+    /// datastores do: a zero-length marker of a chunk whose data is in the bucket (suffix
+    /// `""`), or the `.using` marker phase 1 leaves for a referenced chunk with no local file
+    /// (suffix `".using"`). `Ok(false)` if it exists already. Stores without S3 support say
+    /// `Unsupported`.
+    fn create_marker(&self, digest: &Digest, suffix: &[u8]) -> io::Result<bool> {
+        let _ = (digest, suffix);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this store keeps no S3 markers",
+        ))
+    }
     /// How many chunk directories the store has, prefixes `0..chunk_dirs()`: 65,536 on
     /// every datastore and mount; fewer only on a simulated slice of a store
     /// ([`crate::sim::Slice`]), whose digests all fall in its directories.

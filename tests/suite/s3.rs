@@ -261,3 +261,172 @@ fn gen_writes_an_s3_datastore_split_between_the_bucket_and_its_local_cache() {
         stderr(&o)
     );
 }
+
+/// What the bucket and the local cache hold before a GC, and what §3.7's rules then delete.
+struct S3Before {
+    /// Every chunk object's key.
+    keys: std::collections::BTreeSet<String>,
+    /// The keys §3.7 deletes.
+    doomed: std::collections::BTreeSet<String>,
+    /// The keys of referenced chunks.
+    referenced_keys: std::collections::BTreeSet<String>,
+}
+
+/// §3.7, computed here from the store's files and the bucket's listing (not by the GC's
+/// code): phase 1 touches every referenced chunk's local file and leaves a `.using` marker for
+/// a referenced chunk with no local file and no bad copy; phase 2 keeps an object with no
+/// local file if it has a `.using` marker and deletes it otherwise, and judges one with a
+/// local file by that file's atime against the cutoff (24 h 5 min before the GC).
+fn s3_rules(store: &std::path::Path, c: &chunkscope::s3::Client, gc_start: i64) -> S3Before {
+    use std::os::unix::fs::MetadataExt;
+    let mut referenced = std::collections::HashSet::new();
+    for index in index_files(store) {
+        let i = chunkscope::datastore::IndexFile::open(&index).unwrap();
+        referenced.extend(i.digests().map(|d| d.to_hex()));
+    }
+    let min_atime = gc_start - 86_700;
+    let mut before = S3Before {
+        keys: Default::default(),
+        doomed: Default::default(),
+        referenced_keys: Default::default(),
+    };
+    for o in c.list_all(".chunks/", 1000).unwrap() {
+        let name = o.key.rsplit('/').next().unwrap().to_string();
+        let hex = &name[..64];
+        let dir = store.join(".chunks").join(&hex[..4]);
+        let local = std::fs::symlink_metadata(dir.join(&name)).ok();
+        let has_bad = (0..10).any(|n| dir.join(format!("{hex}.{n}.bad")).exists());
+        let using = dir.join(format!("{hex}.using")).exists();
+        let is_referenced = name.len() == 64 && referenced.contains(hex);
+        let deleted = match local {
+            Some(_) if is_referenced => false,
+            Some(m) => m.atime() < min_atime,
+            None => !(using || (is_referenced && !has_bad)),
+        };
+        if is_referenced {
+            before.referenced_keys.insert(o.key.clone());
+        }
+        if deleted {
+            before.doomed.insert(o.key.clone());
+        }
+        before.keys.insert(o.key);
+    }
+    before
+}
+
+fn gc_s3(
+    server: &S3Server,
+    store: &std::path::Path,
+    bucket: &str,
+    extra: &[&str],
+) -> (i32, serde_json::Value, String) {
+    let o = bin()
+        .args(["gc", "--no-atime-check", "--json=-", "--s3-bucket", bucket])
+        .args(extra)
+        .arg(store)
+        .envs(server.env())
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    (o.status.code().unwrap(), report, stderr(&o))
+}
+
+/// The GC of an S3 datastore deletes exactly the objects §3.7's rules give (computed by the
+/// test from the files and the listing), nothing referenced, in pages of 1,000 keys and
+/// batches of at most 100, with `.using` markers made and consumed and the task log's S3 lines;
+/// through a chunkscope mount as directly on the store.
+#[test]
+fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
+    let server = S3Server::start();
+    let dir = store_dir();
+    for (bucket, mounted) in [("pbs-direct", false), ("pbs-mounted", true)] {
+        let (store, truth) = gen_s3(
+            &server,
+            dir.path(),
+            bucket,
+            bucket,
+            &[
+                "--s3-no-marker",
+                "0.05",
+                "--s3-no-object",
+                "3",
+                "--s3-stale-using",
+                "4",
+                "--bad",
+                "3",
+            ],
+        );
+        let c = server.client(bucket);
+        let start = chunkscope::fsutil::now_epoch_coarse();
+        let before = s3_rules(&store, &c, start);
+        assert!(
+            before.doomed.len() > 100,
+            "{} doomed: more than one batch",
+            before.doomed.len()
+        );
+        let mount = mounted.then(|| {
+            Mount::start(
+                &store,
+                &dir.path().join(bucket).with_extension("m"),
+                false,
+                &[],
+            )
+        });
+        let target = mount.as_ref().map_or(store.clone(), |m| m.mnt.clone());
+        let (code, report, err) = gc_s3(&server, &target, bucket, &[]);
+        drop(mount);
+        assert_eq!(code, 0, "{err}");
+        let after: std::collections::BTreeSet<String> = c
+            .list_all(".chunks/", 1000)
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        let deleted: std::collections::BTreeSet<String> =
+            before.keys.difference(&after).cloned().collect();
+        assert_eq!(
+            deleted, before.doomed,
+            "{bucket}: the deleted objects are §3.7's"
+        );
+        assert!(deleted.is_disjoint(&before.referenced_keys));
+        let counters = &report["counters"];
+        let n = |k: &str| counters[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+        assert_eq!(n("deleted_objects"), deleted.len() as u64);
+        assert_eq!(n("removed_chunks") + n("removed_bad"), deleted.len() as u64);
+        assert_eq!(n("list_pages"), before.keys.len().div_ceil(1000) as u64);
+        assert_eq!(n("delete_requests"), deleted.len().div_ceil(100) as u64);
+        assert_eq!(n("listed_objects"), before.keys.len() as u64);
+        let s3 = &truth["s3"];
+        let t = |k: &str| s3[k].as_u64().unwrap();
+        assert_eq!(
+            n("markers_created"),
+            t("no_marker_referenced") + t("stale_using")
+        );
+        assert!(n("using_created") >= t("no_marker_referenced"));
+        // The local cache afterwards: no `.using` left, a marker for every object kept.
+        let mut using_left = 0;
+        for d in std::fs::read_dir(store.join(".chunks")).unwrap() {
+            for f in std::fs::read_dir(d.unwrap().path()).unwrap() {
+                if f.unwrap().file_name().to_string_lossy().ends_with(".using") {
+                    using_left += 1;
+                }
+            }
+        }
+        assert_eq!(using_left, 0, "phase 2 and 3 leave no .using marker");
+        for key in &after {
+            let name = key.rsplit('/').next().unwrap();
+            assert!(
+                store.join(".chunks").join(&name[..4]).join(name).exists(),
+                "{key}: kept, with a local file"
+            );
+        }
+        let total = format!("processed {} total chunks\n", before.keys.len());
+        let phase3 = "Start GC phase3 (sweep unused chunk markers)";
+        assert!(err.contains(&total), "{bucket}: '{total}' in\n{err}");
+        assert!(
+            err.find(&total) < err.find(phase3),
+            "phase 3 after phase 2's total"
+        );
+        assert!(err.contains(&format!("Removed chunks: {}\n", n("removed_chunks"))));
+    }
+}

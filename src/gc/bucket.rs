@@ -1,0 +1,468 @@
+//! Phase 2 of an S3 datastore (PBS 4, format document 3.7): list the bucket's chunk objects
+//! page by page, judge each by its local marker, delete in batches.
+//!
+//! Per key, in key order (digest order): the local file `.chunks/XXXX/<name>` is stat'ed. None
+//! there and a `<hex>.using` marker: the marker goes, a zero-length marker takes its place and
+//! the chunk is in use. None and no `.using`: the object is garbage. A local file: PBS's
+//! cutoff rule on its atime, with the object's size; a removal unlinks the local file and
+//! queues the key. The queue is sent as one `DeleteObjects` when it holds
+//! [`DELETE_BATCH_KEYS`] keys or its oldest key has waited [`DELETE_DEFER_SECS`], and at the end.
+//!
+//! chunkscope's rules on top of PBS's: an object whose digest an index references is never
+//! deleted (kept, counted and named, as the local sweep does); before a batch is sent each
+//! key's local file is looked at again, and a key whose marker came back (a backup inserted
+//! the chunk meanwhile: PBS holds per-chunk locks against that) is taken out of the batch;
+//! the removal counters count what the server says it deleted, and any key it did not delete,
+//! or a request that failed, stops the run with an error naming it.
+
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Result};
+
+use super::log::TaskLog;
+use super::sweep::Guard;
+use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
+use crate::bucket::{Bucket, CHUNK_PREFIX, DELETE_BATCH_KEYS, DELETE_DEFER_SECS, LIST_PAGE_KEYS};
+use crate::datastore::paths::chunk_subdir_name;
+use crate::datastore::Digest;
+use crate::store::{ChunkDir, ChunkStore, EntryStat};
+use crate::units::human_bytes;
+
+/// What a chunk object's key names (`chunk_path_from_object_key`): a chunk (64 hex
+/// characters) or a bad copy (70 characters starting with 64 hex ones; the suffix is not
+/// parsed); anything else is no chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectName {
+    /// `<hex>`.
+    Chunk(Digest),
+    /// `<hex>` and six more characters (`.N.bad`).
+    Bad(Digest),
+}
+
+impl ObjectName {
+    /// The object's basename classified, `None` for no chunk.
+    pub fn classify(basename: &[u8]) -> Option<ObjectName> {
+        let digest = Digest::from_hex_bytes(basename.get(..64)?)?;
+        match basename.len() {
+            64 => Some(ObjectName::Chunk(digest)),
+            70 => Some(ObjectName::Bad(digest)),
+            _ => None,
+        }
+    }
+
+    fn digest(self) -> Digest {
+        match self {
+            ObjectName::Chunk(d) | ObjectName::Bad(d) => d,
+        }
+    }
+}
+
+/// A key waiting in the delete queue.
+struct Queued {
+    key: String,
+    size: u64,
+    bad: bool,
+}
+
+/// Phase 2 of an S3 datastore, counting into `report`; `dry_run` counts what it would delete
+/// and changes nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn sweep_bucket<S: ChunkStore>(
+    store: &S,
+    bucket: &dyn Bucket,
+    min_atime: i64,
+    oldest_writer: i64,
+    dry_run: bool,
+    guard: &Guard<'_>,
+    log: &mut TaskLog,
+    report: &mut GcReport,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut s = BucketSweep {
+        store,
+        bucket,
+        min_atime,
+        oldest_writer,
+        dry_run,
+        guard,
+        log,
+        report,
+        queue: Vec::with_capacity(DELETE_BATCH_KEYS),
+        oldest_queued: None,
+    };
+    let mut token: Option<String> = None;
+    let mut dir: Option<(u16, S::Dir<'_>)> = None;
+    loop {
+        let page = bucket
+            .list_page(CHUNK_PREFIX, token.as_deref(), LIST_PAGE_KEYS)
+            .map_err(|e| anyhow!("listing the bucket {} failed - {e}", bucket.describe()))?;
+        s.report.counters.list_pages += 1;
+        for object in &page.objects {
+            let basename = object.key.rsplit('/').next().unwrap_or("");
+            let Some(name) = ObjectName::classify(basename.as_bytes()) else {
+                continue;
+            };
+            s.report.counters.listed_objects += 1;
+            s.report.counters.chunk_count += 1;
+            let prefix = name.digest().prefix();
+            if dir.as_ref().map(|(p, _)| *p) != Some(prefix) {
+                drop(dir.take()); // the previous directory is closed before the next is opened
+                dir = match store.open_dir(prefix) {
+                    Ok(Some(d)) => Some((prefix, d)),
+                    Ok(None) => {
+                        bail!(
+                            "chunk directory {} is missing: the local store is not this bucket's",
+                            s.dir_path(prefix)
+                        )
+                    }
+                    Err(e) => bail!(
+                        "opening chunk directory {} failed - {e}",
+                        s.dir_path(prefix)
+                    ),
+                };
+            }
+            let (_, d) = dir.as_mut().expect("opened above");
+            s.object(d, name, basename, &object.key, object.size)?;
+            if s.queue.len() >= DELETE_BATCH_KEYS
+                || s.oldest_queued
+                    .is_some_and(|t: Instant| t.elapsed().as_secs() >= DELETE_DEFER_SECS)
+            {
+                dir = None;
+                s.flush()?;
+            }
+        }
+        match page.next {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    drop(dir);
+    s.flush()?;
+    let c = &mut s.report.counters;
+    if c.kept_referenced as usize > s.report.kept_referenced.len() {
+        s.log.warn(&format!(
+            "warning: {} more referenced chunks kept that PBS would have removed ({} in all, {})",
+            c.kept_referenced as usize - s.report.kept_referenced.len(),
+            c.kept_referenced,
+            human_bytes(c.kept_referenced_bytes)
+        ));
+    }
+    c.phase2_seconds = started.elapsed().as_secs_f64();
+    let n = c.chunk_count;
+    s.log.info(&format!("processed {n} total chunks"));
+    Ok(())
+}
+
+struct BucketSweep<'a, 'g, 'l, S> {
+    store: &'a S,
+    bucket: &'a dyn Bucket,
+    min_atime: i64,
+    oldest_writer: i64,
+    dry_run: bool,
+    guard: &'a Guard<'g>,
+    log: &'a mut TaskLog<'l>,
+    report: &'a mut GcReport,
+    queue: Vec<Queued>,
+    oldest_queued: Option<Instant>,
+}
+
+impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
+    fn dir_path(&self, prefix: u16) -> String {
+        self.store
+            .root()
+            .join(crate::datastore::paths::CHUNK_DIR)
+            .join(chunk_subdir_name(prefix))
+            .display()
+            .to_string()
+    }
+
+    fn local_path(&self, prefix: u16, name: &str) -> String {
+        format!("{}/{name}", self.dir_path(prefix))
+    }
+
+    /// One chunk object: judged by its local file, kept, or queued for deletion.
+    fn object(
+        &mut self,
+        dir: &mut S::Dir<'_>,
+        name: ObjectName,
+        basename: &str,
+        key: &str,
+        size: u64,
+    ) -> Result<()> {
+        let prefix = name.digest().prefix();
+        self.report.counters.stat_calls += 1;
+        let st = dir
+            .stat(basename.as_bytes())
+            .map_err(|e| anyhow!("stat of {} failed - {e}", self.local_path(prefix, basename)))?;
+        let referenced = match name {
+            ObjectName::Chunk(d) if self.guard.referenced.contains(&d) => Some(d),
+            _ => None,
+        };
+        let Some(st) = st else {
+            return self.without_local_file(dir, name, basename, key, size, referenced);
+        };
+        let c = &mut self.report.counters;
+        if !st.is_file {
+            c.irregular_chunks += 1;
+            self.log.warn(&format!(
+                "warning: {} is not a regular file: its object {key} is kept",
+                self.local_path(prefix, basename)
+            ));
+            return Ok(());
+        }
+        let bad = matches!(name, ObjectName::Bad(_));
+        let st = EntryStat { size, ..st };
+        if self.dry_run && referenced.is_some() {
+            c.disk_chunks += 1;
+            c.disk_bytes += size;
+            return Ok(());
+        }
+        if st.atime < self.min_atime {
+            if let Some(d) = referenced {
+                self.keep_referenced(d, st, KeptReasonS3::Old);
+                return Ok(());
+            }
+            if !self.dry_run {
+                dir.unlink(basename.as_bytes()).map_err(|e| {
+                    anyhow!(
+                        "removing the local marker {} failed - {e}",
+                        self.local_path(prefix, basename)
+                    )
+                })?;
+                self.report.counters.unlinks += 1;
+            }
+            self.queue(key, size, bad);
+        } else if st.atime < self.oldest_writer {
+            if bad {
+                c.still_bad += 1;
+            } else {
+                c.pending_chunks += 1;
+            }
+            c.pending_bytes += size;
+        } else {
+            if !bad {
+                c.disk_chunks += 1;
+            }
+            c.disk_bytes += size;
+        }
+        Ok(())
+    }
+
+    /// An object with no local file: kept by a `.using` marker (which a zero-length marker
+    /// replaces), else garbage, unless referenced.
+    fn without_local_file(
+        &mut self,
+        dir: &mut S::Dir<'_>,
+        name: ObjectName,
+        basename: &str,
+        key: &str,
+        size: u64,
+        referenced: Option<Digest>,
+    ) -> Result<()> {
+        let digest = name.digest();
+        let prefix = digest.prefix();
+        let using = format!("{}.using", digest.to_hex());
+        self.report.counters.stat_calls += 1;
+        let has_using = dir
+            .stat(using.as_bytes())
+            .map_err(|e| anyhow!("stat of {} failed - {e}", self.local_path(prefix, &using)))?;
+        if has_using.is_some() {
+            if !self.dry_run {
+                dir.unlink(using.as_bytes()).map_err(|e| {
+                    anyhow!(
+                        "removing the marker {} failed - {e}",
+                        self.local_path(prefix, &using)
+                    )
+                })?;
+                self.store
+                    .create_marker(
+                        &digest,
+                        if matches!(name, ObjectName::Bad(_)) {
+                            &basename.as_bytes()[64..]
+                        } else {
+                            b""
+                        },
+                    )
+                    .map_err(|e| {
+                        anyhow!(
+                            "creating the marker {} failed - {e}",
+                            self.local_path(prefix, basename)
+                        )
+                    })?;
+                let c = &mut self.report.counters;
+                c.unlinks += 1;
+                c.markers_created += 1;
+            }
+            let c = &mut self.report.counters;
+            c.disk_chunks += 1;
+            c.disk_bytes += size;
+            return Ok(());
+        }
+        if let Some(d) = referenced {
+            let st = EntryStat {
+                atime: 0,
+                size,
+                is_file: true,
+            };
+            self.keep_referenced(d, st, KeptReasonS3::NoLocalFile);
+            return Ok(());
+        }
+        self.queue(key, size, matches!(name, ObjectName::Bad(_)));
+        Ok(())
+    }
+
+    fn queue(&mut self, key: &str, size: u64, bad: bool) {
+        if self.dry_run {
+            let c = &mut self.report.counters;
+            if bad {
+                c.removed_bad += 1;
+            } else {
+                c.removed_chunks += 1;
+            }
+            c.removed_bytes += size;
+            return;
+        }
+        if self.queue.is_empty() {
+            self.oldest_queued = Some(Instant::now());
+        }
+        self.queue.push(Queued {
+            key: key.to_string(),
+            size,
+            bad,
+        });
+    }
+
+    /// Sends the queued keys as one `DeleteObjects`, after taking out those whose local file
+    /// came back; counts what the server deleted; any key it did not delete stops the run.
+    fn flush(&mut self) -> Result<()> {
+        self.oldest_queued = None;
+        if self.queue.is_empty() {
+            return Ok(());
+        }
+        let mut batch = std::mem::take(&mut self.queue);
+        let mut i = 0;
+        while i < batch.len() {
+            if self.came_back(&batch[i].key)? {
+                let q = batch.swap_remove(i);
+                self.report.counters.delete_withdrawn += 1;
+                self.log.warn(&format!(
+                    "warning: {} came back while its deletion was queued (a backup inserted \
+                     it): its object is kept",
+                    q.key
+                ));
+            } else {
+                i += 1;
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = batch.iter().map(|q| q.key.clone()).collect();
+        self.report.counters.delete_requests += 1;
+        let outcome = self.bucket.delete(&keys).map_err(|e| {
+            anyhow!(
+                "deleting {} objects from the bucket {} failed - {e}",
+                keys.len(),
+                self.bucket.describe()
+            )
+        })?;
+        let deleted: hashbrown::HashSet<&str> =
+            outcome.deleted.iter().map(|k| k.as_str()).collect();
+        let c = &mut self.report.counters;
+        for q in &batch {
+            if deleted.contains(q.key.as_str()) {
+                c.deleted_objects += 1;
+                if q.bad {
+                    c.removed_bad += 1;
+                } else {
+                    c.removed_chunks += 1;
+                }
+                c.removed_bytes += q.size;
+            }
+        }
+        if !outcome.errors.is_empty() || deleted.len() < batch.len() {
+            let failed: Vec<String> = outcome
+                .errors
+                .iter()
+                .take(3)
+                .map(|(k, code, msg)| format!("{k}: {code} {msg}"))
+                .collect();
+            let unanswered = batch.len() - deleted.len() - outcome.errors.len().min(batch.len());
+            bail!(
+                "deleting objects from the bucket {} failed: {} of {} keys not deleted{}{}",
+                self.bucket.describe(),
+                batch.len() - deleted.len(),
+                batch.len(),
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", failed.join("; "))
+                },
+                if unanswered > 0 {
+                    format!(", {unanswered} not mentioned in the answer")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether the local file of a queued key is there again.
+    fn came_back(&mut self, key: &str) -> Result<bool> {
+        let basename = key.rsplit('/').next().unwrap_or("");
+        let Some(name) = ObjectName::classify(basename.as_bytes()) else {
+            return Ok(false);
+        };
+        let prefix = name.digest().prefix();
+        let Some(mut dir) = self.store.open_dir(prefix).map_err(|e| {
+            anyhow!(
+                "opening chunk directory {} failed - {e}",
+                self.dir_path(prefix)
+            )
+        })?
+        else {
+            return Ok(false);
+        };
+        self.report.counters.stat_calls += 1;
+        let st = dir
+            .stat(basename.as_bytes())
+            .map_err(|e| anyhow!("stat of {} failed - {e}", self.local_path(prefix, basename)))?;
+        Ok(st.is_some_and(|st| st.atime >= self.min_atime))
+    }
+
+    /// A referenced chunk PBS would have deleted: kept, counted as in use, named.
+    #[cold]
+    fn keep_referenced(&mut self, d: Digest, st: EntryStat, why: KeptReasonS3) {
+        let reason = match why {
+            KeptReasonS3::Old => self.guard_reason(&d),
+            KeptReasonS3::NoLocalFile => KeptReason::NoLocalFile,
+        };
+        let c = &mut self.report.counters;
+        c.kept_referenced += 1;
+        c.kept_referenced_bytes += st.size;
+        c.disk_chunks += 1;
+        c.disk_bytes += st.size;
+        if self.report.kept_referenced.len() < KEPT_NAMED {
+            self.log.warn(&format!(
+                "warning: kept referenced chunk {d} ({}): PBS would have deleted its object",
+                reason.describe(),
+            ));
+            self.report.kept_referenced.push(KeptChunk {
+                digest: d.to_hex(),
+                reason,
+                atime: st.atime,
+                size: st.size,
+            });
+        }
+    }
+
+    fn guard_reason(&self, d: &Digest) -> KeptReason {
+        self.guard.reason(d)
+    }
+}
+
+enum KeptReasonS3 {
+    Old,
+    NoLocalFile,
+}
