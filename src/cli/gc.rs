@@ -261,10 +261,7 @@ fn mark_mount_client(m: &Path) -> Result<Client> {
 
 pub fn run(args: GcArgs) -> Result<Outcome> {
     args.tuning.validate()?;
-    let bucket = match args.s3.given() {
-        true => Some(crate::s3::Client::new(&args.s3.target()?)?),
-        false => None,
-    };
+    let bucket = args.s3.client()?;
     let (store_path, store, mount, shadow) = open_store(&args.store)?;
     let lock = if args.no_lock || shadow {
         None

@@ -36,6 +36,14 @@ impl S3Args {
             || self.s3_path_style.is_some()
     }
 
+    /// A client of the bucket these options name, `None` when none is named.
+    pub fn client(&self) -> Result<Option<crate::s3::Client>> {
+        if !self.given() {
+            return Ok(None);
+        }
+        Ok(Some(crate::s3::Client::new(&self.target()?)?))
+    }
+
     /// The bucket, from these options and the environment.
     pub fn target(&self) -> Result<Target> {
         Target::resolve(

@@ -466,3 +466,57 @@ enum KeptReasonS3 {
     Old,
     NoLocalFile,
 }
+
+/// Phase 3 of an S3 datastore: the local sweep over the markers (`.using` leftovers removed,
+/// expired markers removed, referenced ones never). PBS counts it into a status it throws
+/// away; chunkscope keeps its counts apart (`phase3_*`), so the summary is phase 2's.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sweep_markers<S: ChunkStore>(
+    store: &S,
+    min_atime: i64,
+    oldest_writer: i64,
+    opts: &super::GcOptions,
+    guard: &Guard<'_>,
+    log: &mut TaskLog,
+    report: &mut GcReport,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut local = GcReport {
+        counters: super::Counters::default(),
+        kept_referenced: Vec::new(),
+        ..report.clone()
+    };
+    let swept = super::sweep::sweep(
+        store,
+        min_atime,
+        oldest_writer,
+        opts.dry_run,
+        guard,
+        log,
+        &mut local,
+    );
+    let c = &mut report.counters;
+    let l = &local.counters;
+    c.phase3_chunk_count = l.chunk_count;
+    c.phase3_unlinks = l.unlinks;
+    c.phase3_listings = l.sweep_listings;
+    c.phase3_entries = l.sweep_entries;
+    c.phase3_stat_calls = l.stat_calls;
+    c.unlinks += l.unlinks;
+    c.phase3_seconds = started.elapsed().as_secs_f64();
+    swept
+}
+
+/// Before the atime check on an S3 datastore: the zero chunk's object, if its local file is
+/// missing (PBS uploads it first, so that the check's chunk is the bucket's too).
+pub(super) fn upload_zero_chunk<S: ChunkStore>(store: &S, b: &dyn Bucket) -> Result<()> {
+    let (digest, blob) = super::zero_chunk();
+    if store.stat_chunk(&digest)?.is_none() {
+        let key = crate::datastore::paths::chunk_rel_path(&digest)
+            .to_string_lossy()
+            .into_owned();
+        b.put(&key, &blob)
+            .map_err(|e| anyhow!("uploading the zero chunk to {} failed - {e}", b.describe()))?;
+    }
+    Ok(())
+}

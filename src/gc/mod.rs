@@ -516,14 +516,6 @@ fn run_with<S: ChunkStore>(
         kept_referenced: Vec::new(),
         warnings: 0,
     };
-    let aborted = |phase: u8, report: &GcReport, log: &TaskLog, e: anyhow::Error| {
-        let mut report = report.clone();
-        report.warnings = log.warnings;
-        e.context(Aborted {
-            phase,
-            report: Box::new(report),
-        })
-    };
     // Before anything is touched: every chunk directory must be the store's own.
     check_layout(store).map_err(|e| aborted(1, &report, log, e))?;
     if let Some(b) = bucket {
@@ -531,7 +523,7 @@ fn run_with<S: ChunkStore>(
             .map_err(|e| anyhow!("failed to reach bucket {} - {e}", b.describe()))
             .map_err(|e| aborted(1, &report, log, e))?;
         if opts.atime_check && !opts.dry_run && !opts.shadow {
-            upload_zero_chunk(store, b).map_err(|e| aborted(1, &report, log, e))?;
+            bucket::upload_zero_chunk(store, b).map_err(|e| aborted(1, &report, log, e))?;
         }
     }
     announce(store, opts, log, cutoff, min_atime)?;
@@ -563,132 +555,110 @@ fn run_with<S: ChunkStore>(
         }
     }
     if opts.phases != Phases::Mark {
-        let (referenced, missing) = match marked {
-            Some((referenced, missing)) => (referenced, Some(missing)),
-            None => {
-                log.info(
-                    "No phase 1 in this run: reading every index to learn which chunks are \
-                     referenced (nothing is touched); a referenced chunk is never removed",
-                );
-                let m = mark::collect(store).map_err(|e| aborted(2, &report, log, e))?;
-                let c = &m.counters;
-                report.counters.verify_index_files = c.index_file_count;
-                report.counters.index_file_count = c.index_file_count;
-                report.counters.index_data_bytes = c.index_data_bytes;
-                report.counters.references = c.references;
-                (m.referenced, None)
-            }
-        };
-        // Phase 1 may have taken days: is the store still the one opened, all its own?
-        check_layout(store).map_err(|e| aborted(2, &report, log, e))?;
-        log.info("Start GC phase2 (sweep unused chunks)");
-        let guard = sweep::Guard {
-            referenced: &referenced,
-            missing: missing.as_ref(),
-        };
-        let phase2 = hooks
-            .boundary(GcPhase::Sweep, true, opts.strategy)
-            .and_then(|()| match bucket {
-                None => sweep::sweep(
-                    store,
-                    min_atime,
-                    oldest_writer,
-                    opts.dry_run,
-                    &guard,
-                    log,
-                    &mut report,
-                ),
-                Some(b) => bucket::sweep_bucket(
-                    store,
-                    b,
-                    min_atime,
-                    oldest_writer,
-                    opts.dry_run,
-                    &guard,
-                    log,
-                    &mut report,
-                ),
-            })
-            .and_then(|()| hooks.boundary(GcPhase::Sweep, false, opts.strategy));
-        if let Err(e) = phase2 {
-            return Err(aborted(2, &report, log, vanished_or(store, e)));
-        }
-        if bucket.is_some() {
-            log.info("Start GC phase3 (sweep unused chunk markers)");
-            let phase3 = hooks
-                .boundary(GcPhase::MarkerSweep, true, opts.strategy)
-                .and_then(|()| {
-                    sweep_markers(
-                        store,
-                        min_atime,
-                        oldest_writer,
-                        opts,
-                        &guard,
-                        log,
-                        &mut report,
-                    )
-                })
-                .and_then(|()| hooks.boundary(GcPhase::MarkerSweep, false, opts.strategy));
-            if let Err(e) = phase3 {
-                return Err(aborted(3, &report, log, vanished_or(store, e)));
-            }
-        }
+        let cutoffs = (min_atime, oldest_writer);
+        sweep_phases(
+            store,
+            bucket,
+            opts,
+            marked,
+            cutoffs,
+            log,
+            &mut report,
+            &mut hooks,
+        )?;
     }
     summary(log, &report.counters, opts);
     report.warnings = log.warnings;
     Ok(report)
 }
 
-/// Phase 3 of an S3 datastore: the local sweep over the markers (`.using` leftovers removed,
-/// expired markers removed, referenced ones never). PBS counts it into a status it throws
-/// away; chunkscope keeps its counts apart (`phase3_*`), so the summary is phase 2's.
-#[allow(clippy::too_many_arguments)]
-fn sweep_markers<S: ChunkStore>(
-    store: &S,
-    min_atime: i64,
-    oldest_writer: i64,
-    opts: &GcOptions,
-    guard: &sweep::Guard<'_>,
-    log: &mut TaskLog,
-    report: &mut GcReport,
-) -> Result<()> {
-    let started = std::time::Instant::now();
-    let mut local = GcReport {
-        counters: Counters::default(),
-        kept_referenced: Vec::new(),
-        ..report.clone()
-    };
-    let swept = sweep::sweep(
-        store,
-        min_atime,
-        oldest_writer,
-        opts.dry_run,
-        guard,
-        log,
-        &mut local,
-    );
-    let c = &mut report.counters;
-    let l = &local.counters;
-    c.phase3_chunk_count = l.chunk_count;
-    c.phase3_unlinks = l.unlinks;
-    c.phase3_listings = l.sweep_listings;
-    c.phase3_entries = l.sweep_entries;
-    c.phase3_stat_calls = l.stat_calls;
-    c.unlinks += l.unlinks;
-    c.phase3_seconds = started.elapsed().as_secs_f64();
-    swept
+/// The error `e` that ended phase `phase`, with the report so far.
+fn aborted(phase: u8, report: &GcReport, log: &TaskLog, e: anyhow::Error) -> anyhow::Error {
+    let mut report = report.clone();
+    report.warnings = log.warnings;
+    e.context(Aborted {
+        phase,
+        report: Box::new(report),
+    })
 }
 
-/// Before the atime check on an S3 datastore: the zero chunk's object, if its local file is
-/// missing (PBS uploads it first, so that the check's chunk is the bucket's too).
-fn upload_zero_chunk<S: ChunkStore>(store: &S, b: &dyn Bucket) -> Result<()> {
-    let (digest, blob) = zero_chunk();
-    if store.stat_chunk(&digest)?.is_none() {
-        let key = crate::datastore::paths::chunk_rel_path(&digest)
-            .to_string_lossy()
-            .into_owned();
-        b.put(&key, &blob)
-            .map_err(|e| anyhow!("uploading the zero chunk to {} failed - {e}", b.describe()))?;
+/// Phase 2 (and an S3 datastore's phase 3) after phase 1's `marked` (`None`: no phase 1 ran,
+/// the indexes are read again to learn what is referenced).
+#[allow(clippy::too_many_arguments)]
+fn sweep_phases<S: ChunkStore>(
+    store: &S,
+    bucket: Option<&dyn Bucket>,
+    opts: &GcOptions,
+    marked: Option<(
+        referenced::SealedSet,
+        hashbrown::HashSet<crate::datastore::Digest>,
+    )>,
+    (min_atime, oldest_writer): (i64, i64),
+    log: &mut TaskLog,
+    report: &mut GcReport,
+    hooks: &mut Hooks<'_>,
+) -> Result<()> {
+    let (referenced, missing) = match marked {
+        Some((referenced, missing)) => (referenced, Some(missing)),
+        None => {
+            log.info(
+                "No phase 1 in this run: reading every index to learn which chunks are \
+                 referenced (nothing is touched); a referenced chunk is never removed",
+            );
+            let m = mark::collect(store).map_err(|e| aborted(2, report, log, e))?;
+            let c = &m.counters;
+            report.counters.verify_index_files = c.index_file_count;
+            report.counters.index_file_count = c.index_file_count;
+            report.counters.index_data_bytes = c.index_data_bytes;
+            report.counters.references = c.references;
+            (m.referenced, None)
+        }
+    };
+    // Phase 1 may have taken days: is the store still the one opened, all its own?
+    check_layout(store).map_err(|e| aborted(2, report, log, e))?;
+    log.info("Start GC phase2 (sweep unused chunks)");
+    let guard = sweep::Guard {
+        referenced: &referenced,
+        missing: missing.as_ref(),
+    };
+    let phase2 = hooks
+        .boundary(GcPhase::Sweep, true, opts.strategy)
+        .and_then(|()| match bucket {
+            None => sweep::sweep(
+                store,
+                min_atime,
+                oldest_writer,
+                opts.dry_run,
+                &guard,
+                log,
+                report,
+            ),
+            Some(b) => bucket::sweep_bucket(
+                store,
+                b,
+                min_atime,
+                oldest_writer,
+                opts.dry_run,
+                &guard,
+                log,
+                report,
+            ),
+        })
+        .and_then(|()| hooks.boundary(GcPhase::Sweep, false, opts.strategy));
+    if let Err(e) = phase2 {
+        return Err(aborted(2, report, log, vanished_or(store, e)));
+    }
+    if bucket.is_some() {
+        log.info("Start GC phase3 (sweep unused chunk markers)");
+        let phase3 = hooks
+            .boundary(GcPhase::MarkerSweep, true, opts.strategy)
+            .and_then(|()| {
+                bucket::sweep_markers(store, min_atime, oldest_writer, opts, &guard, log, report)
+            })
+            .and_then(|()| hooks.boundary(GcPhase::MarkerSweep, false, opts.strategy));
+        if let Err(e) = phase3 {
+            return Err(aborted(3, report, log, vanished_or(store, e)));
+        }
     }
     Ok(())
 }

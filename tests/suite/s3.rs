@@ -430,3 +430,231 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
         assert!(err.contains(&format!("Removed chunks: {}\n", n("removed_chunks"))));
     }
 }
+
+/// A bucket between the GC and the real one that serves the listing in short pages and
+/// misbehaves as told.
+struct Faulty<'a> {
+    inner: &'a chunkscope::s3::Client,
+    store: std::path::PathBuf,
+    /// The real listing, fetched on the first page asked for.
+    listing: std::cell::RefCell<Option<Vec<chunkscope::bucket::Listed>>>,
+    page: usize,
+    fault: Fault,
+    deletes: std::cell::Cell<usize>,
+    /// The objects someone else deletes ([`Fault::ObjectsVanish`]): garbage, as a second GC
+    /// would see it.
+    others_delete: std::collections::BTreeSet<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// `ListObjectsV2` answers 503 SlowDown on this page (from 0).
+    ListFails(usize),
+    /// This `DeleteObjects` request (from 0) fails with 500 and deletes nothing.
+    DeleteFails(usize),
+    /// Every `DeleteObjects` deletes only its first half; the rest are AccessDenied.
+    DeletePartial,
+    /// As each page is served, the local files of the previous page's keys that have none
+    /// come back (a backup inserted those chunks while they waited in the queue).
+    MarkersComeBack,
+    /// As each page is served, the previous page's garbage objects are deleted by someone else.
+    ObjectsVanish,
+}
+
+impl chunkscope::bucket::Bucket for Faulty<'_> {
+    fn describe(&self) -> String {
+        format!("faulty {}", self.inner.target())
+    }
+    fn head(&self) -> Result<(), chunkscope::bucket::S3Error> {
+        self.inner.head_bucket()
+    }
+    fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<&str>,
+        _max: usize,
+    ) -> Result<chunkscope::bucket::ListPage, chunkscope::bucket::S3Error> {
+        let mut listing = self.listing.borrow_mut();
+        let all = listing.get_or_insert_with(|| self.inner.list_all(prefix, 1000).unwrap());
+        let k: usize = token.map_or(0, |t| t.parse().unwrap());
+        let err = |status, code: &str| chunkscope::bucket::S3Error {
+            op: "ListObjectsV2",
+            what: prefix.into(),
+            status,
+            code: code.into(),
+            message: String::new(),
+        };
+        if let Fault::ListFails(p) = self.fault {
+            if k == p {
+                return Err(err(503, "SlowDown"));
+            }
+        }
+        if k > 0 {
+            let previous = &all[(k - 1) * self.page..(k * self.page).min(all.len())];
+            for o in previous {
+                let name = o.key.rsplit('/').next().unwrap();
+                let local = self.store.join(".chunks").join(&name[..4]).join(name);
+                match self.fault {
+                    Fault::MarkersComeBack if !local.exists() => {
+                        std::fs::File::create(&local).unwrap();
+                    }
+                    Fault::ObjectsVanish if self.others_delete.contains(&o.key) => {
+                        self.inner
+                            .delete_batch(std::slice::from_ref(&o.key))
+                            .unwrap();
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let from = k * self.page;
+        let to = (from + self.page).min(all.len());
+        Ok(chunkscope::bucket::ListPage {
+            objects: all[from..to].to_vec(),
+            next: (to < all.len()).then(|| (k + 1).to_string()),
+        })
+    }
+    fn delete(
+        &self,
+        keys: &[String],
+    ) -> Result<chunkscope::bucket::DeleteOutcome, chunkscope::bucket::S3Error> {
+        let n = self.deletes.get();
+        self.deletes.set(n + 1);
+        match self.fault {
+            Fault::DeleteFails(k) if k == n => Err(chunkscope::bucket::S3Error {
+                op: "DeleteObjects",
+                what: format!("{} keys", keys.len()),
+                status: 500,
+                code: "InternalError".into(),
+                message: "We encountered an internal error. Please try again.".into(),
+            }),
+            Fault::DeletePartial => {
+                let half = keys.len().div_ceil(2);
+                let mut out = self.inner.delete_batch(&keys[..half])?;
+                out.errors = keys[half..]
+                    .iter()
+                    .map(|k| {
+                        (
+                            k.clone(),
+                            "AccessDenied".to_string(),
+                            "Access Denied".to_string(),
+                        )
+                    })
+                    .collect();
+                Ok(out)
+            }
+            _ => self.inner.delete_batch(keys),
+        }
+    }
+    fn put(&self, key: &str, body: &[u8]) -> Result<(), chunkscope::bucket::S3Error> {
+        self.inner.put(key, body)
+    }
+}
+
+/// Under every fault a bucket can throw at a GC (a listing that fails, a delete request that
+/// fails, deletes that fail key by key, objects deleted by someone else, local markers that
+/// come back while their keys wait to be deleted), no referenced object is deleted; a failure
+/// stops the run with an error that names the request and the bucket, and the counters say
+/// what the server deleted; a marker that came back keeps its object.
+#[test]
+fn no_s3_fault_makes_the_gc_delete_a_referenced_object() {
+    use chunkscope::gc::{self, log::TaskLog, GcOptions};
+    let server = S3Server::start();
+    let dir = store_dir();
+    let faults = [
+        Fault::ListFails(3),
+        Fault::DeleteFails(1),
+        Fault::DeletePartial,
+        Fault::MarkersComeBack,
+        Fault::ObjectsVanish,
+    ];
+    for (i, fault) in faults.into_iter().enumerate() {
+        let bucket = format!("pbs-fault-{i}");
+        let (store, _) = gen_s3(
+            &server,
+            dir.path(),
+            &bucket,
+            &bucket,
+            &["--s3-no-marker", "0.1"],
+        );
+        let c = server.client(&bucket);
+        let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
+        let faulty = Faulty {
+            inner: &c,
+            store: store.clone(),
+            listing: Default::default(),
+            page: 97,
+            fault,
+            deletes: Default::default(),
+            others_delete: before.doomed.clone(),
+        };
+        let local = chunkscope::store::dir::DirStore::open(&store).unwrap();
+        let opts = GcOptions {
+            atime_check: false,
+            ..GcOptions::default()
+        };
+        let mut log = TaskLog::new(Box::new(std::io::sink()), false);
+        let result = gc::run_s3(&local, &faulty, &opts, &mut log, Default::default());
+        let after: std::collections::BTreeSet<String> = c
+            .list_all(".chunks/", 1000)
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        let missing: Vec<&String> = before.referenced_keys.difference(&after).collect();
+        assert!(
+            missing.is_empty(),
+            "{fault:?}: referenced objects deleted: {missing:?}"
+        );
+        let deleted = before.keys.difference(&after).count() as u64;
+        assert!(
+            before
+                .keys
+                .difference(&after)
+                .all(|k| before.doomed.contains(k)),
+            "{fault:?}: only doomed objects are gone"
+        );
+        match fault {
+            Fault::ListFails(_) | Fault::DeleteFails(_) | Fault::DeletePartial => {
+                let e = result.expect_err(&format!("{fault:?}: the run must stop"));
+                let text = format!("{e:#}");
+                let a = e.downcast_ref::<gc::Aborted>().expect("an Aborted context");
+                assert_eq!(a.phase, 2, "{text}");
+                assert!(
+                    text.contains(&bucket),
+                    "{fault:?}: names the bucket: {text}"
+                );
+                let want = match fault {
+                    Fault::ListFails(_) => "listing the bucket",
+                    Fault::DeleteFails(_) => "HTTP 500 InternalError",
+                    _ => "AccessDenied",
+                };
+                assert!(text.contains(want), "{fault:?}: {text}");
+                assert_eq!(
+                    a.report.counters.deleted_objects, deleted,
+                    "{fault:?}: the counters say what the server deleted"
+                );
+                assert!(
+                    deleted < before.doomed.len() as u64,
+                    "{fault:?}: it stopped early"
+                );
+            }
+            Fault::MarkersComeBack => {
+                let r = result.unwrap();
+                let back = r.counters.delete_withdrawn;
+                assert!(back > 0, "some queued keys came back");
+                assert_eq!(deleted + back, before.doomed.len() as u64);
+                assert!(r.warnings >= back);
+            }
+            Fault::ObjectsVanish => {
+                let r = result.unwrap();
+                assert_eq!(
+                    deleted,
+                    before.doomed.len() as u64,
+                    "every garbage object gone"
+                );
+                assert!(r.counters.deleted_objects <= deleted);
+            }
+        }
+    }
+}
