@@ -37,6 +37,9 @@ pub struct CheckOptions {
     pub now: i64,
     /// Worker threads for the chunk directory scan.
     pub threads: usize,
+    /// An S3 datastore's local cache: a zero-length chunk file is a marker of a chunk whose
+    /// data is in the bucket, not damage (`--deep` reads only the whole ones).
+    pub markers: bool,
 }
 
 pub use crate::datastore::error::Problem;
@@ -76,6 +79,34 @@ pub struct CheckReport {
     /// What the scan of `.chunks` found (its keys appear at the top level of the JSON).
     #[serde(flatten)]
     pub chunks: ChunkScan,
+    /// For an S3 datastore: the bucket against the local cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<BucketCheck>,
+}
+
+/// What `check --s3-bucket` finds: an S3 datastore's objects against its local cache. A
+/// referenced chunk is there when its object is; its local file is only a cache.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BucketCheck {
+    /// The bucket (`s3://BUCKET at ENDPOINT`).
+    pub bucket: String,
+    /// Chunk objects (`.chunks/XXXX/<hex>`).
+    pub chunk_objects: u64,
+    /// Their bytes.
+    pub chunk_object_bytes: u64,
+    /// Objects of bad copies (`<hex>.N.bad`).
+    pub bad_objects: u64,
+    /// Local chunk files holding a whole chunk.
+    pub local_whole: u64,
+    /// Local zero-length markers.
+    pub local_markers: u64,
+    /// Objects of referenced chunks with no local file (a GC's phase 1 marks them `.using`).
+    pub referenced_without_local_file: u64,
+    /// Objects of unreferenced chunks with no local file (a GC deletes them whatever their age).
+    pub garbage_without_local_file: u64,
+    /// Local files of unreferenced chunks with no object (a GC's phase 3 removes them once
+    /// expired).
+    pub garbage_without_object: u64,
 }
 
 /// Counts from the scan of the chunk directories; one per scan thread, then merged.
@@ -87,6 +118,8 @@ pub struct ChunkScan {
     pub chunk_files: u64,
     /// Their bytes.
     pub chunk_bytes: u64,
+    /// Zero-length chunk files (on an S3 datastore, the cache's markers).
+    pub empty_chunk_files: u64,
     /// Bytes of the referenced ones.
     pub referenced_chunk_bytes: u64,
     /// Unreferenced chunk files, by what a GC at `now` does with them.
@@ -111,6 +144,7 @@ impl ChunkScan {
         self.missing_chunk_dirs.extend(o.missing_chunk_dirs);
         self.chunk_files += o.chunk_files;
         self.chunk_bytes += o.chunk_bytes;
+        self.empty_chunk_files += o.empty_chunk_files;
         self.referenced_chunk_bytes += o.referenced_chunk_bytes;
         self.garbage.chunks += o.garbage.chunks;
         self.garbage.removable += o.garbage.removable;
@@ -142,6 +176,8 @@ impl CheckReport {
 struct ScanPart {
     scan: ChunkScan,
     found: Vec<Digest>,
+    /// Every local chunk's digest (S3 datastores only).
+    local: Vec<Digest>,
 }
 
 /// The chunk directories not followed (by prefix): those that are not the store's own
@@ -181,6 +217,28 @@ fn scan_in_parallel(
 
 /// Checks the datastore at `root`.
 pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
+    check_with(root, opts, None)
+}
+
+/// Checks the S3 datastore whose local cache is `root` and whose objects are in `bucket`: a
+/// referenced chunk is missing when it has no object, whatever its local file.
+pub fn check_s3_store(
+    root: &Path,
+    opts: &CheckOptions,
+    bucket: &dyn crate::bucket::Bucket,
+) -> Result<CheckReport> {
+    let opts = CheckOptions {
+        markers: true,
+        ..opts.clone()
+    };
+    check_with(root, &opts, Some(bucket))
+}
+
+fn check_with(
+    root: &Path,
+    opts: &CheckOptions,
+    bucket: Option<&dyn crate::bucket::Bucket>,
+) -> Result<CheckReport> {
     let chunks = crate::datastore::access::chunk_dir(root)?;
     let odd = crate::store::layout::odd_chunk_dirs(root)?;
     let skip = not_followed(&odd);
@@ -243,6 +301,7 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
 
     let parts = scan_in_parallel(&chunks, &referenced, &skip, opts);
     let mut found: hashbrown::HashSet<Digest> = hashbrown::HashSet::new();
+    let mut local: hashbrown::HashSet<Digest> = hashbrown::HashSet::new();
     let mut dirs = hashbrown::HashSet::new();
     for part in parts {
         let part = part?;
@@ -251,6 +310,12 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
             dirs.insert(d.prefix());
             found.insert(d);
         }
+        local.extend(part.local);
+    }
+    if let Some(bucket) = bucket {
+        let (objects, check) = bucket_against_cache(bucket, &referenced, &local, &report)?;
+        found = objects;
+        report.s3 = Some(check);
     }
     report.chunks.missing_chunk_dirs.sort();
     report
@@ -275,6 +340,60 @@ pub fn check_store(root: &Path, opts: &CheckOptions) -> Result<CheckReport> {
         })
         .collect();
     Ok(report)
+}
+
+/// The bucket's chunk objects (their digests) and what they say against the local cache.
+fn bucket_against_cache(
+    bucket: &dyn crate::bucket::Bucket,
+    referenced: &HashMap<Digest, u32>,
+    local: &hashbrown::HashSet<Digest>,
+    report: &CheckReport,
+) -> Result<(hashbrown::HashSet<Digest>, BucketCheck)> {
+    use crate::bucket::{CHUNK_PREFIX, LIST_PAGE_KEYS};
+    use crate::gc::bucket::ObjectName;
+    let mut check = BucketCheck {
+        bucket: bucket.describe(),
+        local_markers: report.chunks.empty_chunk_files,
+        local_whole: report.chunks.chunk_files - report.chunks.empty_chunk_files,
+        ..BucketCheck::default()
+    };
+    let mut objects = hashbrown::HashSet::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = bucket
+            .list_page(CHUNK_PREFIX, token.as_deref(), LIST_PAGE_KEYS)
+            .map_err(|e| {
+                anyhow::anyhow!("listing the bucket {} failed - {e}", bucket.describe())
+            })?;
+        for o in &page.objects {
+            let base = o.key.rsplit('/').next().unwrap_or("");
+            match ObjectName::classify(base.as_bytes()) {
+                Some(ObjectName::Chunk(d)) => {
+                    check.chunk_objects += 1;
+                    check.chunk_object_bytes += o.size;
+                    if !local.contains(&d) {
+                        if referenced.contains_key(&d) {
+                            check.referenced_without_local_file += 1;
+                        } else {
+                            check.garbage_without_local_file += 1;
+                        }
+                    }
+                    objects.insert(d);
+                }
+                Some(ObjectName::Bad(_)) => check.bad_objects += 1,
+                None => {}
+            }
+        }
+        match page.next {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    check.garbage_without_object = local
+        .iter()
+        .filter(|d| !objects.contains(*d) && !referenced.contains_key(*d))
+        .count() as u64;
+    Ok((objects, check))
 }
 
 fn check_manifest(
@@ -462,6 +581,12 @@ fn scan_chunk_dirs(
                 ChunkName::Chunk(d) => {
                     r.chunk_files += 1;
                     r.chunk_bytes += meta.size();
+                    if meta.size() == 0 {
+                        r.empty_chunk_files += 1;
+                    }
+                    if opts.markers {
+                        part.local.push(d);
+                    }
                     if referenced.contains_key(&d) {
                         r.referenced_chunk_bytes += meta.size();
                         part.found.push(d);
@@ -474,7 +599,7 @@ fn scan_chunk_dirs(
                             r.garbage.pending += 1;
                         }
                     }
-                    if opts.deep {
+                    if opts.deep && !(opts.markers && meta.size() == 0) {
                         let path = entry.path();
                         let verdict = blob::read_file(&path, blob::MAX_CHUNK_FILE_SIZE)
                             .map_err(|e| e.kind.to_string())

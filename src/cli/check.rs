@@ -13,12 +13,17 @@ use crate::units::thousands;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope check /dev/shm/tiny\n  \
-    chunkscope check --deep --json=report.json /dev/shm/tiny\n\n\
+    chunkscope check --deep --json=report.json /dev/shm/tiny\n  \
+    chunkscope check --s3-bucket pbs-tiny /dev/shm/s3tiny\n\n\
     Exit status: 0 all referenced data present and valid, 1 problems found, 2 error.\n\
     Chunk files are read with O_NOATIME: checking never changes what a GC will do.")]
 pub struct CheckArgs {
-    /// The datastore directory (the one holding .chunks).
+    /// The datastore directory (the one holding .chunks); for an S3 datastore, its local cache.
     store: PathBuf,
+    /// An S3 datastore (PBS 4): a referenced chunk is there when its object is in this bucket;
+    /// the local files are its cache (zero-length ones are markers, not damage).
+    #[command(flatten)]
+    s3: super::s3_args::S3Args,
     /// Also read every chunk file and verify its CRC and digest.
     #[arg(long)]
     deep: bool,
@@ -38,8 +43,12 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
         cutoff_minutes: args.cutoff,
         now: crate::fsutil::now_epoch(),
         threads,
+        markers: false,
     };
-    let r = check_store(&args.store, &opts)?;
+    let r = match args.s3.client()? {
+        Some(bucket) => crate::check::check_s3_store(&args.store, &opts, &bucket)?,
+        None => check_store(&args.store, &opts)?,
+    };
     if let Some(dest) = &args.json {
         super::write_json(dest, &r)?;
     }
@@ -75,6 +84,24 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
             n(r.chunks.using_markers as u64),
             n(r.chunks.ignored_files as u64)
         );
+        if let Some(b) = &r.s3 {
+            println!("bucket           {}", b.bucket);
+            println!(
+                "objects          {} chunk objects ({}), {} bad copies",
+                n(b.chunk_objects),
+                crate::units::human_bytes(b.chunk_object_bytes),
+                n(b.bad_objects)
+            );
+            println!(
+                "local cache      {} whole, {} markers; {} referenced and {} unreferenced objects \
+                 without a local file, {} unreferenced local files without an object",
+                n(b.local_whole),
+                n(b.local_markers),
+                n(b.referenced_without_local_file),
+                n(b.garbage_without_local_file),
+                n(b.garbage_without_object)
+            );
+        }
         if r.snapshots_without_manifest > 0 {
             println!(
                 "warning: {} snapshots have indexes but no manifest",

@@ -631,6 +631,7 @@ fn gc_and_check(
             cutoff_minutes: truth.cutoff_minutes,
             now: crate::fsutil::now_epoch(),
             threads: 1,
+            markers: false,
         },
     )?;
     client.mark("check end")?;

@@ -236,6 +236,43 @@ fn gen_writes_an_s3_datastore_split_between_the_bucket_and_its_local_cache() {
         "{s3}"
     );
 
+    // `check --s3-bucket` sees both halves as the generator made them.
+    let o = bin()
+        .args(["check", "--json", "--s3-bucket", "pbs-tiny"])
+        .arg(&store)
+        .envs(server.env())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let lost = n("no_object_referenced");
+    assert_eq!(
+        o.status.code(),
+        Some(if lost > 0 { 1 } else { 0 }),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        report["missing_chunks"].as_array().unwrap().len() as u64,
+        lost
+    );
+    let b = &report["s3"];
+    let k = |key: &str| b[key].as_u64().unwrap_or_else(|| panic!("{key} in {b}"));
+    assert_eq!(k("chunk_objects"), n("chunk_objects"));
+    assert_eq!(k("local_whole"), n("cached_whole"));
+    assert_eq!(
+        k("local_markers"),
+        n("markers") + 4,
+        "the lost objects' markers too"
+    );
+    assert_eq!(
+        k("referenced_without_local_file"),
+        n("no_marker_referenced")
+    );
+    assert_eq!(
+        k("garbage_without_local_file"),
+        n("no_marker_garbage") + n("stale_using")
+    );
+    assert_eq!(k("garbage_without_object"), n("no_object_garbage"));
     // A bucket that holds objects already is not written into.
     let o = bin()
         .args([
@@ -420,6 +457,21 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
                 "{key}: kept, with a local file"
             );
         }
+        let check = |store: &std::path::Path| {
+            let o = bin()
+                .args(["check", "--json", "--s3-bucket", bucket])
+                .arg(store)
+                .envs(server.env())
+                .output()
+                .unwrap();
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            r["missing_chunks"].as_array().unwrap().len()
+        };
+        assert_eq!(
+            check(&store),
+            truth["s3"]["no_object_referenced"].as_u64().unwrap() as usize,
+            "after the GC only the objects the generator lost are missing"
+        );
         let total = format!("processed {} total chunks\n", before.keys.len());
         let phase3 = "Start GC phase3 (sweep unused chunk markers)";
         assert!(err.contains(&total), "{bucket}: '{total}' in\n{err}");
