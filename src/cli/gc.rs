@@ -45,6 +45,12 @@ pub struct GcArgs {
     /// phase 2 lists and deletes objects, phase 3 sweeps the local markers.
     #[command(flatten)]
     s3: super::s3_args::S3Args,
+    /// S3: the order phase 2 takes each listing page's objects in: key (PBS 4's: digest
+    /// order, uncorrelated with where the local files' inodes are) or inode (chunkscope's
+    /// variant: the page's chunk directories listed once for their inode numbers, then the
+    /// local files stat'ed in inode order).
+    #[arg(long, value_enum, default_value = "key", value_name = "ORDER")]
+    s3_page_order: gc::PageOrder,
     /// When and in what order phase 1 touches chunks.
     #[arg(long, value_enum, default_value = "lru")]
     strategy: Strategy,
@@ -218,6 +224,7 @@ fn mount_daemon(mount: Option<&Path>) -> Option<(PathBuf, bool)> {
 fn options(args: &GcArgs, shadow: bool) -> GcOptions {
     GcOptions {
         s3: false,
+        s3_page_order: args.s3_page_order,
         strategy: args.strategy,
         cache_capacity: args.tuning.capacity(),
         cache_capacity_tuned: args.tuning.cache_capacity.is_some(),
@@ -532,11 +539,19 @@ fn print_counters(out: &mut dyn std::io::Write, opts: &GcOptions, c: &gc::Counte
     if opts.phases != Phases::Mark && opts.s3 {
         writeln!(
             out,
-            "  phase 2   {}, ListObjectsV2 pages {}, chunk objects {}, local stats {}",
+            "  phase 2   {}, ListObjectsV2 pages {}, chunk objects {}, local stats {} ({} order{})",
             crate::units::duration_ns((c.phase2_seconds * 1e9) as u64),
             n(c.list_pages),
             n(c.listed_objects),
             n(c.stat_calls),
+            match opts.s3_page_order {
+                gc::PageOrder::Key => "key",
+                gc::PageOrder::Inode => "inode",
+            },
+            match c.sweep_listings {
+                0 => String::new(),
+                l => format!(", {} chunk directories listed for it", n(l)),
+            }
         )?;
         writeln!(
             out,

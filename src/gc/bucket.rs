@@ -21,7 +21,7 @@ use anyhow::{anyhow, bail, Result};
 
 use super::log::TaskLog;
 use super::sweep::Guard;
-use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
+use super::{GcReport, KeptChunk, KeptReason, PageOrder, KEPT_NAMED};
 use crate::bucket::{Bucket, CHUNK_PREFIX, DELETE_BATCH_KEYS, DELETE_DEFER_SECS, LIST_PAGE_KEYS};
 use crate::datastore::paths::chunk_subdir_name;
 use crate::datastore::Digest;
@@ -78,6 +78,7 @@ pub fn sweep_bucket<S: ChunkStore>(
     report: &mut GcReport,
 ) -> Result<()> {
     let started = Instant::now();
+    let page_order = report.options.s3_page_order;
     let mut s = BucketSweep {
         store,
         bucket,
@@ -97,7 +98,15 @@ pub fn sweep_bucket<S: ChunkStore>(
             .list_page(CHUNK_PREFIX, token.as_deref(), LIST_PAGE_KEYS)
             .map_err(|e| anyhow!("listing the bucket {} failed - {e}", bucket.describe()))?;
         s.report.counters.list_pages += 1;
-        for object in &page.objects {
+        let order = match page_order {
+            PageOrder::Key => (0..page.objects.len()).collect(),
+            PageOrder::Inode => {
+                drop(dir.take());
+                s.inode_order(&page.objects)?
+            }
+        };
+        for i in order {
+            let object = &page.objects[i];
             let basename = object.key.rsplit('/').next().unwrap_or("");
             let Some(name) = ObjectName::classify(basename.as_bytes()) else {
                 continue;
@@ -167,6 +176,55 @@ struct BucketSweep<'a, 'g, 'l, S> {
 }
 
 impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
+    /// A page's objects in the inode order of their local files (those without one last,
+    /// in key order): each chunk directory the page names is listed once for its entries'
+    /// inode numbers. chunkscope's variant, not PBS's (`--s3-page-order inode`).
+    fn inode_order(&mut self, objects: &[crate::bucket::Listed]) -> Result<Vec<usize>> {
+        let mut by_dir: hashbrown::HashMap<u16, Vec<usize>> = hashbrown::HashMap::new();
+        for (i, o) in objects.iter().enumerate() {
+            let base = o.key.rsplit('/').next().unwrap_or("");
+            if let Some(name) = ObjectName::classify(base.as_bytes()) {
+                by_dir.entry(name.digest().prefix()).or_default().push(i);
+            }
+        }
+        let mut inodes = vec![u64::MAX; objects.len()];
+        let mut prefixes: Vec<u16> = by_dir.keys().copied().collect();
+        prefixes.sort_unstable();
+        for prefix in prefixes {
+            let wanted = &by_dir[&prefix];
+            let Some(mut dir) = self.store.open_dir(prefix).map_err(|e| {
+                anyhow!(
+                    "opening chunk directory {} failed - {e}",
+                    self.dir_path(prefix)
+                )
+            })?
+            else {
+                continue;
+            };
+            let c = &mut self.report.counters;
+            c.sweep_listings += 1;
+            let mut entries = 0u64;
+            dir.list(&mut |name, ino| {
+                entries += 1;
+                for &i in wanted {
+                    if objects[i].key.rsplit('/').next().map(str::as_bytes) == Some(name) {
+                        inodes[i] = ino;
+                    }
+                }
+            })
+            .map_err(|e| {
+                anyhow!(
+                    "listing chunk directory {} failed - {e}",
+                    self.dir_path(prefix)
+                )
+            })?;
+            self.report.counters.sweep_entries += entries;
+        }
+        let mut order: Vec<usize> = (0..objects.len()).collect();
+        order.sort_by_key(|&i| (inodes[i], i));
+        Ok(order)
+    }
+
     fn dir_path(&self, prefix: u16) -> String {
         self.store
             .root()

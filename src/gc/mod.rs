@@ -153,6 +153,22 @@ pub struct GcOptions {
     /// leaves `.using` markers for referenced chunks with no local file, phase 2 lists and
     /// deletes objects, phase 3 sweeps the local markers. [`run_s3`] sets it.
     pub s3: bool,
+    /// S3: the order phase 2 judges each listing page's objects in: key order (PBS's) or
+    /// the inode order of their local files (chunkscope's variant).
+    pub s3_page_order: PageOrder,
+}
+
+/// The order an S3 GC's phase 2 takes each listing page's objects in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum PageOrder {
+    /// As listed: key order, which is digest order (PBS 4).
+    #[default]
+    Key,
+    /// The page's local files in inode order (each chunk directory the page names listed
+    /// once for the inode numbers), objects without a local file last.
+    Inode,
 }
 
 impl Default for GcOptions {
@@ -170,6 +186,7 @@ impl Default for GcOptions {
             atime_check: true,
             shadow: false,
             s3: false,
+            s3_page_order: PageOrder::Key,
         }
     }
 }

@@ -376,7 +376,11 @@ fn gc_s3(
 fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
     let server = S3Server::start();
     let dir = store_dir();
-    for (bucket, mounted) in [("pbs-direct", false), ("pbs-mounted", true)] {
+    for (bucket, mounted, order) in [
+        ("pbs-direct", false, "key"),
+        ("pbs-mounted", true, "key"),
+        ("pbs-inode-order", false, "inode"),
+    ] {
         let (store, truth) = gen_s3(
             &server,
             dir.path(),
@@ -410,7 +414,7 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
             )
         });
         let target = mount.as_ref().map_or(store.clone(), |m| m.mnt.clone());
-        let (code, report, err) = gc_s3(&server, &target, bucket, &[]);
+        let (code, report, err) = gc_s3(&server, &target, bucket, &["--s3-page-order", order]);
         drop(mount);
         assert_eq!(code, 0, "{err}");
         let after: std::collections::BTreeSet<String> = c
@@ -433,6 +437,8 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
         assert_eq!(n("list_pages"), before.keys.len().div_ceil(1000) as u64);
         assert_eq!(n("delete_requests"), deleted.len().div_ceil(100) as u64);
         assert_eq!(n("listed_objects"), before.keys.len() as u64);
+        // Inode order lists each page's chunk directories once; key order lists none.
+        assert_eq!(n("sweep_listings") > 0, order == "inode", "{bucket}");
         let s3 = &truth["s3"];
         let t = |k: &str| s3[k].as_u64().unwrap();
         assert_eq!(
