@@ -311,7 +311,8 @@ struct S3Before {
 
 /// §3.7, computed here from the store's files and the bucket's listing (not by the GC's
 /// code): phase 1 touches every referenced chunk's local file and leaves a `.using` marker for
-/// a referenced chunk with no local file and no bad copy; phase 2 keeps an object with no
+/// a referenced chunk with no local file (PBS: and no bad copy; chunkscope deletes no
+/// referenced object either way); phase 2 keeps an object with no
 /// local file if it has a `.using` marker and deletes it otherwise, and judges one with a
 /// local file by that file's atime against the cutoff (24 h 5 min before the GC).
 fn s3_rules(store: &std::path::Path, c: &chunkscope::s3::Client, gc_start: i64) -> S3Before {
@@ -332,13 +333,14 @@ fn s3_rules(store: &std::path::Path, c: &chunkscope::s3::Client, gc_start: i64) 
         let hex = &name[..64];
         let dir = store.join(".chunks").join(&hex[..4]);
         let local = std::fs::symlink_metadata(dir.join(&name)).ok();
-        let has_bad = (0..10).any(|n| dir.join(format!("{hex}.{n}.bad")).exists());
         let using = dir.join(format!("{hex}.using")).exists();
         let is_referenced = name.len() == 64 && referenced.contains(hex);
         let deleted = match local {
             Some(_) if is_referenced => false,
             Some(m) => m.atime() < min_atime,
-            None => !(using || (is_referenced && !has_bad)),
+            // PBS deletes a referenced chunk's object when a bad copy kept phase 1 from
+            // leaving a `.using`; chunkscope never deletes a referenced object.
+            None => !(using || is_referenced),
         };
         if is_referenced {
             before.referenced_keys.insert(o.key.clone());
@@ -405,6 +407,27 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
             "{} doomed: more than one batch",
             before.doomed.len()
         );
+        if bucket == "pbs-direct" {
+            // A dry run deletes nothing and counts what the GC then deletes.
+            let (code, dry, err) = gc_s3(&server, &store, bucket, &["--dry-run"]);
+            assert_eq!(code, 0, "{err}");
+            let d = |k: &str| dry["counters"][k].as_u64().unwrap();
+            assert_eq!(
+                d("removed_chunks") + d("removed_bad"),
+                before.doomed.len() as u64
+            );
+            assert_eq!(d("kept_referenced"), 0, "{err}");
+            assert_eq!(d("deleted_objects") + d("delete_requests"), 0);
+            assert_eq!(
+                c.list_all(".chunks/", 1000).unwrap().len(),
+                before.keys.len()
+            );
+            assert_eq!(
+                s3_rules(&store, &c, start).doomed,
+                before.doomed,
+                "nothing changed"
+            );
+        }
         let mount = mounted.then(|| {
             Mount::start(
                 &store,
