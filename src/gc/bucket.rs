@@ -116,16 +116,10 @@ pub fn sweep_bucket<S: ChunkStore>(
             let prefix = name.digest().prefix();
             if dir.as_ref().map(|(p, _)| *p) != Some(prefix) {
                 drop(dir.take()); // the previous directory is closed before the next is opened
-                dir = match store.open_dir(prefix) {
-                    Ok(Some(d)) => Some((prefix, d)),
-                    Ok(None) => {
-                        bail!(
-                            "chunk directory {} is missing: the local store is not this bucket's",
-                            s.dir_path(prefix)
-                        )
-                    }
-                    Err(e) => bail!(
-                        "opening chunk directory {} failed - {e}",
+                dir = match open_local(store, prefix)? {
+                    Some(d) => Some((prefix, d)),
+                    None => bail!(
+                        "chunk directory {} is missing: the local store is not this bucket's",
                         s.dir_path(prefix)
                     ),
                 };
@@ -162,6 +156,26 @@ pub fn sweep_bucket<S: ChunkStore>(
     Ok(())
 }
 
+/// Local chunk directory `prefix`, for messages.
+fn dir_path<S: ChunkStore>(store: &S, prefix: u16) -> String {
+    store
+        .root()
+        .join(crate::datastore::paths::CHUNK_DIR)
+        .join(chunk_subdir_name(prefix))
+        .display()
+        .to_string()
+}
+
+/// Local chunk directory `prefix`, `None` if there is none.
+fn open_local<S: ChunkStore>(store: &S, prefix: u16) -> Result<Option<S::Dir<'_>>> {
+    store.open_dir(prefix).map_err(|e| {
+        anyhow!(
+            "opening chunk directory {} failed - {e}",
+            dir_path(store, prefix)
+        )
+    })
+}
+
 struct BucketSweep<'a, 'g, 'l, S> {
     store: &'a S,
     bucket: &'a dyn Bucket,
@@ -192,13 +206,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
         prefixes.sort_unstable();
         for prefix in prefixes {
             let wanted = &by_dir[&prefix];
-            let Some(mut dir) = self.store.open_dir(prefix).map_err(|e| {
-                anyhow!(
-                    "opening chunk directory {} failed - {e}",
-                    self.dir_path(prefix)
-                )
-            })?
-            else {
+            let Some(mut dir) = open_local(self.store, prefix)? else {
                 continue;
             };
             let c = &mut self.report.counters;
@@ -226,12 +234,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
     }
 
     fn dir_path(&self, prefix: u16) -> String {
-        self.store
-            .root()
-            .join(crate::datastore::paths::CHUNK_DIR)
-            .join(chunk_subdir_name(prefix))
-            .display()
-            .to_string()
+        dir_path(self.store, prefix)
     }
 
     fn local_path(&self, prefix: u16, name: &str) -> String {
@@ -480,13 +483,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
             return Ok(false);
         };
         let prefix = name.digest().prefix();
-        let Some(mut dir) = self.store.open_dir(prefix).map_err(|e| {
-            anyhow!(
-                "opening chunk directory {} failed - {e}",
-                self.dir_path(prefix)
-            )
-        })?
-        else {
+        let Some(mut dir) = open_local(self.store, prefix)? else {
             return Ok(false);
         };
         self.report.counters.stat_calls += 1;

@@ -299,6 +299,15 @@ fn gen_writes_an_s3_datastore_split_between_the_bucket_and_its_local_cache() {
     );
 }
 
+/// The bucket's chunk object keys.
+fn chunk_keys(c: &chunkscope::s3::Client) -> std::collections::BTreeSet<String> {
+    c.list_all(".chunks/", 1000)
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect()
+}
+
 /// What the bucket and the local cache hold before a GC, and what §3.7's rules then delete.
 struct S3Before {
     /// Every chunk object's key.
@@ -440,12 +449,7 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
         let (code, report, err) = gc_s3(&server, &target, bucket, &["--s3-page-order", order]);
         drop(mount);
         assert_eq!(code, 0, "{err}");
-        let after: std::collections::BTreeSet<String> = c
-            .list_all(".chunks/", 1000)
-            .unwrap()
-            .into_iter()
-            .map(|o| o.key)
-            .collect();
+        let after: std::collections::BTreeSet<String> = chunk_keys(&c);
         let deleted: std::collections::BTreeSet<String> =
             before.keys.difference(&after).cloned().collect();
         assert_eq!(
@@ -676,12 +680,7 @@ fn no_s3_fault_makes_the_gc_delete_a_referenced_object() {
         };
         let mut log = TaskLog::new(Box::new(std::io::sink()), false);
         let result = gc::run_s3(&local, &faulty, &opts, &mut log, Default::default());
-        let after: std::collections::BTreeSet<String> = c
-            .list_all(".chunks/", 1000)
-            .unwrap()
-            .into_iter()
-            .map(|o| o.key)
-            .collect();
+        let after: std::collections::BTreeSet<String> = chunk_keys(&c);
         let missing: Vec<&String> = before.referenced_keys.difference(&after).collect();
         assert!(
             missing.is_empty(),
