@@ -159,6 +159,34 @@ impl<'s, 'l, S: ChunkStore> Marker<'s, 'l, S> {
         let jobs = self.opts.prefetch_jobs.max(1);
         let store = self.store;
         let dirs = store.chunk_dirs();
+        if jobs > 1 && store.prefetch_job(Some(0)) {
+            // The jobs in turn, one directory each, as the store asked.
+            let mut step = 0;
+            loop {
+                let mut any = false;
+                for j in 0..jobs {
+                    let prefix = dirs * j / jobs + step;
+                    if prefix >= dirs * (j + 1) / jobs {
+                        continue;
+                    }
+                    any = true;
+                    store.prefetch_job(Some(j));
+                    if let Some(mut dir) = store.open_dir(prefix as u16)? {
+                        let entries = &mut self.counters.entries_listed;
+                        dir.list(&mut |_, _| *entries += 1)?;
+                        self.counters.listings += 1;
+                    }
+                }
+                if !any {
+                    break;
+                }
+                step += 1;
+            }
+            store.prefetch_job(None);
+            self.counters.prefetch_listings = self.counters.listings;
+            self.warmed.iter_mut().for_each(|w| *w = true);
+            return Ok(());
+        }
         let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..jobs)
                 .map(|j| {

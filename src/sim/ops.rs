@@ -451,6 +451,14 @@ impl ChunkStore for SimStore {
         self.slice.chunk_dirs()
     }
 
+    /// The jobs run in turn on the GC's thread, each request in its job's lane: the same
+    /// order every run (on threads of their own, their requests would interleave as the
+    /// threads happened to run, and the model's cache evict in a different order each time).
+    fn prefetch_job(&self, job: Option<usize>) -> bool {
+        self.lock().job = job;
+        true
+    }
+
     fn open_dir(&self, prefix: u16) -> io::Result<Option<SimDir<'_>>> {
         if !self.has_chunk_dir(prefix) {
             // Not part of the slice: the GC visits only `chunk_dirs()`; no request.

@@ -13,6 +13,13 @@ use crate::instrument::{Done, Instruments, Trace};
 use crate::trace::format::flags;
 use crate::trace::{Extra, ListingEntries, Op};
 
+/// Whose modelled time a request before the first index file adds to: the calling thread's,
+/// or a prefetch job's that the GC runs in turn with the others on one thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lane {
+    Thread(std::thread::ThreadId),
+    Job(usize),
+}
 /// What one run changes: the chunks' atimes and removals, the model, the counts. Each
 /// [`SimStore::fork`] has its own, so runs side by side share only what was built.
 pub(super) struct State {
@@ -32,7 +39,10 @@ pub(super) struct State {
     pub(super) first_index_ns: Option<u64>,
     /// Before the first index file: modelled time per calling thread (the prefetch pass's
     /// jobs), see [`State::end_pass`].
-    pub(super) lanes: Vec<(std::thread::ThreadId, u64)>,
+    pub(super) lanes: Vec<(Lane, u64)>,
+    /// The prefetch job whose requests come now, when the GC runs its jobs in turn on one
+    /// thread ([`crate::store::ChunkStore::prefetch_job`]).
+    pub(super) job: Option<usize>,
     /// The directories the kernel of a mount with a directory TTL would have cached.
     pub(super) dentries: super::dentries::Dentries,
     /// Index files of a walk with a thread building ahead that the GC's thread built itself
@@ -149,6 +159,7 @@ impl State {
             pid: std::process::id(),
             first_index_ns: None,
             lanes: Vec::new(),
+            job: None,
             dentries: Default::default(),
             indexes_not_ahead: 0,
         }
@@ -230,7 +241,10 @@ impl State {
         if self.first_index_ns.is_some() {
             return;
         }
-        let me = std::thread::current().id();
+        let me = match self.job {
+            Some(j) => Lane::Job(j),
+            None => Lane::Thread(std::thread::current().id()),
+        };
         match self.lanes.iter_mut().find(|l| l.0 == me) {
             Some(l) => l.1 += ns,
             None => self.lanes.push((me, ns)),
@@ -244,7 +258,7 @@ impl State {
     /// time, whichever is longer; this thread's own requests come after it. The clock goes
     /// back by the rest.
     pub(super) fn end_pass(&mut self) {
-        let me = std::thread::current().id();
+        let me = Lane::Thread(std::thread::current().id());
         let jobs = self.lanes.iter().filter(|l| l.0 != me);
         if jobs.clone().count() < 2 {
             return;

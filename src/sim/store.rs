@@ -294,6 +294,7 @@ impl SimStore {
         st.counts = RequestCounts::default();
         st.first_index_ns = None;
         st.lanes.clear();
+        st.job = None;
         st.dentries.clear();
         st.indexes_not_ahead = 0;
     }

@@ -149,6 +149,13 @@ pub trait ChunkStore: Sync {
     /// Inserts a chunk as PBS does (temp file, then rename); an existing one is touched
     /// instead. Returns true if it existed.
     fn insert_chunk(&self, digest: &Digest, blob: &[u8]) -> io::Result<bool>;
+    /// Whether the prefetch pass's jobs run in turn on the calling thread, one directory of
+    /// each at a time, with `job` saying whose request comes next (`None` once the pass is
+    /// over); `false` (a real store): each job on a thread of its own.
+    fn prefetch_job(&self, job: Option<usize>) -> bool {
+        let _ = job;
+        false
+    }
     /// Creates the empty file `<digest><suffix>` in its chunk directory, as PBS's S3
     /// datastores do: a zero-length marker of a chunk whose data is in the bucket (suffix
     /// `""`), or the `.using` marker phase 1 leaves for a referenced chunk with no local file
