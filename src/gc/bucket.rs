@@ -21,12 +21,26 @@ use anyhow::{anyhow, bail, Result};
 
 use super::log::TaskLog;
 use super::sweep::Guard;
-use super::{GcReport, KeptChunk, KeptReason, PageOrder, KEPT_NAMED};
+use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
 use crate::bucket::{Bucket, CHUNK_PREFIX, DELETE_BATCH_KEYS, DELETE_DEFER_SECS, LIST_PAGE_KEYS};
 use crate::datastore::paths::chunk_subdir_name;
 use crate::datastore::Digest;
 use crate::store::{ChunkDir, ChunkStore, EntryStat};
 use crate::units::human_bytes;
+use serde::Serialize;
+
+/// The order an S3 GC's phase 2 takes each listing page's objects in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum PageOrder {
+    /// As listed: key order, which is digest order (PBS 4).
+    #[default]
+    Key,
+    /// The page's local files in inode order (each chunk directory the page names listed
+    /// once for the inode numbers), objects without a local file last.
+    Inode,
+}
 
 /// What a chunk object's key names (`chunk_path_from_object_key`): a chunk (64 hex
 /// characters) or a bad copy (70 characters starting with 64 hex ones; the suffix is not
@@ -55,6 +69,24 @@ impl ObjectName {
             ObjectName::Chunk(d) | ObjectName::Bad(d) => d,
         }
     }
+}
+
+/// One garbage collection of an S3 datastore (PBS 4, format document 3.7), `store` its local
+/// cache and `bucket` its objects: the bucket reached first (`HeadBucket`), phase 1 as on a
+/// filesystem but leaving a `.using` marker for a referenced chunk with no local file, phase
+/// 2 over the bucket's listing ([`sweep_bucket`]), phase 3 over the local markers.
+pub fn run_s3<S: ChunkStore>(
+    store: &S,
+    bucket: &dyn Bucket,
+    opts: &super::GcOptions,
+    log: &mut TaskLog,
+    hooks: super::Hooks<'_>,
+) -> Result<GcReport> {
+    let opts = super::GcOptions {
+        s3: true,
+        ..opts.clone()
+    };
+    super::run_with(store, Some(bucket), &opts, log, hooks)
 }
 
 /// A key waiting in the delete queue.

@@ -14,6 +14,7 @@
 //! receives a hook for markers.
 
 pub mod bucket;
+pub use bucket::{run_s3, PageOrder};
 pub mod curve;
 pub mod log;
 pub mod lru;
@@ -156,19 +157,6 @@ pub struct GcOptions {
     /// S3: the order phase 2 judges each listing page's objects in: key order (PBS's) or
     /// the inode order of their local files (chunkscope's variant).
     pub s3_page_order: PageOrder,
-}
-
-/// The order an S3 GC's phase 2 takes each listing page's objects in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "kebab-case")]
-pub enum PageOrder {
-    /// As listed: key order, which is digest order (PBS 4).
-    #[default]
-    Key,
-    /// The page's local files in inode order (each chunk directory the page names listed
-    /// once for the inode numbers), objects without a local file last.
-    Inode,
 }
 
 impl Default for GcOptions {
@@ -485,25 +473,7 @@ pub fn run<S: ChunkStore>(
     run_with(store, None, opts, log, hooks)
 }
 
-/// One garbage collection of an S3 datastore (PBS 4, format document 3.7), `store` its local
-/// cache and `bucket` its objects: the bucket reached first (`HeadBucket`), phase 1 as on a
-/// filesystem but leaving a `.using` marker for a referenced chunk with no local file, phase
-/// 2 over the bucket's listing ([`bucket::sweep_bucket`]), phase 3 over the local markers.
-pub fn run_s3<S: ChunkStore>(
-    store: &S,
-    bucket: &dyn Bucket,
-    opts: &GcOptions,
-    log: &mut TaskLog,
-    hooks: Hooks<'_>,
-) -> Result<GcReport> {
-    let opts = GcOptions {
-        s3: true,
-        ..opts.clone()
-    };
-    run_with(store, Some(bucket), &opts, log, hooks)
-}
-
-fn run_with<S: ChunkStore>(
+pub(super) fn run_with<S: ChunkStore>(
     store: &S,
     bucket: Option<&dyn Bucket>,
     opts: &GcOptions,
