@@ -82,6 +82,16 @@ pub fn run_s3<S: ChunkStore>(
     log: &mut TaskLog,
     hooks: super::Hooks<'_>,
 ) -> Result<GcReport> {
+    if opts.shadow && !opts.dry_run {
+        anyhow::bail!(
+            "{} is a --shadow mount: its local changes stay in memory, but the deletions from \
+             the bucket {} would be real; trace an S3 datastore's GC with --dry-run (nothing \
+             deleted, the same requests on the local store) or through a mount that is not \
+             --shadow",
+            store.root().display(),
+            bucket.describe()
+        );
+    }
     let opts = super::GcOptions {
         s3: true,
         ..opts.clone()

@@ -738,3 +738,29 @@ fn no_s3_fault_makes_the_gc_delete_a_referenced_object() {
         }
     }
 }
+
+/// A `--shadow` mount keeps the local store as it was, but nothing keeps a bucket: an S3 GC
+/// through one is refused unless it is a dry run, and the bucket keeps every object.
+#[test]
+fn an_s3_gc_through_a_shadow_mount_deletes_nothing_unless_it_is_a_dry_run() {
+    let server = S3Server::start();
+    let dir = store_dir();
+    let (store, _) = gen_s3(&server, dir.path(), "shadowed", "pbs-shadow", &[]);
+    let c = server.client("pbs-shadow");
+    let before = chunk_keys(&c);
+    let mount = Mount::start(&store, &dir.path().join("m"), false, &["--shadow"]);
+    let (code, _, err) = gc_s3(&server, &mount.mnt, "pbs-shadow", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--shadow mount") && err.contains("--dry-run"),
+        "{err}"
+    );
+    let (code, dry, err) = gc_s3(&server, &mount.mnt, "pbs-shadow", &["--dry-run"]);
+    drop(mount);
+    assert!(code == 0 || code == 1, "{err}");
+    assert!(
+        dry["counters"]["removed_chunks"].as_u64().unwrap() > 0,
+        "{err}"
+    );
+    assert_eq!(chunk_keys(&c), before, "the bucket keeps every object");
+}
