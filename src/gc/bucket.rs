@@ -322,7 +322,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
         }
         if st.atime < self.min_atime {
             if let Some(d) = referenced {
-                self.keep_referenced(d, st, KeptReasonS3::Old);
+                self.keep_referenced(d, st, self.guard.reason(&d));
                 return Ok(());
             }
             if !self.dry_run {
@@ -414,7 +414,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
                 size,
                 is_file: true,
             };
-            self.keep_referenced(d, st, KeptReasonS3::NoLocalFile);
+            self.keep_referenced(d, st, KeptReason::NoLocalFile);
             return Ok(());
         }
         self.queue(key, size, matches!(name, ObjectName::Bad(_)));
@@ -537,11 +537,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
 
     /// A referenced chunk PBS would have deleted: kept, counted as in use, named.
     #[cold]
-    fn keep_referenced(&mut self, d: Digest, st: EntryStat, why: KeptReasonS3) {
-        let reason = match why {
-            KeptReasonS3::Old => self.guard_reason(&d),
-            KeptReasonS3::NoLocalFile => KeptReason::NoLocalFile,
-        };
+    fn keep_referenced(&mut self, d: Digest, st: EntryStat, reason: KeptReason) {
         let c = &mut self.report.counters;
         c.kept_referenced += 1;
         c.kept_referenced_bytes += st.size;
@@ -560,15 +556,6 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
             });
         }
     }
-
-    fn guard_reason(&self, d: &Digest) -> KeptReason {
-        self.guard.reason(d)
-    }
-}
-
-enum KeptReasonS3 {
-    Old,
-    NoLocalFile,
 }
 
 /// Phase 3 of an S3 datastore: the local sweep over the markers (`.using` leftovers removed,
