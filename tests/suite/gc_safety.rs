@@ -30,7 +30,7 @@ fn assert_nothing_referenced_lost(store: &Path, context: &str) {
 
 /// A GC through a non-shadow mount of a new `tiny` store with `mount_args` (fault rules).
 struct FaultRun {
-    _dir: tempfile::TempDir,
+    _dir: PrivateTmpfs,
     store: std::path::PathBuf,
     truth: Value,
     /// The mountpoint (unmounted by now).

@@ -23,13 +23,12 @@ fn script(name: &str, state: &Path, args: &[&str]) -> Output {
     .unwrap()
 }
 
+/// Whether anything is mounted below `dir` (not `dir` itself: a store directory is a tmpfs).
 fn mounted_under(dir: &Path) -> bool {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    info.lines().any(|l| {
-        l.split(' ')
-            .nth(4)
-            .is_some_and(|m| m.starts_with(&dir.display().to_string()))
-    })
+    let below = format!("{}/", dir.display());
+    info.lines()
+        .any(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with(&below)))
 }
 
 #[test]
@@ -148,7 +147,9 @@ fn scripts_refuse_bad_arguments() {
         "{}",
         stderr(&o)
     );
-    let o = script("chunkscope-umount", state, &[dir.path().to_str().unwrap()]);
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let o = script("chunkscope-umount", state, &[plain.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("is not mounted"), "{}", stderr(&o));
 }

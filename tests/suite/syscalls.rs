@@ -8,7 +8,7 @@ use std::process::Command;
 use crate::common::*;
 
 /// The store, its survey (before the GC) and a scratch directory.
-fn store_and_survey(seed: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+fn store_and_survey(seed: &str) -> (PrivateTmpfs, PathBuf, PathBuf) {
     let tmp = store_dir();
     let (store, _) = gen(tmp.path(), "s", &["--preset", "tiny", "--seed", seed]);
     let survey = tmp.path().join("s.survey");

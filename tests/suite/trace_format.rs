@@ -963,7 +963,7 @@ fn read_and_write_offsets_round_trip() {
 /// whole after its unmount (before, the second writer emptied it: "no block at offset 304").
 #[test]
 fn a_second_writer_of_a_mounts_trace_is_refused_and_the_trace_kept() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = store_dir();
     let (store, _) = gen(dir.path(), "store", &[]);
     let mut m = Mount::start(&store, &dir.path().join("a"), true, &[]);
     let trace = m.trace.clone().unwrap();
