@@ -107,9 +107,12 @@ fn assert_svg(path: &Path) {
     );
 }
 
-/// The demo with the three strategies its findings are about (the other two are the long
-/// suite's, [`demo_with_every_strategy_on_tiny`]).
+/// The demo with the three strategies its findings are about, its traces removed at the end
+/// (the other two strategies and `--keep` are [`demo_with_every_strategy_on_tiny`]'s). CI
+/// also runs the demo's tiny form before the tests, as the README's first command.
 #[test]
+#[ignore = "long suite (CI runs it with --ignored): three mounted GCs and a simulated slice, \
+            35 s of a fresh clone's 10 minutes"]
 fn demo_on_tiny_prints_the_table_and_writes_the_report() {
     demo_on_tiny(&["naive", "lru", "prefetch"], false);
 }
