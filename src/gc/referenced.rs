@@ -226,7 +226,9 @@ mod tests {
 
     proptest! {
         #[test]
-        fn never_forgets_an_inserted_digest(ops in prop::collection::vec((0u64..300, any::<bool>()), 0..2000)) {
+        // A seal after one insert in 50, about 20 a case between the stripes' growth: a seal
+        // after every other insert made this test 15 s of the unit tests' 20 (0.8 s now).
+        fn never_forgets_an_inserted_digest(ops in prop::collection::vec((0u64..300, prop::bool::weighted(0.02)), 0..2000)) {
             let mut s = ReferencedSet::new();
             let mut truth = std::collections::HashSet::new();
             for (i, seal) in ops {
