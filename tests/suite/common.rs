@@ -197,7 +197,8 @@ impl Drop for LoopMount {
 /// A tmpfs of its own on a temporary directory, unmounted on drop: for a test whose results
 /// depend on inode numbers. tmpfs numbers inodes from one counter per mount, so on the shared
 /// `/dev/shm` every process that creates files there (another test running at the same time)
-/// shifts them.
+/// shifts them. [`PrivateTmpfs::new`] always mounts one; [`store_dir`] falls back to a plain
+/// directory (no mount) where the kernel refuses.
 pub struct PrivateTmpfs {
     // Declared first: unmounted before the directory is removed.
     _mount: Option<TmpfsMount>,
