@@ -638,8 +638,25 @@ pub fn open_dir_noatime(
     at: std::os::unix::io::RawFd,
     name: &std::ffi::CStr,
 ) -> io::Result<(std::os::fd::OwnedFd, bool)> {
+    open_dir_at(at, name, libc::O_NOFOLLOW)
+}
+
+/// Opens the directory at `path` to list it, following symbolic links as `opendir(3)` does
+/// (a datastore's root may be one), with `O_NOATIME` where permitted.
+pub fn open_dir_following(path: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(open_dir_at(libc::AT_FDCWD, &c, 0)?.0)
+}
+
+fn open_dir_at(
+    at: std::os::unix::io::RawFd,
+    name: &std::ffi::CStr,
+    follow: i32,
+) -> io::Result<(std::os::fd::OwnedFd, bool)> {
     use std::os::fd::FromRawFd;
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | follow;
     let open = |extra: i32| {
         // SAFETY: a valid C string; the flags open nothing but a directory.
         let fd = unsafe { libc::openat(at, name.as_ptr(), flags | extra) };

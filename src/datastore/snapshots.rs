@@ -17,8 +17,8 @@
 //! in-memory store is another, so a simulated GC walks its indexes with this very code.
 
 use std::collections::BTreeSet;
-use std::fs;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -62,32 +62,67 @@ pub trait Tree {
 }
 
 /// The real filesystem.
+///
+/// Listed with `getdents64` itself, not `readdir(3)`: glibc's `readdir` takes an `ENOENT` from
+/// `getdents64` for the end of the directory, so a directory that fails midway (a flaky disk,
+/// a FUSE daemon's error, an injected fault) would read as a short listing, and a GC would
+/// never visit the indexes it left out. Here every error of the listing is the caller's.
 pub struct Fs;
 
 impl Tree for Fs {
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
+        let fd = crate::fsutil::open_dir_following(dir)?;
+        let mut buf = vec![0u8; crate::store::GETDENTS_BUFFER];
         let mut out = Vec::new();
-        for entry in fs::read_dir(dir)? {
-            let entry = entry?;
-            let ty = entry.file_type()?;
-            let name = match entry.file_name().into_string() {
-                Ok(name) => name,
-                Err(raw) => {
-                    non_utf8_entry(dir, raw.as_encoded_bytes(), ty.is_dir())?;
-                    continue;
-                }
-            };
-            let kind = if ty.is_dir() {
-                EntryKind::Dir
-            } else if ty.is_file() {
-                EntryKind::File
-            } else {
-                EntryKind::Other
-            };
-            out.push((name, kind));
+        let mut failed = None;
+        loop {
+            let more =
+                crate::fsutil::getdents(fd.as_raw_fd(), &mut buf, &mut |name, _, d_type| {
+                    if failed.is_some() || name == b"." || name == b".." {
+                        return;
+                    }
+                    if let Err(e) = listed_entry(&fd, dir, name, d_type, &mut out) {
+                        failed = Some(e);
+                    }
+                })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if !more {
+                return Ok(out);
+            }
         }
-        Ok(out)
     }
+}
+
+/// Adds the entry `name` (of type `d_type`) of the directory `fd` (at `dir`) to `out`; one
+/// whose type the filesystem did not say (`DT_UNKNOWN`) is asked with `fstatat`.
+fn listed_entry(
+    fd: &OwnedFd,
+    dir: &Path,
+    name: &[u8],
+    d_type: u8,
+    out: &mut Vec<(String, EntryKind)>,
+) -> io::Result<()> {
+    let kind = match d_type {
+        libc::DT_DIR => EntryKind::Dir,
+        libc::DT_REG => EntryKind::File,
+        libc::DT_UNKNOWN => match crate::fsutil::lstat_at(fd.as_raw_fd(), name)? {
+            // Gone meanwhile: as if listed a moment later.
+            None => return Ok(()),
+            Some(st) => match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => EntryKind::Dir,
+                libc::S_IFREG => EntryKind::File,
+                _ => EntryKind::Other,
+            },
+        },
+        _ => EntryKind::Other,
+    };
+    match std::str::from_utf8(name) {
+        Ok(name) => out.push((name.to_owned(), kind)),
+        Err(_) => non_utf8_entry(dir, name, kind.is_dir())?,
+    }
+    Ok(())
 }
 
 /// An entry of `dir` whose name is not UTF-8: `Ok` when a walk may leave it out (hidden, or
@@ -388,6 +423,7 @@ pub fn phase1_order(root: &Path) -> Result<Phase1Order> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn safe_ids() {

@@ -541,3 +541,60 @@ fn a_gc_on_a_shadow_mount_needs_no_flag_and_says_what_it_would_remove() {
         "{out}"
     );
 }
+
+/// The newest snapshot directory of the store's first group in the root namespace, relative
+/// to the store, and the index files in it.
+fn newest_snapshot(store: &Path) -> (String, usize) {
+    let mut groups: Vec<_> = ["vm", "ct", "host"]
+        .iter()
+        .flat_map(|t| std::fs::read_dir(store.join(t)).into_iter().flatten())
+        .map(|e| e.unwrap().path())
+        .collect();
+    groups.sort();
+    let group = groups.first().expect("a group in the root namespace");
+    let mut snaps: Vec<_> = std::fs::read_dir(group)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    snaps.sort();
+    let snap = snaps.pop().expect("a snapshot");
+    let indexes = std::fs::read_dir(&snap)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".fidx") || name.ends_with(".didx")
+        })
+        .count();
+    let rel = snap
+        .strip_prefix(store)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    (rel, indexes)
+}
+
+#[test]
+fn a_listing_of_a_snapshot_that_says_enoent_stops_the_gc_before_its_sweep() {
+    // glibc's readdir takes ENOENT from getdents64 for the end of the directory: a GC that
+    // listed with it saw an empty snapshot, never read its indexes, and swept their chunks.
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--seed", "23"]);
+    let (snap, indexes) = newest_snapshot(&store);
+    assert!(indexes > 0, "{snap} holds indexes");
+    let before = removable_files(&store);
+    let rule = format!("readdir path={snap} errno=ENOENT");
+    let m = Mount::start(&store, dir.path(), false, &["--fault", &rule]);
+    for phases in [&["--phase", "sweep"][..], &[]] {
+        let (code, r, out) = gc(&m.mnt, phases);
+        assert_eq!(code, 2, "{phases:?}: {out}");
+        assert!(out.contains(&snap), "{phases:?} names the snapshot: {out}");
+        assert!(out.contains("nothing was removed"), "{phases:?}: {out}");
+        assert_eq!(r["report"]["counters"]["removed_chunks"], 0, "{out}");
+    }
+    drop(m);
+    assert_eq!(removable_files(&store), before);
+    assert_nothing_referenced_lost(&store, "snapshot listing ENOENT");
+}
