@@ -320,6 +320,21 @@ impl Instruments {
         seq
     }
 
+    /// A request another process made and timed (the S3 recorder's), ending now: `r` is
+    /// numbered, placed on the trace's clock (its start `r.duration_ns` before now, on a
+    /// wall clock) and recorded; returns its request number.
+    pub fn external(&self, trace: &Trace, pid: u32, mut r: RawRecord) -> u64 {
+        r.start_ns = match self.clock {
+            Clock::Wall => trace.sink.now_ns().saturating_sub(r.duration_ns),
+            Clock::Model => self.model().map_or(0, |m| m.clock_ns()),
+        };
+        r.seq = trace.sink.next_seq();
+        r.pid = pid;
+        let seq = r.seq;
+        trace.sink.record(r);
+        seq
+    }
+
     #[inline]
     fn count_fd_exhaustion(&self, d: &Done<'_>, dec: Decision) {
         if (d.errno == libc::EMFILE || d.errno == libc::ENFILE) && dec.errno == 0 {

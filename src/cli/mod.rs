@@ -18,6 +18,7 @@ mod mount;
 mod outputs;
 mod replay;
 mod s3_args;
+mod s3_record;
 mod simulate;
 mod survey;
 mod testbed;
@@ -65,6 +66,7 @@ enum Command {
     Fidelity(fidelity::FidelityArgs),
     Testbed(testbed::TestbedArgs),
     Calibrate(calibrate::CalibrateArgs),
+    S3Record(s3_record::S3RecordArgs),
 }
 
 /// Outcome of a command that ran: success, or a problem found in the input.
@@ -141,6 +143,7 @@ pub fn run() -> i32 {
         Command::Fidelity(args) => fidelity::run(args),
         Command::Testbed(args) => testbed::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::S3Record(args) => s3_record::run(args),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -37,6 +37,7 @@ pub(super) const OUTPUTS: &[(&str, &str, Kind)] = &[
     ("mount", "log", Kind::File),
     ("mount", "stats", Kind::File),
     ("replay", "json", Kind::File),
+    ("s3-record", "trace", Kind::File),
     ("simulate", "json", Kind::File),
     ("simulate", "trace", Kind::File),
     ("survey", "json", Kind::File),

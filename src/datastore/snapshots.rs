@@ -61,6 +61,10 @@ pub trait Tree {
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>>;
 }
 
+/// Bytes of one `getdents64` call of a listing: glibc's `readdir` buffer, so a traced walk
+/// makes the calls PBS's makes.
+const LISTING_BUFFER: usize = 32 * 1024;
+
 /// The real filesystem.
 ///
 /// Listed with `getdents64` itself, not `readdir(3)`: glibc's `readdir` takes an `ENOENT` from
@@ -72,7 +76,7 @@ pub struct Fs;
 impl Tree for Fs {
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
         let fd = crate::fsutil::open_dir_following(dir)?;
-        let mut buf = vec![0u8; crate::store::GETDENTS_BUFFER];
+        let mut buf = vec![0u8; LISTING_BUFFER];
         let mut out = Vec::new();
         let mut failed = None;
         loop {

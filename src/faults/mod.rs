@@ -176,10 +176,13 @@ fn op_bit(op: Op) -> u128 {
 /// Whether a rule can select `op`: a request that has a reply (a forget has none), not a
 /// record the trace adds (markers, listing entries, a rename's or link's second name).
 fn injectable(op: Op) -> bool {
-    !matches!(
-        op,
-        Op::Forget | Op::Marker | Op::Dirent | Op::NewName | Op::OldName
-    )
+    // An S3 request is the recorder's, not the mount's (its op numbers are past the mask's
+    // 128 bits, too).
+    !op.is_s3()
+        && !matches!(
+            op,
+            Op::Forget | Op::Marker | Op::Dirent | Op::NewName | Op::OldName
+        )
 }
 
 /// Operations a name selects, and whether it requires an atime / mtime update.

@@ -12,6 +12,7 @@
 //! | `drop-caches` | `ok`: the model's block cache is empty (a cold pool) from the next request on |
 //! | `rules` | `ok [json]`: each fault rule with the requests it matched and the times it fired |
 //! | `release` | `ok N`: every reply held now (an injected delay or stall, a modelled cost) is sent at once; N of them; `error ...` when nothing can hold a reply |
+//! | `s3 OP STATUS ARG DURATION_NS NAME_HEX` (`-`: no name) | `ok seq=N`: a request to an S3 bucket that `chunkscope s3-record` relayed, ending now, was recorded (see `trace::format`); `ok untraced` without a trace |
 //! | `layout` | `ok [json]`: the backing store's chunk directories that are not its own (symbolic links, other filesystems' mounts), checked on the backing store, so nothing of it reaches the trace; `error ...` when `.chunks` cannot be listed |
 //! | anything else | `error ...` |
 
@@ -132,6 +133,17 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
             };
             format!("ok {}", marked.reply())
         }
+        #[cfg(feature = "s3")]
+        "s3" => match parse_s3(rest) {
+            Ok(r) => {
+                let trace = shared.trace.lock().unwrap_or_else(|p| p.into_inner());
+                match trace.as_ref() {
+                    Some(t) => format!("ok seq={}", shared.inst.external(t, pid, r)),
+                    None => "ok untraced".into(),
+                }
+            }
+            Err(e) => format!("error {e}"),
+        },
         "stats" => {
             let v = Stats::of(shared);
             format!("ok {}", serde_json::to_string(&v).unwrap_or_default())
@@ -166,9 +178,56 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
         },
         "" => "error empty request".into(),
         other => {
-            format!("error unknown request '{other}' (try: mark TEXT, stats, drop-caches, rules, release, layout)")
+            format!("error unknown request '{other}' (try: mark TEXT, stats, drop-caches, rules, release, layout, s3 ...)")
         }
     }
+}
+
+#[cfg(feature = "s3")]
+/// The record of an `s3 OP STATUS ARG DURATION_NS NAME_HEX` request (see [`s3_request`]).
+fn parse_s3(rest: &str) -> Result<crate::trace::format::RawRecord> {
+    let f: Vec<&str> = rest.split(' ').collect();
+    let [op, status, arg, duration, name] = f[..] else {
+        bail!("s3 wants OP STATUS ARG DURATION_NS NAME_HEX, not '{rest}'");
+    };
+    let op = crate::trace::Op::ALL
+        .iter()
+        .copied()
+        .find(|o| o.is_s3() && o.name() == op)
+        .with_context(|| format!("s3: no S3 operation '{op}'"))?;
+    let number = |what: &str, v: &str| -> Result<u64> {
+        v.parse()
+            .with_context(|| format!("s3: {what} '{v}' is not a number"))
+    };
+    let r = crate::s3::recorder::S3Request {
+        op,
+        name: match name {
+            "-" => Vec::new(),
+            _ => hex::decode(name).with_context(|| format!("s3: name '{name}' is not hex"))?,
+        },
+        status: number("status", status)?
+            .try_into()
+            .with_context(|| format!("s3: status {status}"))?,
+        arg: number("arg", arg)?,
+        duration_ns: number("duration", duration)?,
+    };
+    Ok(r.raw_record())
+}
+
+#[cfg(feature = "s3")]
+/// The `s3` request that records `r` (see the module's table).
+pub fn s3_request(r: &crate::s3::recorder::S3Request) -> String {
+    format!(
+        "s3 {} {} {} {} {}",
+        r.op.name(),
+        r.status,
+        r.arg,
+        r.duration_ns,
+        match r.name.is_empty() {
+            true => "-".to_string(),
+            false => hex::encode(&r.name),
+        }
+    )
 }
 
 /// Answers one client's lines. Uses the one descriptor the connection has (no clone), so

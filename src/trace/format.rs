@@ -67,6 +67,14 @@
 //! before it (same `seq`, `ino` the inode) holds a name the inode had when it was linked,
 //! `parent` that name's directory (one of its names, for an inode with several; none when the
 //! overlay could not find one in the store).
+//! A request to an S3 bucket that `chunkscope s3-record` relayed is a record of op 200-205
+//! (`s3-list` ListObjectsV2, `s3-delete` DeleteObjects or DeleteObject, `s3-put`, `s3-get`,
+//! `s3-head`, `s3-other`): `start_ns` and `duration_ns` from the request's arrival to the end
+//! of the server's reply, `ino` 0, `parent` the HTTP status, `arg` the keys a listing page
+//! returned, the keys a delete named, or the body bytes a put sent or a get received; the
+//! name the key (a listing's prefix, a batch delete's first key); `errno` 0 for a status below
+//! 400, else ENOENT (404), EACCES (403), EAGAIN (503, SlowDown), EIO (other 5xx), EINVAL
+//! (other 4xx), so that errors count as they do for filesystem requests.
 //! `modeled_ns` of a request is what the cost model charged for it, including the prefetch of
 //! a listing's entries; `injected_ns` the delay a fault rule added. A reader stops at a torn last slot (version 1) or a torn or damaged last block
 //! (version 2: short, or its CRC wrong) with a warning; a damaged block that more blocks
@@ -176,6 +184,20 @@ ops! {
     Dirent = 101, "dirent";
     NewName = 102, "newname";
     OldName = 103, "oldname";
+    S3List = 200, "s3-list";
+    S3Delete = 201, "s3-delete";
+    S3Put = 202, "s3-put";
+    S3Get = 203, "s3-get";
+    S3Head = 204, "s3-head";
+    S3Other = 205, "s3-other";
+}
+
+impl Op {
+    /// Whether this is a request to an S3 bucket (recorded by `chunkscope s3-record`), not
+    /// a filesystem request.
+    pub fn is_s3(self) -> bool {
+        self as u16 >= 200
+    }
 }
 
 /// The name a record carries.

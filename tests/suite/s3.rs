@@ -376,13 +376,26 @@ fn gc_s3(
     bucket: &str,
     extra: &[&str],
 ) -> (i32, serde_json::Value, String) {
-    let o = bin()
-        .args(["gc", "--no-atime-check", "--json=-", "--s3-bucket", bucket])
+    gc_s3_at(server, None, store, bucket, extra)
+}
+
+/// [`gc_s3`], talking to `endpoint` (a recorder) instead of the server itself.
+fn gc_s3_at(
+    server: &S3Server,
+    endpoint: Option<&str>,
+    store: &std::path::Path,
+    bucket: &str,
+    extra: &[&str],
+) -> (i32, serde_json::Value, String) {
+    let mut gc = bin();
+    gc.args(["gc", "--no-atime-check", "--json=-", "--s3-bucket", bucket])
         .args(extra)
         .arg(store)
-        .envs(server.env())
-        .output()
-        .unwrap();
+        .envs(server.env());
+    if let Some(e) = endpoint {
+        gc.env("AWS_ENDPOINT_URL", e);
+    }
+    let o = gc.output().unwrap();
     let report = serde_json::from_slice(&o.stdout).unwrap_or_default();
     (o.status.code().unwrap(), report, stderr(&o))
 }
@@ -448,18 +461,35 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
                 "nothing changed"
             );
         }
-        let mount = mounted.then(|| {
+        // Through a traced mount, the bucket through the recorder.
+        let mut mount = mounted.then(|| {
             Mount::start(
                 &store,
                 &dir.path().join(bucket).with_extension("m"),
-                false,
+                true,
                 &[],
             )
         });
+        let recorder = mount
+            .as_ref()
+            .map(|m| Recorder::start(&server, bucket, &["--mount", m.mnt.to_str().unwrap()]));
         let target = mount.as_ref().map_or(store.clone(), |m| m.mnt.clone());
-        let (code, report, err) = gc_s3(&server, &target, bucket, &["--s3-page-order", order]);
-        drop(mount);
+        let (code, report, err) = gc_s3_at(
+            &server,
+            recorder.as_ref().map(|r| r.endpoint.as_str()),
+            &target,
+            bucket,
+            &["--s3-page-order", order],
+        );
         assert_eq!(code, 0, "{err}");
+        if let (Some(rec), Some(m)) = (recorder, mount.as_mut()) {
+            let (code, log) = rec.stop();
+            assert_eq!(code, Some(0), "{log}");
+            assert!(log.contains("0 records lost"), "{log}");
+            m.stop();
+            assert_recorded(m.trace.as_ref().unwrap(), &report);
+        }
+        drop(mount);
         let after: std::collections::BTreeSet<String> = chunk_keys(&c);
         let deleted: std::collections::BTreeSet<String> =
             before.keys.difference(&after).cloned().collect();
@@ -781,4 +811,131 @@ fn an_s3_gc_through_a_shadow_mount_deletes_nothing_unless_it_is_a_dry_run() {
         "{err}"
     );
     assert_eq!(chunk_keys(&c), before, "the bucket keeps every object");
+}
+
+/// A running `chunkscope s3-record`, stopped (SIGTERM to the pid started here) on drop.
+struct Recorder {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    endpoint: String,
+}
+
+impl Recorder {
+    fn start(server: &S3Server, bucket: &str, sink: &[&str]) -> Recorder {
+        use std::io::BufRead;
+        let mut child = bin()
+            .args([
+                "s3-record",
+                "--listen",
+                "127.0.0.1:0",
+                "--s3-bucket",
+                bucket,
+            ])
+            .args(["--s3-endpoint", &server.endpoint])
+            .args(sink)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("s3-record did not listen: {line} {}", stderr(&o));
+        };
+        Recorder {
+            endpoint: addr.to_string(),
+            child,
+        }
+    }
+
+    /// Stops it as Ctrl-C would: its exit status and log.
+    fn stop(mut self) -> (Option<i32>, String) {
+        // SAFETY: a signal to the child this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let mut err = String::new();
+        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        let status = self.child.wait().unwrap();
+        (status.code(), err)
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The recorder was between the GC and the bucket: every request the GC made is in the
+/// mount's `trace`, between the filesystem requests it came between (phase 2's listings and
+/// deletes between its markers), with its status, and the pages and batches are the GC's own
+/// counts in its `report`.
+fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
+    use chunkscope::trace::{Op, TraceReader};
+    let n = |k: &str| report["counters"][k].as_u64().unwrap();
+    let (mut lists, mut listed, mut deletes, mut deleted, mut other) = (0, 0, 0, 0, 0);
+    let (mut markers, mut phase2_requests) = (Vec::new(), Vec::new());
+    for r in TraceReader::open(trace).unwrap() {
+        let r = r.unwrap();
+        match r.op() {
+            Some(Op::Marker) => {
+                let chunkscope::trace::format::Name::Text(t) = &r.name else {
+                    panic!("{r:?}")
+                };
+                markers.push((r.seq, t.shown().into_owned()));
+            }
+            Some(Op::S3List) => {
+                assert_eq!((r.parent, r.errno), (200, 0), "{r:?}");
+                let chunkscope::trace::format::Name::Text(prefix) = &r.name else {
+                    panic!("a listing names its prefix: {r:?}");
+                };
+                assert!(prefix.shown().starts_with(".chunks"), "{r:?}");
+                lists += 1;
+                listed += r.arg;
+                phase2_requests.push(r.seq);
+            }
+            Some(Op::S3Delete) => {
+                assert_eq!(r.parent, 200, "{r:?}");
+                assert!(r.arg <= 100, "a batch of at most 100 keys: {r:?}");
+                deletes += 1;
+                deleted += r.arg;
+                phase2_requests.push(r.seq);
+            }
+            Some(op) if op.is_s3() => {
+                assert!(r.duration_ns > 0, "{r:?}");
+                other += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(lists, n("list_pages"));
+    assert!(lists >= 2, "two pages at least");
+    assert_eq!(listed, n("listed_objects"));
+    assert_eq!(deletes, n("delete_requests"));
+    assert_eq!(deleted, n("deleted_objects"));
+    assert!(deleted > 0);
+    assert!(
+        other > 0,
+        "the GC's HeadBucket and .in-use requests are recorded too"
+    );
+    // The GC's phase markers came through the mount's control socket, the S3 records through
+    // the recorder's: phase 2's listings and deletes fall between its markers.
+    let marker = |text: &str| {
+        markers
+            .iter()
+            .find(|(_, t)| t.starts_with(text))
+            .unwrap_or_else(|| panic!("{text} in {markers:?}"))
+            .0
+    };
+    let phase2 = marker("phase2 start")..marker("phase2 end");
+    assert!(
+        phase2_requests.iter().all(|s| phase2.contains(s)),
+        "{phase2:?}: {phase2_requests:?}"
+    );
 }
