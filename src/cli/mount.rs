@@ -228,6 +228,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
 
     let params = model_params(&args, &store)?;
     let faults = Faults::load(&args.faults, &args.fault_files, args.seed)?;
+    faults.check_kind(false)?;
     let order = layout_order(&args, &store)?;
 
     let signals = crate::fsutil::TerminationSignals::block();

@@ -17,7 +17,8 @@ use crate::trace::{TraceMeta, TraceWriter};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope s3-record --s3-endpoint http://127.0.0.1:9000 --trace s3.trace\n  \
-    chunkscope s3-record --s3-bucket store --mount /mnt/cs\n\n\
+    chunkscope s3-record --s3-bucket store --mount /mnt/cs\n  \
+    chunkscope s3-record --trace s3.trace --fault 's3-list nth=2 status=503'\n\n\
     The server is --s3-endpoint, else $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL (http only).\n\
     Point the client at the recorder (AWS_ENDPOINT_URL=http://127.0.0.1:9100 for chunkscope,\n\
     the endpoint of PBS's S3 client); requests are relayed as they were sent and signed, so\n\
@@ -50,6 +51,19 @@ pub struct S3RecordArgs {
     /// path).
     #[arg(long, value_name = "NAME")]
     s3_bucket: Option<String>,
+    /// A fault rule for the S3 requests, e.g. 's3-list nth=2 status=503' or 's3-delete
+    /// prob=0.1 cut' (repeatable; tried in order, the first that fires decides). Syntax:
+    /// OPS [path=GLOB] [after=DUR] [prob=P|nth=N|every=K] [delay=D|stall=D] [status=CODE|cut],
+    /// OPS among s3-list, s3-delete, s3-put, s3-get, s3-head, s3-other, s3 (all); see
+    /// src/faults/mod.rs.
+    #[arg(long = "fault", value_name = "RULE")]
+    faults: Vec<String>,
+    /// Read fault rules from FILE, one per line (# comments), after the --fault ones.
+    #[arg(long = "faults", value_name = "FILE")]
+    fault_files: Vec<PathBuf>,
+    /// Seed of the fault decisions: same seed, same requests, same faults.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 /// A mount's trace, through its control socket (one request at a time).
@@ -88,7 +102,9 @@ pub fn run(args: S3RecordArgs) -> Result<Outcome> {
     let upstream = Upstream::from_endpoint(endpoint.trim_end_matches('/'))?;
     // Signals are handled on a thread of their own (made before any other thread).
     let signals = crate::fsutil::TerminationSignals::block();
-    let recorder = Recorder::bind(&args.listen, upstream.clone(), args.s3_bucket.clone())?;
+    let faults = crate::faults::Faults::load(&args.faults, &args.fault_files, args.seed)?;
+    let recorder = Recorder::bind(&args.listen, upstream.clone(), args.s3_bucket.clone())?
+        .with_faults(faults)?;
     let addr = recorder.local_addr()?;
     let mut file_sink = None;
     let (writer, sink): (Option<TraceWriter>, Arc<dyn S3Sink>) = match (&args.trace, &args.mount) {

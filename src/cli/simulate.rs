@@ -178,6 +178,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         bail!("--phase sweep: a simulated sweep needs the mark before it; use mark or all");
     }
     let faults = crate::faults::Faults::load(&args.faults, &args.fault_files, args.fault_seed)?;
+    faults.check_kind(false)?;
     let mut params = args
         .model
         .params_or(Some("zfs-hdd"))?

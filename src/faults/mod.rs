@@ -42,6 +42,17 @@
 //! An injected error replaces the operation: it is not performed on the backing store. A delay holds the reply (the overlay hands it to a timer;
 //! no worker thread waits).
 //!
+//! **S3 requests** (`chunkscope s3-record`'s): operations `s3-list` (ListObjectsV2),
+//! `s3-delete` (DeleteObjects, DeleteObject), `s3-put`, `s3-get`, `s3-head`, `s3-other`, or
+//! `s3` for all of them; `path=GLOB` matches the key (a listing's prefix, a batch's first
+//! key); the request key of `prob` is the operation and the key. Their actions: `delay=` and
+//! `stall=` (the server answers late), `status=CODE` (the recorder answers 400-599 itself,
+//! with S3's error body: 503 `SlowDown`, 500 `InternalError`, ...; the server never sees the
+//! request) and `cut` (the request is relayed and done, and its reply cut off halfway, the
+//! connection closed: a listing or a delete's result the client cannot read). A rule selects
+//! filesystem requests or S3 requests, not both; a mount refuses S3 rules and the recorder
+//! filesystem ones.
+//!
 //! **Order**: rules are tried in order and the first one that fires decides; later rules are
 //! not consulted for that request.
 
@@ -150,6 +161,11 @@ pub struct Decision {
     /// The handler panics (a test of the overlay's panic guard: the request is answered EIO,
     /// the mount goes on; a simulation answers EIO).
     pub panic: bool,
+    /// An S3 request is answered with this HTTP status by the recorder, not relayed (0: it
+    /// is relayed).
+    pub status: u16,
+    /// An S3 request is relayed, and its reply cut off halfway and the connection closed.
+    pub cut: bool,
 }
 
 /// One fault rule, parsed (see the module documentation), with its counters.
@@ -165,12 +181,33 @@ pub struct Rule {
     stall: bool,
     panic: bool,
     errno: Option<Errno>,
+    status: Option<u16>,
+    cut: bool,
     matches: AtomicU64,
     hits: AtomicU64,
 }
 
+/// The bit of `op` in a rule's operation mask: a filesystem request's number, or for an S3
+/// request (200 on) a bit of its own from 110 on (filesystem requests end at 103).
 fn op_bit(op: Op) -> u128 {
-    1u128 << (op as u16 as u32).min(127)
+    let n = op as u16 as u32;
+    let bit = if op.is_s3() {
+        n - 200 + S3_FIRST_BIT
+    } else {
+        n
+    };
+    1u128 << bit.min(127)
+}
+
+/// The mask bit of the first S3 operation ([`op_bit`]).
+const S3_FIRST_BIT: u32 = 110;
+
+/// Every S3 operation's bit.
+fn s3_ops() -> u128 {
+    Op::ALL
+        .iter()
+        .filter(|o| o.is_s3())
+        .fold(0, |m, &o| m | op_bit(o))
 }
 
 /// Whether a rule can select `op`: a request that has a reply (a forget has none), not a
@@ -198,6 +235,11 @@ fn select(name: &str) -> Option<(u128, bool, bool)> {
         "stat" => (op_bit(Op::Getattr), false, false),
         "readdir" | "list" => (op_bit(Op::Readdir) | op_bit(Op::Readdirplus), false, false),
         "rm" => (op_bit(Op::Unlink), false, false),
+        "s3" => (s3_ops(), false, false),
+        other if other.starts_with("s3-") => {
+            let op = Op::ALL.iter().find(|o| o.is_s3() && o.name() == other)?;
+            (op_bit(*op), false, false)
+        }
         other => {
             let op = Op::ALL.iter().find(|o| o.name() == other)?;
             if !injectable(*op) {
@@ -323,7 +365,9 @@ impl Rule {
             let (o, a, m) = select(name).ok_or_else(|| {
                 anyhow!(
                     "unknown operation '{name}' (use FUSE request names such as lookup, \
-                     getattr, setattr, readdir, unlink, or setattr-atime, stat, list, all)"
+                     getattr, setattr, readdir, unlink, or setattr-atime, stat, list, all; \
+                     for the S3 recorder s3-list, s3-delete, s3-put, s3-get, s3-head, \
+                     s3-other, s3)"
                 )
             })?;
             ops |= o;
@@ -342,12 +386,18 @@ impl Rule {
             stall: false,
             panic: false,
             errno: None,
+            status: None,
+            cut: false,
             matches: AtomicU64::new(0),
             hits: AtomicU64::new(0),
         };
         for w in words {
             if w == "panic" {
                 rule.panic = true;
+                continue;
+            }
+            if w == "cut" {
+                rule.cut = true;
                 continue;
             }
             let (k, v) = w
@@ -397,16 +447,51 @@ impl Rule {
                     rule.stall = true;
                 }
                 "errno" => rule.errno = Some(parse_errno(v)?),
+                "status" => {
+                    rule.status = Some(
+                        v.parse()
+                            .ok()
+                            .filter(|c| (400..=599).contains(c))
+                            .ok_or_else(|| {
+                                anyhow!("status={v}: expected an HTTP error status, 400 to 599")
+                            })?,
+                    )
+                }
                 other => bail!(
                     "unknown key '{other}' (path, after, prob, nth, every, delay, stall, errno, \
-                     panic)"
+                     panic; for S3 requests status, cut)"
                 ),
             }
         }
-        if rule.delay.is_none() && rule.errno.is_none() && !rule.panic {
-            bail!("no action: add delay=, stall=, errno= or panic");
-        }
+        rule.check_actions()?;
         Ok(rule)
+    }
+
+    /// A rule selects filesystem requests or S3 requests, with the actions each can take.
+    fn check_actions(&self) -> Result<()> {
+        let s3 = self.ops & s3_ops();
+        if s3 != 0 && s3 != self.ops {
+            bail!("a rule selects filesystem requests or S3 requests, not both");
+        }
+        if s3 != 0 {
+            if self.errno.is_some() || self.panic {
+                bail!("an S3 request fails with status=CODE or cut, not errno= or panic");
+            }
+            if self.delay.is_none() && self.status.is_none() && !self.cut {
+                bail!("no action: add delay=, stall=, status= or cut");
+            }
+            if self.status.is_some() && self.cut {
+                bail!("status= answers without asking the server; cut relays the request: one of them");
+            }
+        } else {
+            if self.status.is_some() || self.cut {
+                bail!("status= and cut are for S3 requests (s3-list, s3-delete, ..., s3)");
+            }
+            if self.delay.is_none() && self.errno.is_none() && !self.panic {
+                bail!("no action: add delay=, stall=, errno= or panic");
+            }
+        }
+        Ok(())
     }
 
     /// The rule as written (words separated by single spaces).
@@ -509,6 +594,26 @@ impl Faults {
         Ok(Faults::new(rules, seed))
     }
 
+    /// An error naming the first rule that is not for the requests this process sees: S3
+    /// ones (`s3` true, the recorder) or filesystem ones (a mount, a simulation).
+    pub fn check_kind(&self, s3: bool) -> Result<()> {
+        let bits = s3_ops();
+        for r in &self.rules {
+            if (r.ops & bits != 0) != s3 {
+                bail!(
+                    "fault rule '{}' is for {}",
+                    r.text,
+                    if s3 {
+                        "filesystem requests (a mount's --fault); the recorder sees S3 requests: s3-list, s3-delete, s3-put, s3-get, s3-head, s3-other, s3"
+                    } else {
+                        "S3 requests: give it to chunkscope s3-record"
+                    }
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// True without rules.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
@@ -578,6 +683,8 @@ impl Faults {
                 delay_ns,
                 rule: i as u16 + 1,
                 panic: rule.panic,
+                status: rule.status.unwrap_or(0),
+                cut: rule.cut,
             };
         }
         Decision::default()
@@ -813,5 +920,60 @@ mod tests {
         };
         f.decide(&req(Op::Getattr, 1, b""), &mut counting);
         assert_eq!(calls, 0, "not resolved for an operation no rule selects");
+    }
+
+    /// S3 rules: their own operations, actions and mask bits; never mixed with filesystem
+    /// ones; each process refuses the other's.
+    #[test]
+    fn s3_rules_select_s3_requests_with_s3_actions() {
+        let r = Rule::parse("s3-list nth=2 status=503").unwrap();
+        let req = |op, name: &'static [u8]| Request {
+            op,
+            ino: 0,
+            parent: 0,
+            name,
+            set_atime: false,
+            set_mtime: false,
+        };
+        assert!(r.selects_op(&req(Op::S3List, b".chunks/")));
+        assert!(!r.selects_op(&req(Op::S3Delete, b"")));
+        assert!(
+            !r.selects_op(&req(Op::Lookup, b"")),
+            "no filesystem request"
+        );
+        let all = Rule::parse("s3 cut").unwrap();
+        for op in Op::ALL {
+            assert_eq!(all.selects_op(&req(*op, b"")), op.is_s3(), "{op:?}");
+        }
+        let fs = Rule::parse("all errno=EIO").unwrap();
+        assert!(
+            !fs.selects_op(&req(Op::S3Get, b"")),
+            "'all' is the filesystem's"
+        );
+        for (bad, says) in [
+            ("s3-list errno=EIO", "status=CODE or cut"),
+            ("s3-list,lookup delay=1ms", "not both"),
+            ("lookup status=503", "for S3 requests"),
+            ("lookup cut", "for S3 requests"),
+            ("s3-list status=200", "400 to 599"),
+            ("s3-list status=503 cut", "one of them"),
+            ("s3-get nth=1", "no action"),
+            ("s3-bogus delay=1ms", "unknown operation"),
+        ] {
+            let e = Rule::parse(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad} parsed"));
+            assert!(format!("{e:#}").contains(says), "{bad}: {e:#}");
+        }
+        let faults = Faults::new(vec![r], 7);
+        assert!(faults.check_kind(true).is_ok());
+        let e = faults.check_kind(false).unwrap_err();
+        assert!(format!("{e}").contains("chunkscope s3-record"), "{e}");
+        let d = |f: &Faults| f.decide(&req(Op::S3List, b".chunks/"), &mut || None);
+        assert_eq!(d(&faults).status, 0, "the first listing is not the 2nd");
+        let second = d(&faults);
+        assert_eq!((second.status, second.rule, second.errno), (503, 1, 0));
+        let fs = Faults::new(vec![Rule::parse("lookup errno=EIO").unwrap()], 0);
+        assert!(format!("{}", fs.check_kind(true).unwrap_err()).contains("filesystem"));
     }
 }

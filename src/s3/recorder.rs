@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::faults::{Decision, Faults};
 use crate::trace::Op;
 
 /// The largest request or reply head read (S3's are a few hundred bytes).
@@ -45,6 +46,10 @@ pub struct S3Request {
     pub arg: u64,
     /// From the request's arrival to the end of the reply.
     pub duration_ns: u64,
+    /// Of it, the delay a fault rule added.
+    pub injected_ns: u64,
+    /// A fault rule answered it (`status=`) or cut its reply (`cut`).
+    pub injected: bool,
 }
 
 impl S3Request {
@@ -69,6 +74,10 @@ impl S3Request {
         rec.parent = self.status as u64;
         rec.arg = self.arg;
         rec.errno = self.errno();
+        rec.injected_ns = self.injected_ns;
+        if self.injected {
+            rec.flags |= crate::trace::format::flags::INJECTED_ERROR;
+        }
         rec.set_name(&self.name);
         rec
     }
@@ -161,6 +170,7 @@ pub struct Recorder {
     listener: TcpListener,
     upstream: Upstream,
     bucket: Option<String>,
+    faults: Option<Faults>,
     counters: Arc<Counters>,
 }
 
@@ -174,8 +184,16 @@ impl Recorder {
             listener,
             upstream,
             bucket,
+            faults: None,
             counters: Arc::default(),
         })
+    }
+
+    /// Fault rules for the S3 requests (`faults`: S3 operations, `status=`, `cut`).
+    pub fn with_faults(mut self, faults: Faults) -> Result<Recorder> {
+        faults.check_kind(true)?;
+        self.faults = (!faults.is_empty()).then_some(faults);
+        Ok(self)
     }
 
     /// The address clients connect to.
@@ -194,6 +212,7 @@ impl Recorder {
         let shared = Arc::new(Relay {
             upstream: self.upstream,
             bucket: self.bucket,
+            faults: self.faults,
             sink,
             counters: self.counters,
         });
@@ -223,6 +242,7 @@ impl Recorder {
 struct Relay {
     upstream: Upstream,
     bucket: Option<String>,
+    faults: Option<Faults>,
     sink: Arc<dyn S3Sink>,
     counters: Arc<Counters>,
 }
@@ -254,8 +274,17 @@ impl Relay {
                 return Ok(());
             };
             let t0 = Instant::now();
-            let reply = self.exchange(&mut upstream, &req, &head);
-            let duration_ns = t0.elapsed().as_nanos() as u64;
+            let mut recorded = classify(&head, &req, self.bucket.as_deref());
+            let dec = self.decide(&recorded);
+            if dec.delay_ns > 0 {
+                std::thread::sleep(Duration::from_nanos(dec.delay_ns));
+                recorded.injected_ns = dec.delay_ns;
+            }
+            let reply = if dec.status != 0 {
+                Ok(injected_reply(dec.status, &head))
+            } else {
+                self.exchange(&mut upstream, &req, &head)
+            };
             self.counters.requests.fetch_add(1, Ordering::Relaxed);
             let (reply, close) = match reply {
                 Ok(r) => (r, req.close),
@@ -271,15 +300,23 @@ impl Relay {
                     (bad_gateway(&e), true)
                 }
             };
-            let status = status_of(&reply.head);
-            let recorded = classify(&head, &req, &reply, status, self.bucket.as_deref());
             let recorded = S3Request {
-                duration_ns,
-                ..recorded
+                duration_ns: t0.elapsed().as_nanos() as u64,
+                injected: dec.status != 0 || dec.cut,
+                ..completed(recorded, &reply)
             };
             if let Err(e) = self.sink.record(&recorded) {
                 self.counters.lost.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("a record of {} was lost: {e:#}", head.target);
+            }
+            if dec.cut {
+                // Half the reply, then the connection closed: a reply the client cannot read.
+                if reply.raw_body.len() >= 2 {
+                    out.write_all(&reply.head)?;
+                    out.write_all(&reply.raw_body[..reply.raw_body.len() / 2])?;
+                }
+                out.flush()?;
+                return Ok(());
             }
             out.write_all(&reply.head)?;
             out.write_all(&reply.raw_body)?;
@@ -288,6 +325,24 @@ impl Relay {
                 return Ok(());
             }
         }
+    }
+
+    /// What the fault rules decide for request `r`.
+    fn decide(&self, r: &S3Request) -> Decision {
+        let Some(f) = &self.faults else {
+            return Decision::default();
+        };
+        let request = crate::faults::Request {
+            op: r.op,
+            ino: 0,
+            parent: 0,
+            name: &r.name,
+            set_atime: false,
+            set_mtime: false,
+        };
+        f.decide(&request, &mut || {
+            Some(String::from_utf8_lossy(&r.name).into_owned())
+        })
     }
 
     /// Sends `req` to the server (on the kept connection, or a new one) and reads its reply.
@@ -605,14 +660,9 @@ fn element<'x>(xml: &'x [u8], tag: &str) -> Option<&'x [u8]> {
     Some(&xml[start..start + len])
 }
 
-/// What a relayed request was, for the trace.
-fn classify(
-    head: &RequestHead,
-    req: &Message,
-    reply: &Message,
-    status: u16,
-    bucket: Option<&str>,
-) -> S3Request {
+/// What a request is, from the request alone: its operation, key, and for a delete or a
+/// put its keys or bytes (the rest of the record comes with the reply, [`completed`]).
+fn classify(head: &RequestHead, req: &Message, bucket: Option<&str>) -> S3Request {
     let (path, query) = head.target.split_once('?').unwrap_or((&head.target, ""));
     let path = percent_decoded(path);
     let path = path.strip_prefix(b"/").unwrap_or(&path);
@@ -624,22 +674,12 @@ fn classify(
         }
         _ => path,
     };
-    let ok = (200..300).contains(&status);
     let (op, name, arg) = match head.method.as_str() {
-        "GET" if query_param(query, "list-type").is_some_and(|v| v == b"2") => {
-            let keys = if ok {
-                element(&reply.body, "KeyCount")
-                    .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
-                    .unwrap_or_else(|| count(&reply.body, b"<Key>"))
-            } else {
-                0
-            };
-            (
-                Op::S3List,
-                query_param(query, "prefix").unwrap_or_default(),
-                keys,
-            )
-        }
+        "GET" if query_param(query, "list-type").is_some_and(|v| v == b"2") => (
+            Op::S3List,
+            query_param(query, "prefix").unwrap_or_default(),
+            0,
+        ),
         "POST" if query_param(query, "delete").is_some() => {
             let first = element(&req.body, "Key")
                 .map(<[u8]>::to_vec)
@@ -648,16 +688,71 @@ fn classify(
         }
         "DELETE" if !key.is_empty() => (Op::S3Delete, key.to_vec(), 1),
         "PUT" if !key.is_empty() => (Op::S3Put, key.to_vec(), req.body.len() as u64),
-        "GET" if !key.is_empty() => (Op::S3Get, key.to_vec(), reply.body.len() as u64),
+        "GET" if !key.is_empty() => (Op::S3Get, key.to_vec(), 0),
         "HEAD" => (Op::S3Head, key.to_vec(), 0),
         _ => (Op::S3Other, key.to_vec(), 0),
     };
     S3Request {
         op,
         name,
-        status,
+        status: 0,
         arg,
         duration_ns: 0,
+        injected_ns: 0,
+        injected: false,
+    }
+}
+
+/// `r` with what its reply says: the status, and the keys a listing page returned or the
+/// bytes a get received.
+fn completed(mut r: S3Request, reply: &Message) -> S3Request {
+    r.status = status_of(&reply.head);
+    let ok = (200..300).contains(&r.status);
+    match r.op {
+        Op::S3List if ok => {
+            r.arg = element(&reply.body, "KeyCount")
+                .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
+                .unwrap_or_else(|| count(&reply.body, b"<Key>"));
+        }
+        Op::S3Get => r.arg = reply.body.len() as u64,
+        _ => {}
+    }
+    r
+}
+
+/// The reply the recorder makes for a request a rule fails with `status` (S3's error body,
+/// none for a HEAD).
+fn injected_reply(status: u16, head: &RequestHead) -> Message {
+    let (code, reason) = match status {
+        400 => ("BadRequest", "Bad Request"),
+        403 => ("AccessDenied", "Forbidden"),
+        404 => ("NoSuchKey", "Not Found"),
+        409 => ("OperationAborted", "Conflict"),
+        500 => ("InternalError", "Internal Server Error"),
+        503 => ("SlowDown", "Slow Down"),
+        _ if status >= 500 => ("ServiceUnavailable", "Server Error"),
+        _ => ("InvalidRequest", "Client Error"),
+    };
+    let body = if head.method == "HEAD" {
+        Vec::new()
+    } else {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>\
+             <Message>injected by a chunkscope s3-record fault rule</Message>\
+             <RequestId>chunkscope-s3-record</RequestId></Error>"
+        )
+        .into_bytes()
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    Message {
+        head,
+        raw_body: body.clone(),
+        body,
+        close: false,
     }
 }
 
@@ -680,12 +775,9 @@ mod tests {
             target: target.into(),
             expect_continue: false,
         };
-        classify(
-            &head,
-            &message("", req_body),
+        completed(
+            classify(&head, &message("", req_body), Some("store")),
             &message("HTTP/1.1 200 OK\r\n\r\n", reply_body),
-            200,
-            Some("store"),
         )
     }
 
@@ -736,17 +828,37 @@ mod tests {
             target: "/.chunks/0000/00aa".into(),
             expect_continue: false,
         };
-        let r = classify(
-            &head,
-            &message("", b""),
-            &message("", b""),
-            404,
-            Some("store"),
+        let r = completed(
+            classify(&head, &message("", b""), Some("store")),
+            &message("HTTP/1.1 404 Not Found\r\n\r\n", b""),
         );
         assert_eq!(
             (r.name.as_slice(), r.errno()),
             (&b".chunks/0000/00aa"[..], libc::ENOENT)
         );
+    }
+
+    #[test]
+    fn an_injected_status_is_s3_s_error_reply() {
+        let head = |method: &str| RequestHead {
+            method: method.into(),
+            target: "/store?list-type=2".into(),
+            expect_continue: false,
+        };
+        let m = injected_reply(503, &head("GET"));
+        let mut r: &[u8] = &[m.head.clone(), m.raw_body.clone()].concat();
+        let back = read_reply(&mut r, false).unwrap().unwrap();
+        assert_eq!(status_of(&back.head), 503);
+        assert_eq!(element(&back.body, "Code"), Some(&b"SlowDown"[..]));
+        assert!(r.is_empty(), "exactly one reply");
+        let m = injected_reply(500, &head("HEAD"));
+        assert!(m.body.is_empty());
+        let text = String::from_utf8(m.head).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 500 Internal Server Error\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("content-length: 0\r\n"), "{text}");
     }
 
     #[test]
@@ -757,6 +869,8 @@ mod tests {
             status,
             arg: 0,
             duration_ns: 0,
+            injected_ns: 0,
+            injected: false,
         };
         assert_eq!(r(200).errno(), 0);
         assert_eq!(r(204).errno(), 0);

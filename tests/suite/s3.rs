@@ -939,3 +939,75 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
         "{phase2:?}: {phase2_requests:?}"
     );
 }
+
+/// The recorder's fault rules hurt a GC as a failing server would, and none costs a
+/// referenced object: a listing or a delete answered 503 or 500, or its reply cut off (the
+/// delete done, its result lost), each stops the run naming what failed; a slow server only
+/// slows it. The trace marks each injected failure.
+#[test]
+#[ignore = "long suite (CI runs it with --ignored): five S3 datastores generated, five GCs"]
+fn recorder_faults_stop_the_gc_and_cost_no_referenced_object() {
+    use chunkscope::trace::{format::flags, TraceReader};
+    let server = S3Server::start();
+    let dir = store_dir();
+    let cases = [
+        ("s3-list nth=2 status=503", "SlowDown"),
+        ("s3-delete nth=1 status=500", "InternalError"),
+        ("s3-list nth=2 cut", "listing the bucket"),
+        ("s3-delete nth=1 cut", "DeleteObjects"),
+        ("s3 prob=0.5 delay=uniform:1ms..3ms", ""),
+    ];
+    for (i, (rule, says)) in cases.into_iter().enumerate() {
+        let bucket = format!("pbs-rfault-{i}");
+        let (store, _) = gen_s3(
+            &server,
+            dir.path(),
+            &bucket,
+            &bucket,
+            &["--scale", "0.5", "--s3-no-marker", "0.1"],
+        );
+        let c = server.client(&bucket);
+        let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
+        assert!(before.doomed.len() > 100, "two batches of deletes");
+        let trace = dir.path().join(format!("{bucket}.trace"));
+        let rec = Recorder::start(
+            &server,
+            &bucket,
+            &["--trace", trace.to_str().unwrap(), "--fault", rule],
+        );
+        let (code, report, err) = gc_s3_at(&server, Some(&rec.endpoint), &store, &bucket, &[]);
+        let (rec_code, log) = rec.stop();
+        assert_eq!(rec_code, Some(0), "{rule}: {log}");
+        let after = chunk_keys(&c);
+        let lost: Vec<&String> = before.referenced_keys.difference(&after).collect();
+        assert!(
+            lost.is_empty(),
+            "{rule}: referenced objects deleted: {lost:?}"
+        );
+        let gone: Vec<&String> = before.keys.difference(&after).collect();
+        assert!(
+            gone.iter().all(|k| before.doomed.contains(*k)),
+            "{rule}: only doomed objects are gone"
+        );
+        let injected = TraceReader::open(&trace)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .filter(|r| r.flags & flags::INJECTED_ERROR != 0)
+            .count();
+        if says.is_empty() {
+            assert_eq!(code, 0, "{rule}: a slow server only slows the GC: {err}");
+            assert_eq!(gone.len(), before.doomed.len(), "{rule}");
+            assert_eq!(injected, 0);
+        } else {
+            assert_eq!(code, 2, "{rule}: the run stops: {err}");
+            assert!(err.contains(says), "{rule}: says {says}: {err}");
+            assert!(err.contains(&bucket), "{rule}: names the bucket: {err}");
+            assert!(gone.len() < before.doomed.len(), "{rule}: stopped early");
+            assert_eq!(injected, 1, "{rule}: the trace marks the one fault");
+            let deleted = report["report"]["counters"]["deleted_objects"].as_u64();
+            if rule.contains("status=") {
+                assert_eq!(deleted, Some(gone.len() as u64), "{rule}: {report}");
+            }
+        }
+    }
+}
