@@ -73,6 +73,8 @@ pub struct Options {
     pub access_points: usize,
     /// Compute the miss-ratio curves (the costliest part of the pass).
     pub mrc: bool,
+    /// Prices of S3 requests, for what each phase's requests cost.
+    pub s3_prices: Option<S3Prices>,
 }
 
 impl Default for Options {
@@ -84,6 +86,7 @@ impl Default for Options {
             sample_rate: 1.0,
             access_points: 20_000,
             mrc: true,
+            s3_prices: None,
         }
     }
 }
@@ -233,6 +236,135 @@ pub struct Listings {
     pub median_in_dir_gap: u64,
 }
 
+/// What an S3 provider charges per 1,000 requests of each kind, in the admin's currency
+/// (`analyze --s3-prices`): no price is built in, as none is true for every provider.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct S3Prices {
+    /// `ListObjectsV2`.
+    pub list: f64,
+    /// `DeleteObjects` / `DeleteObject` (free on AWS, not everywhere).
+    pub delete: f64,
+    /// `PutObject`.
+    pub put: f64,
+    /// `GetObject`.
+    pub get: f64,
+    /// `HeadObject` / `HeadBucket`.
+    pub head: f64,
+    /// Anything else.
+    pub other: f64,
+}
+
+impl S3Prices {
+    /// `list=0.005,delete=0,put=0.005,get=0.0004,head=0.0004,other=0.005`: prices per 1,000
+    /// requests; a kind left out costs nothing.
+    pub fn parse(spec: &str) -> anyhow::Result<S3Prices> {
+        let mut p = S3Prices::default();
+        for part in spec.split(',').filter(|x| !x.trim().is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("'{part}': expected KIND=PRICE"))?;
+            let v: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| anyhow::anyhow!("'{part}': a price is a number of 0 or more"))?;
+            let slot = match k.trim() {
+                "list" => &mut p.list,
+                "delete" => &mut p.delete,
+                "put" => &mut p.put,
+                "get" => &mut p.get,
+                "head" => &mut p.head,
+                "other" => &mut p.other,
+                other => anyhow::bail!(
+                    "'{other}': not a kind of request (list, delete, put, get, head, other)"
+                ),
+            };
+            *slot = v;
+        }
+        Ok(p)
+    }
+}
+
+/// A phase's requests to an S3 bucket (an S3 datastore's GC, recorded by `s3-record`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct S3Requests {
+    /// `ListObjectsV2` pages.
+    pub list_pages: u64,
+    /// Keys those pages returned.
+    pub keys_listed: u64,
+    /// `DeleteObjects` (and `DeleteObject`) requests.
+    pub delete_requests: u64,
+    /// Keys they named.
+    pub keys_deleted: u64,
+    /// `PutObject` requests, and the bytes they sent.
+    pub puts: u64,
+    /// Bytes the puts sent.
+    pub put_bytes: u64,
+    /// `GetObject` requests.
+    pub gets: u64,
+    /// Bytes the gets received.
+    pub get_bytes: u64,
+    /// `HeadObject` and `HeadBucket` requests.
+    pub heads: u64,
+    /// Any other request.
+    pub other: u64,
+    /// Requests answered with a status of 400 or more.
+    pub failed: u64,
+    /// Of all, the ones a fault rule answered or cut.
+    pub injected: u64,
+    /// Time spent waiting on the server, summed over the requests, ns.
+    pub busy_ns: u64,
+    /// What the requests cost at `--s3-prices` (none without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+impl S3Requests {
+    /// Every request.
+    pub fn requests(&self) -> u64 {
+        self.list_pages + self.delete_requests + self.puts + self.gets + self.heads + self.other
+    }
+
+    /// What the requests cost at `p`.
+    pub fn cost_at(&self, p: &S3Prices) -> f64 {
+        (self.list_pages as f64 * p.list
+            + self.delete_requests as f64 * p.delete
+            + self.puts as f64 * p.put
+            + self.gets as f64 * p.get
+            + self.heads as f64 * p.head
+            + self.other as f64 * p.other)
+            / 1000.0
+    }
+
+    /// Counts one S3 request's record.
+    fn count(&mut self, op: Op, arg: u64, status: u64, flags: u8, duration_ns: u64) {
+        match op {
+            Op::S3List => {
+                self.list_pages += 1;
+                self.keys_listed += arg;
+            }
+            Op::S3Delete => {
+                self.delete_requests += 1;
+                self.keys_deleted += arg;
+            }
+            Op::S3Put => {
+                self.puts += 1;
+                self.put_bytes += arg;
+            }
+            Op::S3Get => {
+                self.gets += 1;
+                self.get_bytes += arg;
+            }
+            Op::S3Head => self.heads += 1,
+            _ => self.other += 1,
+        }
+        self.failed += (status >= 400) as u64;
+        self.injected += (flags & flags::INJECTED_ERROR != 0) as u64;
+        self.busy_ns += duration_ns;
+    }
+}
+
 /// One section of a trace (a GC phase between its markers, or what came before or between).
 #[derive(Clone, Debug, Serialize)]
 pub struct Phase {
@@ -259,6 +391,9 @@ pub struct Phase {
     pub writeback: Writeback,
     /// The directory listings.
     pub listings: Listings,
+    /// Its requests to an S3 bucket, when the trace has them (`s3-record`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Requests>,
     /// The touches as recorded, per index in inode order, and globally in inode order.
     pub what_if: Vec<WhatIf>,
     /// Index files opened in the phase (lookups of `*.fidx` / `*.didx`).
@@ -279,13 +414,14 @@ pub const OUTSIDE_PHASES: &str = "(outside phases)";
 
 impl Phase {
     /// Whether this is the section outside the marked phases with nothing of a GC in it (no
-    /// touch, no chunk lookup, no listing: the mount's own requests before the first marker,
+    /// touch, no chunk lookup, no listing, no S3 request: the mount's own requests before the first marker,
     /// say), which the tables leave out when the trace has marked phases.
     pub fn is_background(&self) -> bool {
         self.name == OUTSIDE_PHASES
             && self.touches.count == 0
             && self.lookups.count == 0
             && self.listings.count == 0
+            && self.s3.is_none()
     }
 
     /// Requests of operation `op` (by name) in the phase.
@@ -467,6 +603,16 @@ impl Analyzer {
         };
         let p = &mut self.phases[i];
         p.count_request(rec);
+        if op.is_s3() {
+            p.s3.get_or_insert_with(Default::default).count(
+                op,
+                rec.arg,
+                rec.parent,
+                rec.flags,
+                rec.duration_ns,
+            );
+            return;
+        }
         p.note_locality(op, rec, touch.then_some(parent), &self.o);
         p.note_write_back(op, rec, touch, clock, &self.o);
         if matches!(op, Op::Readdir | Op::Readdirplus) && rec.errno == 0 {

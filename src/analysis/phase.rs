@@ -75,6 +75,8 @@ pub(super) struct PhaseAcc {
     pub(super) ascending: u64,
     pub(super) pairs: u64,
     pub(super) dirs: DirListings,
+    /// Requests to an S3 bucket, if any came.
+    pub(super) s3: Option<S3Requests>,
 }
 
 /// Each directory's first listing, reduced as it comes: its entries, the distinct metadata
@@ -161,6 +163,7 @@ impl PhaseAcc {
             ascending: 0,
             pairs: 0,
             dirs: DirListings::default(),
+            s3: None,
         }
     }
 
@@ -358,6 +361,10 @@ impl PhaseAcc {
                 mean_blocks_per_dir: d.blocks as f64 / ndirs,
                 median_in_dir_gap: d.gaps.get(d.gaps.len() / 2).map_or(0, |&g| g as u64),
             },
+            s3: self.s3.map(|r| S3Requests {
+                cost: o.s3_prices.map(|p| r.cost_at(&p)),
+                ..r
+            }),
             what_if,
             indexes: self.index_starts.len() as u64,
             access_stride: self.access.stride,

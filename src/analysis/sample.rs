@@ -17,6 +17,8 @@ pub(crate) struct Sample {
     pub duration_ns: u64,
     pub ino: u64,
     pub parent: u64,
+    /// The record's `arg` (an S3 request's keys or bytes).
+    pub arg: u64,
     pub modeled_ns: u64,
     /// Bytes 8..16 of a digest name (the miss-ratio curves' key), 0 without a digest.
     pub digest_key: u64,
@@ -65,6 +67,7 @@ impl FromView for Sampled {
                 duration_ns: v.duration_ns(),
                 ino: v.ino(),
                 parent: v.parent(),
+                arg: v.arg(),
                 modeled_ns: v.modeled_ns(),
                 digest_key,
                 errno: v.errno(),
@@ -180,6 +183,7 @@ impl Sample {
             duration_ns: rec.duration_ns,
             ino: rec.ino,
             parent: rec.parent,
+            arg: rec.arg,
             modeled_ns: rec.modeled_ns,
             digest_key,
             errno: rec.errno,

@@ -8,7 +8,7 @@ use clap::Args;
 use super::Outcome;
 use crate::analysis::plot::Labelled;
 use crate::analysis::{
-    analyze, pbs_digest_cache_bytes, Locality, Options, Phase, Report, PBS_CACHE_DEFAULT,
+    analyze, pbs_digest_cache_bytes, Locality, Options, Phase, Report, S3Prices, PBS_CACHE_DEFAULT,
     PBS_CACHE_MAX,
 };
 use crate::table::Table;
@@ -70,6 +70,11 @@ pub struct AnalyzeArgs {
     /// Transaction-group length for the write-back figures (modelled time if the trace has it).
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     txg: String,
+    /// What your S3 provider charges per 1,000 requests, for what each phase's S3 requests
+    /// cost: e.g. 'list=0.005,put=0.005,get=0.0004,head=0.0004,delete=0' (kinds: list,
+    /// delete, put, get, head, other; one left out costs nothing; no price is built in).
+    #[arg(long, value_name = "PRICES")]
+    s3_prices: Option<String>,
 }
 
 fn locality(name: &str, l: &Locality) {
@@ -107,6 +112,43 @@ fn phase(p: &Phase, block_bytes: u64) {
     block_cache(p, block_bytes);
     writeback(p, block_bytes);
     listings(p);
+    s3_requests(p);
+}
+
+/// What the phase asked of an S3 bucket.
+fn s3_requests(p: &Phase) {
+    let Some(s) = &p.s3 else { return };
+    let per_batch = if s.delete_requests > 0 {
+        format!(
+            ", {:.1} a request",
+            s.keys_deleted as f64 / s.delete_requests as f64
+        )
+    } else {
+        String::new()
+    };
+    let cost = s
+        .cost
+        .map(|c| format!("; cost {c:.6} at --s3-prices"))
+        .unwrap_or_default();
+    println!(
+        "  s3: {} requests, {} waiting on the server: {} listing pages ({} keys), {} deletes \
+         ({} keys{per_batch}), {} puts ({}), {} gets ({}), {} heads, {} other; {} failed, {} \
+         injected{cost}",
+        thousands(s.requests()),
+        duration_ns(s.busy_ns),
+        thousands(s.list_pages),
+        thousands(s.keys_listed),
+        thousands(s.delete_requests),
+        thousands(s.keys_deleted),
+        thousands(s.puts),
+        human_bytes(s.put_bytes),
+        thousands(s.gets),
+        human_bytes(s.get_bytes),
+        thousands(s.heads),
+        thousands(s.other),
+        thousands(s.failed),
+        thousands(s.injected),
+    );
 }
 
 /// Each operation's count, rate, latencies and errors.
@@ -291,6 +333,11 @@ fn options(args: &AnalyzeArgs) -> Result<Options> {
         // The access-pattern points only matter for the plots.
         access_points: if args.svg.is_some() { 8_000 } else { 0 },
         mrc: !args.no_mrc,
+        s3_prices: args
+            .s3_prices
+            .as_deref()
+            .map(|p| S3Prices::parse(p).map_err(|e| anyhow::anyhow!("--s3-prices {p}: {e}")))
+            .transpose()?,
     })
 }
 

@@ -76,6 +76,14 @@ pub struct Fs;
 impl Tree for Fs {
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
         let fd = crate::fsutil::open_dir_following(dir)?;
+        // glibc's `opendir` stats the directory it opened (to size its buffer): PBS's walk
+        // makes that request, so this one does too, and a traced walk matches a simulated one.
+        // SAFETY: a plain C struct; all zeroes is a valid value of it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a descriptor of ours and an out pointer, both valid.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
         let mut buf = vec![0u8; LISTING_BUFFER];
         let mut out = Vec::new();
         let mut failed = None;

@@ -490,6 +490,11 @@ impl<'a> RecordView<'a> {
     pub fn parent(&self) -> u64 {
         u64_at(self.slot, 32)
     }
+    /// As [`Record::arg`].
+    #[inline]
+    pub fn arg(&self) -> u64 {
+        u64_at(self.slot, 40)
+    }
     /// As [`Record::modeled_ns`].
     #[inline]
     pub fn modeled_ns(&self) -> u64 {

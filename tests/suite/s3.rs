@@ -938,6 +938,33 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
         phase2_requests.iter().all(|s| phase2.contains(s)),
         "{phase2:?}: {phase2_requests:?}"
     );
+    // `analyze` tells the S3 admin the same: pages and deletes in phase 2, beside the local
+    // stats the listing made in key order, and what they cost at the prices given.
+    let o = bin()
+        .args(["analyze", "--json=-", "--s3-prices", "list=5,delete=1"])
+        .arg(trace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p2 = a["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"].as_str().unwrap().starts_with("phase2"))
+        .expect("a phase 2");
+    let s3 = &p2["s3"];
+    assert_eq!(s3["list_pages"], n("list_pages"), "{s3}");
+    assert_eq!(s3["keys_listed"], n("listed_objects"), "{s3}");
+    assert_eq!(s3["delete_requests"], n("delete_requests"), "{s3}");
+    assert_eq!(s3["keys_deleted"], n("deleted_objects"), "{s3}");
+    let cost = (5 * n("list_pages") + n("delete_requests")) as f64 / 1000.0;
+    assert!((s3["cost"].as_f64().unwrap() - cost).abs() < 1e-9, "{s3}");
+    assert!(
+        p2["lookups"]["count"].as_u64().unwrap() >= n("listed_objects"),
+        "a local lookup per listed key: {}",
+        p2["lookups"]
+    );
 }
 
 /// The recorder's fault rules hurt a GC as a failing server would, and none costs a
