@@ -469,6 +469,26 @@ impl TerminationSignals {
     }
 }
 
+/// Makes `cmd`'s process start with SIGINT and SIGTERM unblocked: a child inherits the
+/// mask of the thread that spawns it, and [`TerminationSignals::block`] blocks them there (a
+/// child with them blocked would run on through a Ctrl-C).
+pub fn unblock_termination_signals_in(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only sigprocmask (async-signal-safe) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,8 @@ pub enum Outcome {
     Ok,
     /// Done, and the input has problems (exit 1).
     ProblemsFound,
+    /// Done, with the exit status of a command it ran (`s3-record -- COMMAND`).
+    Exit(i32),
 }
 
 /// Parses the arguments, runs the command, returns the exit code.
@@ -148,6 +150,7 @@ pub fn run() -> i32 {
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::ProblemsFound) => 1,
+        Ok(Outcome::Exit(code)) => code,
         Err(_) if crate::demo::was_interrupted() || crate::testbed::was_interrupted() => 130,
         // The reader of our output went away (`| head`): nothing is wrong, stop quietly.
         Err(e)

@@ -8,6 +8,7 @@
 //! [`rusty_s3`] signing them and [`ureq`] sending them.
 
 mod client;
+mod http;
 pub mod recorder;
 mod target;
 

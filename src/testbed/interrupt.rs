@@ -70,19 +70,7 @@ pub(super) fn output(cmd: &mut Command) -> std::io::Result<Output> {
         return Err(interrupted());
     }
     // The signals are blocked here and a child inherits the mask: it would run to its end.
-    // SAFETY: only sigprocmask (async-signal-safe) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    crate::fsutil::unblock_termination_signals_in(cmd);
     let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -665,7 +665,7 @@ fn output_blocks_are_compared_word_for_word_with_paths_and_mktemp_names_left_out
 }
 
 /// Help examples that are not run, and why.
-const HELP_SKIPPED: [(&str, &str); 2] = [
+const HELP_SKIPPED: [(&str, &str); 5] = [
     (
         "chunkscope demo",
         "the README's first block runs the same demo",
@@ -673,6 +673,18 @@ const HELP_SKIPPED: [(&str, &str); 2] = [
     (
         "chunkscope top /mnt/cs",
         "runs until q is pressed (the others stop by themselves)",
+    ),
+    (
+        "chunkscope s3-record --s3-endpoint http://127.0.0.1:9000 --trace s3.trace",
+        "records until Ctrl-C; the example with a COMMAND runs",
+    ),
+    (
+        "chunkscope s3-record --s3-bucket pbs --mount /mnt/cs",
+        "records until Ctrl-C; the guide's section 10 runs it through a mount",
+    ),
+    (
+        "chunkscope s3-record --trace s3.trace --fault 's3-list nth=2 status=503'",
+        "records until Ctrl-C; tests/suite/s3.rs runs each kind of S3 fault under a GC",
     ),
 ];
 
@@ -691,7 +703,8 @@ fn help_examples_work_when_pasted() {
     let limit = Duration::from_secs(600);
     // The traces the examples name, of GCs through a shadow mount of a store of their own
     // (`gen`'s example makes the /dev/shm/tiny the others use); a survey of that store, an
-    // strace of a GC of it and a log in gc-syscalls.bt's format for `trace import`.
+    // strace of a GC of it and a log in gc-syscalls.bt's format for `trace import`; an S3
+    // datastore `s3` with the bucket `pbs` on the scratch's S3 server.
     let fixtures = s.localize(
         "chunkscope gen --preset tiny --out /dev/shm/fixture
          for t in naive lru inode-order; do
@@ -704,6 +717,7 @@ fn help_examples_work_when_pasted() {
          cp lru.trace huge.trace
          chunkscope testbed --out /tmp/tb --disk ssd --strategy lru > /dev/null
          chunkscope survey --out tiny.survey /dev/shm/fixture > /dev/null
+         chunkscope gen --quiet --preset tiny --scale 0.25 --backend s3 --s3-bucket pbs --out s3
          strace -f -tt -T -y -o gc.strace \
            -e trace=utimensat,newfstatat,statx,getdents64,unlinkat,openat \
            chunkscope gc --no-atime-check --phase mark --strategy lru /dev/shm/fixture

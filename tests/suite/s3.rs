@@ -1038,3 +1038,30 @@ fn recorder_faults_stop_the_gc_and_cost_no_referenced_object() {
         }
     }
 }
+
+/// `s3-record -- COMMAND` points the command at itself (both endpoint variables), stops when
+/// it ends and exits with its status; the trace is finished and readable.
+#[test]
+fn the_recorder_runs_a_command_against_itself_and_exits_with_its_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("s3.trace");
+    let check = "test \"$AWS_ENDPOINT_URL\" = \"$AWS_ENDPOINT_URL_S3\" && \
+                 case \"$AWS_ENDPOINT_URL\" in http://127.0.0.1:*) exit 3;; esac; exit 9";
+    let o = bin()
+        .args(["s3-record", "--s3-endpoint", "http://127.0.0.1:9"])
+        .args(["--trace", trace.to_str().unwrap(), "--", "sh", "-c", check])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "the command's output is its own");
+    let records = chunkscope::trace::TraceReader::open(&trace)
+        .unwrap()
+        .count();
+    assert_eq!(records, 0);
+    let o = bin()
+        .args(["s3-record", "--s3-endpoint", "http://127.0.0.1:9"])
+        .args(["--trace", trace.to_str().unwrap(), "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
