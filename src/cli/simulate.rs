@@ -59,6 +59,12 @@ pub struct SimulateArgs {
         default_value = Strategy::all_names()
     )]
     strategy: Vec<Strategy>,
+    /// Simulate an S3 datastore (PBS 4): every chunk an object in a simulated bucket, the
+    /// store its local cache, the GC's three phases; one run per page order given for
+    /// phase 2's local stats: key (PBS 4's) and inode (`gc --s3-page-order inode`). The
+    /// bucket's requests are counted, not timed.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "ORDER,...")]
+    s3_page_order: Vec<crate::gc::PageOrder>,
     #[command(flatten)]
     model: ModelArgs,
     /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
@@ -234,7 +240,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     let writer = start_trace(&args, &store, &params, &origin, slice)?;
     let plan = plan(&args);
     let run_one = |store: &sim::SimStore, i: usize, progress: bool| -> Result<SimRun> {
-        let (strategy, batch_size, jobs, variant) = plan[i].clone();
+        let (strategy, batch_size, jobs, variant, page_order) = plan[i].clone();
         let opts = GcOptions {
             strategy,
             cache_capacity: args.cache_capacity,
@@ -243,9 +249,14 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             prefetch_jobs: jobs as usize,
             phases: args.phase,
             atime_check: false,
+            s3_page_order: page_order.unwrap_or_default(),
             ..GcOptions::default()
         };
-        let mut run = sim::run(store, &params, &opts, args.warm, progress)?;
+        // An S3 datastore's bucket: the store's chunks now (before the run resets it).
+        let bucket = page_order
+            .map(|_| sim::bucket::SimBucket::of(store))
+            .transpose()?;
+        let mut run = sim::run_on(store, bucket.as_ref(), &params, &opts, args.warm, progress)?;
         run.variant = variant;
         // A run at the threads' scale takes minutes to hours: say each one as it ends,
         // so a long run shows its progress and a stopped one keeps what it finished.
@@ -276,8 +287,15 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// One run to make: (strategy, batch size, prefetch jobs, variant label).
-type Planned = (Strategy, usize, u16, Option<String>);
+/// One run to make: (strategy, batch size, prefetch jobs, variant label, an S3 datastore's
+/// page order).
+type Planned = (
+    Strategy,
+    usize,
+    u16,
+    Option<String>,
+    Option<crate::gc::PageOrder>,
+);
 
 /// The store as built, in two lines for a person: what it is and its memory.
 fn describe(
@@ -415,7 +433,21 @@ fn plan(args: &SimulateArgs) -> Vec<Planned> {
             _ => vec![(args.batch_size[0], args.prefetch_jobs[0], None)],
         };
         for (batch_size, jobs, variant) in variants {
-            plan.push((strategy, batch_size, jobs, variant));
+            if args.s3_page_order.is_empty() {
+                plan.push((strategy, batch_size, jobs, variant, None));
+                continue;
+            }
+            for &order in &args.s3_page_order {
+                let name = match order {
+                    crate::gc::PageOrder::Key => "s3 key order",
+                    crate::gc::PageOrder::Inode => "s3 inode order",
+                };
+                let label = match &variant {
+                    Some(v) => format!("{v}, {name}"),
+                    None => name.to_string(),
+                };
+                plan.push((strategy, batch_size, jobs, Some(label), Some(order)));
+            }
         }
     }
     plan
@@ -706,7 +738,13 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
     if pass {
         head.push("of it, pass");
     }
-    head.extend(["chunks/s", "phase 2", "digest hit", "wall"]);
+    head.extend(["chunks/s", "phase 2"]);
+    // An S3 datastore's bucket requests and phase 3 (the local markers' sweep).
+    let s3 = runs.iter().any(|r| r.s3.is_some());
+    if s3 {
+        head.extend(["S3 pages", "S3 deletes (keys)", "phase 3"]);
+    }
+    head.extend(["digest hit", "wall"]);
     let mut t = Table::new(head);
     for r in runs {
         let c = &r.counters;
@@ -738,6 +776,22 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
             } else {
                 "-".into()
             },
+        ]);
+        if s3 {
+            row.extend(match &r.s3 {
+                Some(s) => [
+                    thousands(s.bucket.list_pages),
+                    format!(
+                        "{} ({})",
+                        thousands(s.bucket.delete_requests),
+                        thousands(s.bucket.keys_deleted)
+                    ),
+                    duration_ns(s.phase3_ns),
+                ],
+                None => ["-".into(), "-".into(), "-".into()],
+            });
+        }
+        row.extend([
             c.digest_hit_ratio()
                 .map_or("-".into(), |h| format!("{:.1}%", 100.0 * h)),
             format!("{:.1} s", r.wall_seconds),

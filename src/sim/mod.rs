@@ -7,6 +7,7 @@
 //! the store as built and a cold model ([`SimStore::reset`]), as the demo's shadow mounts do.
 
 mod ahead;
+pub mod bucket;
 pub mod builder;
 mod dentries;
 mod digest_table;
@@ -73,6 +74,9 @@ pub struct SimRun {
     /// `calibrate` fits to a real GC's).
     #[serde(skip)]
     pub curve: crate::gc::curve::Curve,
+    /// An S3 datastore's run: its bucket's requests and its phase 3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<SimS3>,
 }
 
 impl SimRun {
@@ -340,6 +344,20 @@ pub fn run(
     warm: bool,
     progress: bool,
 ) -> Result<SimRun> {
+    run_on(store, None, params, opts, warm, progress)
+}
+
+/// [`run`] of an S3 datastore's GC (PBS 4's three phases) when `bucket` is given: the
+/// simulated store is the local cache, `bucket` the bucket (its requests counted in the
+/// run's `s3`).
+pub fn run_on(
+    store: &SimStore,
+    bucket: Option<&bucket::SimBucket>,
+    params: &ModelParams,
+    opts: &GcOptions,
+    warm: bool,
+    progress: bool,
+) -> Result<SimRun> {
     store.reset(Model::new(store.slice().params(params)));
     if warm {
         store.warm();
@@ -381,16 +399,15 @@ pub fn run(
             let at = store.with_model(|m| m.clock_ns()) as f64 / 1e9;
             lines.push((at, line.to_string()));
         });
-    let report = gc::run(
-        store,
-        opts,
-        &mut log,
-        Hooks {
-            boundary: Some(&mut boundary),
-            after_index: None,
-            cutoff_fixed: None,
-        },
-    )
+    let hooks = Hooks {
+        boundary: Some(&mut boundary),
+        after_index: None,
+        cutoff_fixed: None,
+    };
+    let report = match bucket {
+        Some(b) => gc::run_s3(store, b, opts, &mut log, hooks),
+        None => gc::run(store, opts, &mut log, hooks),
+    }
     .with_context(|| format!("simulated GC, strategy {}", opts.strategy.name()))?;
     drop(log);
     let curve = crate::gc::curve::Curve::from_lines(lines.iter().map(|(t, l)| (*t, l.as_str())));
@@ -405,6 +422,11 @@ pub fn run(
         _ => 0,
     };
     let (phase1_ns, phase2_ns) = (span(GcPhase::Mark), span(GcPhase::Sweep));
+    let s3 = bucket.map(|b| SimS3 {
+        bucket: b.counts(),
+        phase3_ns: span(GcPhase::MarkerSweep),
+        page_order: opts.s3_page_order,
+    });
     let pass_ns = match (clock_at(GcPhase::Mark, true), store.first_index_ns()) {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => 0,
@@ -432,7 +454,19 @@ pub fn run(
         faults: store.fault_stats(),
         counters: c,
         curve,
+        s3,
     })
+}
+
+/// What a simulated S3 datastore's GC did beyond a local one's.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SimS3 {
+    /// How phase 2 stat'ed each page's local files: in key order, or in inode order.
+    pub page_order: gc::PageOrder,
+    /// Its requests to the bucket (their time is the server's, not modelled).
+    pub bucket: bucket::BucketCounts,
+    /// Modelled time of phase 3 (the local markers' sweep), ns.
+    pub phase3_ns: u64,
 }
 
 /// Runs `f(store, i)` for every `i` in `0..n`, on `jobs` threads side by side, each with its

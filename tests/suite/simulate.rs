@@ -589,3 +589,48 @@ fn the_fidelity_report_keeps_the_figures_it_reproduces() {
     // The touch counts are the GC's own: exact, not just within 2x.
     assert!((ratio("t000-utimensat-lru") - 1.0).abs() < 0.01);
 }
+
+/// `--s3-page-order` simulates an S3 datastore: its bucket holds every chunk file, listed a
+/// page of 1,000 keys at a time, and the three-phase GC deletes the generator's garbage in
+/// batches of 100, in key order and in inode order (which lists each page's chunk
+/// directories, and only it); the local requests are modelled, so phase 2 has a time.
+#[test]
+fn an_s3_datastore_is_simulated_in_key_and_inode_page_order() {
+    let dir = store_dir();
+    let (_, truth) = gen(dir.path(), "s", &["--preset", "tiny"]);
+    let o = run(&[
+        "simulate",
+        "--json",
+        "--preset",
+        "tiny",
+        "--strategy",
+        "lru",
+        "--s3-page-order",
+        "key,inode",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs.len(), 2);
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let removable = n(&truth["garbage"]["removable"]);
+    assert!(removable > 100, "more than one delete batch");
+    for (r, order) in runs.iter().zip(["key", "inode"]) {
+        assert_eq!(r["variant"], format!("s3 {order} order"));
+        assert_eq!(r["s3"]["page_order"], order);
+        let (b, c) = (&r["s3"]["bucket"], &r["counters"]);
+        assert_eq!(n(&c["listed_objects"]), n(&truth["chunk_files"]));
+        assert_eq!(n(&b["list_pages"]), n(&c["listed_objects"]).div_ceil(1000));
+        assert_eq!(n(&b["keys_deleted"]), removable, "{order}: the garbage");
+        assert_eq!(n(&b["delete_requests"]), removable.div_ceil(100));
+        assert_eq!(n(&c["deleted_objects"]), removable);
+        assert!(
+            n(&r["phase2_ns"]) > 0 && n(&r["s3"]["phase3_ns"]) > 0,
+            "{r}"
+        );
+        assert_eq!(
+            n(&c["sweep_listings"]) > 0,
+            order == "inode",
+            "{order}: listings of the pages' chunk directories"
+        );
+    }
+}
