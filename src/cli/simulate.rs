@@ -252,11 +252,14 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
             s3_page_order: page_order.unwrap_or_default(),
             ..GcOptions::default()
         };
-        // An S3 datastore's bucket: the store's chunks now (before the run resets it).
-        let bucket = page_order
-            .map(|_| sim::bucket::SimBucket::of(store))
-            .transpose()?;
-        let mut run = sim::run_on(store, bucket.as_ref(), &params, &opts, args.warm, progress)?;
+        let mut run = sim::run_on(
+            store,
+            page_order.is_some(),
+            &params,
+            &opts,
+            args.warm,
+            progress,
+        )?;
         run.variant = variant;
         // A run at the threads' scale takes minutes to hours: say each one as it ends,
         // so a long run shows its progress and a stopped one keeps what it finished.

@@ -344,21 +344,32 @@ pub fn run(
     warm: bool,
     progress: bool,
 ) -> Result<SimRun> {
-    run_on(store, None, params, opts, warm, progress)
+    run_on(store, false, params, opts, warm, progress)
 }
 
-/// [`run`] of an S3 datastore's GC (PBS 4's three phases) when `bucket` is given: the
-/// simulated store is the local cache, `bucket` the bucket (its requests counted in the
-/// run's `s3`).
+/// [`run`] of an S3 datastore's GC (PBS 4's three phases) when `s3` is set: the simulated
+/// store is the local cache, and a [`bucket::SimBucket`] of its chunk files (as the store is
+/// before the run) the bucket, whose requests are counted in the run's `s3`.
 pub fn run_on(
     store: &SimStore,
-    bucket: Option<&bucket::SimBucket>,
+    s3: bool,
     params: &ModelParams,
     opts: &GcOptions,
     warm: bool,
     progress: bool,
 ) -> Result<SimRun> {
     store.reset(Model::new(store.slice().params(params)));
+    // Listed once the store is as a run starts, then reset again: the listing's requests
+    // are no part of the run.
+    let bucket = match s3 {
+        true => {
+            let b = bucket::SimBucket::of(store).context("listing the simulated store")?;
+            store.reset(Model::new(store.slice().params(params)));
+            Some(b)
+        }
+        false => None,
+    };
+    let bucket = bucket.as_ref();
     if warm {
         store.warm();
     }
