@@ -520,47 +520,45 @@ mod tests {
         )
     }
 
+    /// A request (method, target, its body, the reply's body) and what it is recorded as
+    /// (operation, name, arg).
+    type Case<'a> = (&'a str, &'a str, &'a [u8], &'a [u8], Op, &'a [u8], u64);
+
     #[test]
     fn requests_are_told_apart_by_method_path_and_query() {
-        let list = classified(
-            "GET",
-            "/store?list-type=2&prefix=.chunks%2F&continuation-token=x",
-            b"",
-            b"<ListBucketResult><KeyCount>3</KeyCount><Contents><Key>a</Key></Contents></ListBucketResult>",
-        );
-        assert_eq!(
-            (list.op, &list.name[..], list.arg),
-            (Op::S3List, &b".chunks/"[..], 3)
-        );
-        let del = classified(
-            "POST",
-            "/store?delete",
-            b"<Delete><Object><Key>.chunks/0000/00aa</Key></Object><Object><Key>.chunks/0000/00ab</Key></Object></Delete>",
-            b"",
-        );
-        assert_eq!(
-            (del.op, &del.name[..], del.arg),
-            (Op::S3Delete, &b".chunks/0000/00aa"[..], 2)
-        );
-        let put = classified("PUT", "/store/.cnt/vm/100/x.fidx", b"12345", b"");
-        assert_eq!(
-            (put.op, &put.name[..], put.arg),
-            (Op::S3Put, &b".cnt/vm/100/x.fidx"[..], 5)
-        );
-        let get = classified(
-            "GET",
-            "/store/.chunks/0000/00aa?X-Amz-Signature=1",
-            b"",
-            b"abc",
-        );
-        assert_eq!(
-            (get.op, &get.name[..], get.arg),
-            (Op::S3Get, &b".chunks/0000/00aa"[..], 3)
-        );
-        assert_eq!(classified("HEAD", "/store", b"", b"").op, Op::S3Head);
-        assert_eq!(classified("PUT", "/store", b"", b"").op, Op::S3Other);
-        let one = classified("DELETE", "/store/.in-use", b"", b"");
-        assert_eq!((one.op, one.arg), (Op::S3Delete, 1));
+        let cases: [Case; 7] = [
+            (
+                "GET",
+                "/store?list-type=2&prefix=.chunks%2F&continuation-token=x",
+                b"",
+                b"<ListBucketResult><KeyCount>3</KeyCount><Contents><Key>a</Key></Contents></ListBucketResult>",
+                Op::S3List,
+                b".chunks/",
+                3,
+            ),
+            (
+                "POST",
+                "/store?delete",
+                b"<Delete><Object><Key>.chunks/0000/00aa</Key></Object><Object><Key>.chunks/0000/00ab</Key></Object></Delete>",
+                b"",
+                Op::S3Delete,
+                b".chunks/0000/00aa",
+                2,
+            ),
+            ("PUT", "/store/.cnt/vm/100/x.fidx", b"12345", b"", Op::S3Put, b".cnt/vm/100/x.fidx", 5),
+            ("GET", "/store/.chunks/0000/00aa?X-Amz-Signature=1", b"", b"abc", Op::S3Get, b".chunks/0000/00aa", 3),
+            ("HEAD", "/store", b"", b"", Op::S3Head, b"", 0),
+            ("PUT", "/store", b"", b"", Op::S3Other, b"", 0),
+            ("DELETE", "/store/.in-use", b"", b"", Op::S3Delete, b".in-use", 1),
+        ];
+        for (method, target, req, reply, op, name, arg) in cases {
+            let r = classified(method, target, req, reply);
+            assert_eq!(
+                (r.op, &r.name[..], r.arg),
+                (op, name, arg),
+                "{method} {target}"
+            );
+        }
         // Virtual-hosted addressing: the path is the key.
         let head = RequestHead {
             method: "GET".into(),

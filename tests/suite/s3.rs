@@ -557,6 +557,26 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
     }
 }
 
+/// A store of a fault case on `server` (half of tiny: 1,385 chunks, two batches of deletes,
+/// a tenth of the referenced chunks without a local file), its bucket's client, and what
+/// §3.7's rules say of it now.
+fn fault_case(
+    server: &S3Server,
+    dir: &std::path::Path,
+    bucket: &str,
+) -> (std::path::PathBuf, chunkscope::s3::Client, S3Before) {
+    let (store, _) = gen_s3(
+        server,
+        dir,
+        bucket,
+        bucket,
+        &["--scale", "0.5", "--s3-no-marker", "0.1"],
+    );
+    let c = server.client(bucket);
+    let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
+    (store, c, before)
+}
+
 /// A bucket between the GC and the real one that serves the listing in short pages and
 /// misbehaves as told.
 struct Faulty<'a> {
@@ -696,21 +716,12 @@ fn no_s3_fault_makes_the_gc_delete_a_referenced_object() {
     ];
     for (i, fault) in faults.into_iter().enumerate() {
         let bucket = format!("pbs-fault-{i}");
-        let (store, _) = gen_s3(
-            &server,
-            dir.path(),
-            &bucket,
-            &bucket,
-            // Half of tiny: 1,385 chunks, 15 pages of 97, two batches of deletes.
-            &["--scale", "0.5", "--s3-no-marker", "0.1"],
-        );
-        let c = server.client(&bucket);
-        let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
+        let (store, c, before) = fault_case(&server, dir.path(), &bucket);
         let faulty = Faulty {
             inner: &c,
             store: store.clone(),
             listing: Default::default(),
-            page: 97,
+            page: 97, // 15 pages
             fault,
             deletes: Default::default(),
             others_delete: before.doomed.clone(),
@@ -986,15 +997,7 @@ fn recorder_faults_stop_the_gc_and_cost_no_referenced_object() {
     ];
     for (i, (rule, says)) in cases.into_iter().enumerate() {
         let bucket = format!("pbs-rfault-{i}");
-        let (store, _) = gen_s3(
-            &server,
-            dir.path(),
-            &bucket,
-            &bucket,
-            &["--scale", "0.5", "--s3-no-marker", "0.1"],
-        );
-        let c = server.client(&bucket);
-        let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
+        let (store, c, before) = fault_case(&server, dir.path(), &bucket);
         assert!(before.doomed.len() > 100, "two batches of deletes");
         let trace = dir.path().join(format!("{bucket}.trace"));
         let rec = Recorder::start(
