@@ -47,6 +47,8 @@ pub struct S3Request {
     pub injected_ns: u64,
     /// A fault rule answered it (`status=`) or cut its reply (`cut`).
     pub injected: bool,
+    /// The process that sent it, when the recorder could tell (a client on this host).
+    pub pid: u32,
 }
 
 impl S3Request {
@@ -71,6 +73,7 @@ impl S3Request {
         rec.parent = self.status as u64;
         rec.arg = self.arg;
         rec.errno = self.errno();
+        rec.pid = self.pid;
         rec.injected_ns = self.injected_ns;
         if self.injected {
             rec.flags |= crate::trace::format::flags::INJECTED_ERROR;
@@ -247,6 +250,7 @@ struct Relay {
 impl Relay {
     fn serve_client(&self, client: TcpStream) -> io::Result<()> {
         client.set_nodelay(true)?;
+        let pid = caller_of(&client).unwrap_or(0);
         let mut reader = BufReader::new(client.try_clone()?);
         let mut out = client;
         let mut upstream: Option<BufReader<TcpStream>> = None;
@@ -284,6 +288,7 @@ impl Relay {
             let recorded = S3Request {
                 duration_ns: t0.elapsed().as_nanos() as u64,
                 injected: dec.status != 0 || dec.cut,
+                pid,
                 ..completed(recorded, &reply)
             };
             if let Err(e) = self.sink.record(&recorded) {
@@ -367,6 +372,68 @@ impl Relay {
     }
 }
 
+/// The process on this host at the other end of `conn`: its socket's inode from
+/// `/proc/net/tcp` (or `tcp6`), then the process holding a descriptor of that socket. Once a
+/// connection (a client keeps its connections); `None` for a client elsewhere, or one this
+/// process may not see.
+fn caller_of(conn: &TcpStream) -> Option<u32> {
+    let (ours, theirs) = (conn.local_addr().ok()?, conn.peer_addr().ok()?);
+    if !theirs.ip().is_loopback() && theirs.ip() != ours.ip() {
+        return None;
+    }
+    let table = match theirs {
+        SocketAddr::V4(_) => "/proc/net/tcp",
+        SocketAddr::V6(_) => "/proc/net/tcp6",
+    };
+    // The client's socket: local address theirs, remote address ours.
+    let inode = socket_inode(&std::fs::read_to_string(table).ok()?, theirs, ours)?;
+    let wanted = format!("socket:[{inode}]");
+    for proc_entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = proc_entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(proc_entry.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str()) {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
+/// An address as `/proc/net/tcp` writes it: `0100007F:1F90` (IPv4: the address's four
+/// bytes as one native-endian word, the port big-endian), IPv6 as four such words.
+fn proc_net_address(a: SocketAddr) -> String {
+    let words: Vec<u32> = match a.ip() {
+        std::net::IpAddr::V4(ip) => vec![u32::from_ne_bytes(ip.octets())],
+        std::net::IpAddr::V6(ip) => ip
+            .octets()
+            .chunks(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().expect("4 bytes")))
+            .collect(),
+    };
+    let hex: String = words.iter().map(|w| format!("{w:08X}")).collect();
+    format!("{hex}:{:04X}", a.port())
+}
+
+/// The inode of the socket from `local` to `remote` in a `/proc/net/tcp` table.
+fn socket_inode(table: &str, local: SocketAddr, remote: SocketAddr) -> Option<u64> {
+    let (l, r) = (proc_net_address(local), proc_net_address(remote));
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&l.as_str()) && f.get(2) == Some(&r.as_str()))
+            .then(|| f.get(9)?.parse().ok())
+            .flatten()
+    })
+}
+
 fn bad_gateway(e: &io::Error) -> Message {
     let body = format!("chunkscope s3-record: the S3 server failed: {e}\n").into_bytes();
     let head = format!(
@@ -439,6 +506,7 @@ fn classify(head: &RequestHead, req: &Message, bucket: Option<&str>) -> S3Reques
         duration_ns: 0,
         injected_ns: 0,
         injected: false,
+        pid: 0,
     }
 }
 
@@ -599,6 +667,22 @@ mod tests {
     }
 
     #[test]
+    fn a_loopback_client_is_found_by_its_socket() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   \
+             0: 0100007F:95BF 0100007F:2384 01 00000000:00000000 00:00000000 00000000     0        0 765045 1 0 20 4 30 10 -1\n";
+        let client: SocketAddr = "127.0.0.1:38335".parse().unwrap();
+        let server: SocketAddr = "127.0.0.1:9092".parse().unwrap();
+        assert_eq!(proc_net_address(client), "0100007F:95BF");
+        assert_eq!(socket_inode(table, client, server), Some(765045));
+        assert_eq!(socket_inode(table, server, client), None, "the other end");
+        // This test's own connection: the caller is this process.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _out = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        assert_eq!(caller_of(&conn), Some(std::process::id()));
+    }
+
+    #[test]
     fn statuses_map_to_errnos() {
         let r = |status| S3Request {
             op: Op::S3Get,
@@ -608,6 +692,7 @@ mod tests {
             duration_ns: 0,
             injected_ns: 0,
             injected: false,
+            pid: 0,
         };
         assert_eq!(r(200).errno(), 0);
         assert_eq!(r(204).errno(), 0);

@@ -72,7 +72,9 @@
 //! `s3-head`, `s3-other`): `start_ns` and `duration_ns` from the request's arrival to the end
 //! of the server's reply, `ino` 0, `parent` the HTTP status, `arg` the keys a listing page
 //! returned, the keys a delete named, or the body bytes a put sent or a get received; the
-//! name the key (a listing's prefix, a batch delete's first key); `errno` 0 for a status below
+//! name the key (a listing's prefix, a batch delete's first key); `pid` the client's (a client
+//! on the recorder's host; 0, or the recorder's in a mount's trace, when it cannot tell);
+//! `errno` 0 for a status below
 //! 400, else ENOENT (404), EACCES (403), EAGAIN (503, SlowDown), EIO (other 5xx), EINVAL
 //! (other 4xx), so that errors count as they do for filesystem requests.
 //! `modeled_ns` of a request is what the cost model charged for it, including the prefetch of

@@ -892,6 +892,11 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
     let n = |k: &str| report["counters"][k].as_u64().unwrap();
     let (mut lists, mut listed, mut deletes, mut deleted, mut other) = (0, 0, 0, 0, 0);
     let (mut markers, mut phase2_requests) = (Vec::new(), Vec::new());
+    // The processes that made the listings, and those that made filesystem requests.
+    let (mut s3_pids, mut fs_pids) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    );
     for r in TraceReader::open(trace).unwrap() {
         let r = r.unwrap();
         match r.op() {
@@ -910,6 +915,7 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
                 lists += 1;
                 listed += r.arg;
                 phase2_requests.push(r.seq);
+                s3_pids.insert(r.pid);
             }
             Some(Op::S3Delete) => {
                 assert_eq!(r.parent, 200, "{r:?}");
@@ -921,6 +927,9 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
             Some(op) if op.is_s3() => {
                 assert!(r.duration_ns > 0, "{r:?}");
                 other += 1;
+            }
+            Some(Op::Lookup) => {
+                fs_pids.insert(r.pid);
             }
             _ => {}
         }
@@ -935,6 +944,10 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
         other > 0,
         "the GC's HeadBucket and .in-use requests are recorded too"
     );
+    // The recorder named the GC as the listings' caller: the process whose lookups the
+    // mount recorded.
+    assert_eq!(s3_pids.len(), 1, "{s3_pids:?}");
+    assert!(fs_pids.is_superset(&s3_pids), "{s3_pids:?} in {fs_pids:?}");
     // The GC's phase markers came through the mount's control socket, the S3 records through
     // the recorder's: phase 2's listings and deletes fall between its markers.
     let marker = |text: &str| {
