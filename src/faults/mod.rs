@@ -213,8 +213,8 @@ fn s3_ops() -> u128 {
 /// Whether a rule can select `op`: a request that has a reply (a forget has none), not a
 /// record the trace adds (markers, listing entries, a rename's or link's second name).
 fn injectable(op: Op) -> bool {
-    // An S3 request is the recorder's, not the mount's (its op numbers are past the mask's
-    // 128 bits, too).
+    // An S3 request is the recorder's: `all` means the filesystem's requests, and S3 ones
+    // are selected by their own names (`s3-list`, ..., `s3`).
     !op.is_s3()
         && !matches!(
             op,
