@@ -78,7 +78,12 @@ struct MountSink(Mutex<Client>);
 impl S3Sink for MountSink {
     fn record(&self, r: &S3Request) -> Result<()> {
         let mut client = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        client.request(&s3_request(r)).map(drop)
+        let reply = client.request(&s3_request(r))?;
+        if reply == "untraced" {
+            // Not silently: a recording that kept nothing is no recording.
+            bail!("the mount has no trace (start it with --trace FILE)");
+        }
+        Ok(())
     }
 }
 

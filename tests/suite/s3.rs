@@ -1081,3 +1081,29 @@ fn the_recorder_runs_a_command_against_itself_and_exits_with_its_status() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A recorder told to record into a mount that has no trace says so and fails, rather than
+/// relaying requests into nothing.
+#[test]
+fn recording_into_an_untraced_mount_fails_and_says_why() {
+    let server = S3Server::start();
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny", "--scale", "0.1"]);
+    let m = Mount::start(&store, dir.path(), false, &[]);
+    let c = server.client("pbs-untraced");
+    c.create_bucket().unwrap();
+    let o = bin()
+        .args(["s3-record", "--s3-bucket", "pbs-untraced"])
+        .args(["--mount", m.mnt.to_str().unwrap(), "--"])
+        .arg(env!("CARGO_BIN_EXE_chunkscope"))
+        .args(["check", "--s3-bucket", "pbs-untraced"])
+        .arg(&m.mnt)
+        .envs(server.env())
+        .output()
+        .unwrap();
+    drop(m);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the mount has no trace"), "{err}");
+    assert!(err.contains("records could not be recorded"), "{err}");
+}
