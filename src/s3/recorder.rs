@@ -436,9 +436,16 @@ fn socket_inode(table: &str, local: SocketAddr, remote: SocketAddr) -> Option<u6
 
 fn bad_gateway(e: &io::Error) -> Message {
     let body = format!("chunkscope s3-record: the S3 server failed: {e}\n").into_bytes();
+    made_reply("502 Bad Gateway", "text/plain", body, true)
+}
+
+/// A reply the recorder makes itself: `status` ("503 Slow Down"), its body, whether the
+/// connection closes after it.
+fn made_reply(status: &str, content_type: &str, body: Vec<u8>, close: bool) -> Message {
+    let connection = if close { "connection: close\r\n" } else { "" };
     let head = format!(
-        "HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
-         connection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+         {connection}\r\n",
         body.len()
     )
     .into_bytes();
@@ -446,7 +453,7 @@ fn bad_gateway(e: &io::Error) -> Message {
         head,
         raw_body: body.clone(),
         body,
-        close: true,
+        close,
     }
 }
 
@@ -550,17 +557,12 @@ fn injected_reply(status: u16, head: &RequestHead) -> Message {
         )
         .into_bytes()
     };
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    Message {
-        head,
-        raw_body: body.clone(),
+    made_reply(
+        &format!("{status} {reason}"),
+        "application/xml",
         body,
-        close: false,
-    }
+        false,
+    )
 }
 
 #[cfg(test)]
