@@ -78,8 +78,12 @@ pub fn run(args: CalibrateArgs) -> Result<Outcome> {
         );
     }
     let progress = !super::to_stdout(&args.json) && super::stderr_is_terminal();
-    let (file, name) =
-        super::simulate::read_survey(args.store.as_deref(), args.survey.as_deref(), progress)?;
+    let (file, name) = super::simulate::read_survey(
+        args.store.as_deref(),
+        args.survey.as_deref(),
+        None,
+        progress,
+    )?;
     let index_files = file.indexes.len() as u64;
     let logs = args
         .logs

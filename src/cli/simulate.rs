@@ -22,7 +22,8 @@ use crate::units::{duration_ns, human_bytes, thousands};
     chunkscope simulate --preset small --strategy lru,inode-order --cache 1GiB\n  \
     chunkscope simulate --preset thread000 --digests hashed --json\n  \
     chunkscope simulate --store /dev/shm/tiny --strategy lru,batched\n  \
-    chunkscope simulate --survey tiny.survey --model zfs-raidz-hdd\n\n\
+    chunkscope simulate --survey tiny.survey --model zfs-raidz-hdd\n  \
+    chunkscope simulate --survey s3tiny.survey --s3-page-order key,inode\n\n\
     With --preset, the store is what `chunkscope gen` would write for the same preset and\n\
     seed, created in the same order (inode numbers follow it, as on ZFS and tmpfs); with\n\
     --store or --survey, the real store as a survey saw it (its inode numbers, readdir\n\
@@ -59,12 +60,17 @@ pub struct SimulateArgs {
         default_value = Strategy::all_names()
     )]
     strategy: Vec<Strategy>,
-    /// Simulate an S3 datastore (PBS 4): every chunk an object in a simulated bucket, the
-    /// store its local cache, the GC's three phases; one run per page order given for
-    /// phase 2's local stats: key (PBS 4's) and inode (`gc --s3-page-order inode`). The
-    /// bucket's requests are counted, not timed.
+    /// Simulate an S3 datastore (PBS 4): the store its local cache, the GC's three phases;
+    /// one run per page order given for phase 2's local stats: key (PBS 4's) and inode
+    /// (`gc --s3-page-order inode`). The bucket is the one a survey listed (`survey
+    /// --s3-bucket`, whose datastore is simulated as S3 in key order without this option),
+    /// else every chunk file an object. The bucket's requests are counted, not timed.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "ORDER,...")]
     s3_page_order: Vec<crate::gc::PageOrder>,
+    /// With --store: an S3 datastore's bucket, listed into the survey (as `survey
+    /// --s3-bucket`).
+    #[command(flatten)]
+    s3: super::s3_args::S3Args,
     #[command(flatten)]
     model: ModelArgs,
     /// Digest cache entries (PBS gc-cache-capacity); 0 turns the cache off.
@@ -167,6 +173,8 @@ struct Prepared {
     slice: sim::Slice,
     /// The survey's header, when it was built from one: the filesystem the model is fitted to.
     surveyed: Option<crate::survey::file::FileHeader>,
+    /// An S3 datastore's bucket as a survey listed it.
+    bucket: Option<std::sync::Arc<[crate::survey::file::SurveyObject]>>,
 }
 
 enum Origin {
@@ -175,7 +183,7 @@ enum Origin {
     Trace(String),
 }
 
-pub fn run(args: SimulateArgs) -> Result<Outcome> {
+pub fn run(mut args: SimulateArgs) -> Result<Outcome> {
     validate_cache_capacity(args.cache_capacity)?;
     if let Some(0) = args.batch_size.iter().min() {
         bail!("--batch-size 0: a batch holds at least one digest");
@@ -216,7 +224,16 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         origin,
         slice,
         surveyed,
+        bucket,
     } = prepared;
+    if bucket.is_some() && args.s3_page_order.is_empty() {
+        // A survey of an S3 datastore: its GC is PBS 4's.
+        args.s3_page_order = vec![crate::gc::PageOrder::Key];
+    }
+    let bucket = match bucket {
+        Some(objects) => sim::bucket::BucketSource::Objects(objects),
+        None => sim::bucket::BucketSource::Store,
+    };
     store.set_faults(Some(faults));
     if let Some(ttl) = args.dir_ttl {
         store.set_dir_ttl(super::seconds(ttl, "--dir-ttl")?);
@@ -254,7 +271,7 @@ pub fn run(args: SimulateArgs) -> Result<Outcome> {
         };
         let mut run = sim::run_on(
             store,
-            page_order.is_some(),
+            page_order.map(|_| &bucket),
             &params,
             &opts,
             args.warm,
@@ -570,6 +587,7 @@ fn generated(
         origin: Origin::Preset,
         slice: setup.slice,
         surveyed: None,
+        bucket: None,
     })
 }
 
@@ -611,6 +629,7 @@ fn traced(
         origin: Origin::Trace(trace.display().to_string()),
         slice: sim::Slice::WHOLE,
         surveyed: None,
+        bucket: None,
     })
 }
 
@@ -625,7 +644,20 @@ fn surveyed(
     if args.shape != super::gen::ShapeArgs::default() {
         bail!("--scale, --dedup and the other shape options describe a generated store, not a surveyed one");
     }
-    let (file, name) = read_survey(args.store.as_deref(), args.survey.as_deref(), progress)?;
+    if args.s3.given() && args.store.is_none() {
+        bail!("--s3-bucket and the other S3 options go with --store (a survey's file holds its bucket)");
+    }
+    let client = args.s3.client()?;
+    let (mut file, name) = read_survey(
+        args.store.as_deref(),
+        args.survey.as_deref(),
+        client.as_ref().map(|c| c as &dyn crate::bucket::Bucket),
+        progress,
+    )?;
+    let bucket = file
+        .bucket
+        .as_mut()
+        .map(|b| std::mem::take(&mut b.objects).into());
     let header = file.header.clone();
     let chunks = file.chunks.len() as u64;
     let references: u64 = file.indexes.iter().map(|i| i.refs.len() as u64).sum();
@@ -651,14 +683,16 @@ fn surveyed(
         origin: Origin::Survey(name),
         slice: sim::Slice::WHOLE,
         surveyed: Some(header),
+        bucket,
     })
 }
 
-/// The survey of `store` (taken now, read-only) or the one saved in `survey`, with a name
-/// for it.
+/// The survey of `store` (taken now, read-only; with its bucket when given) or the one saved
+/// in `survey`, with a name for it.
 pub(super) fn read_survey(
     store: Option<&std::path::Path>,
     survey: Option<&std::path::Path>,
+    bucket: Option<&dyn crate::bucket::Bucket>,
     progress: bool,
 ) -> Result<(crate::survey::file::SurveyFile, String)> {
     match (store, survey) {
@@ -675,7 +709,10 @@ pub(super) fn read_survey(
                 out: Some(tmp.path().to_path_buf()),
                 progress,
             };
-            let report = crate::survey::survey(store, &opts)?;
+            let report = match bucket {
+                Some(b) => crate::survey::survey_s3(store, &opts, b)?,
+                None => crate::survey::survey(store, &opts)?,
+            };
             if !report.complete() {
                 bail!(
                     "the survey of {} is incomplete ({} unreadable index files, {} chunk \

@@ -26,13 +26,16 @@ enum LayoutArg {
 #[command(after_help = "Examples:\n  \
     chunkscope survey /dev/shm/tiny\n  \
     chunkscope survey --json --out tiny.survey /dev/shm/tiny\n  \
-    chunkscope survey --layout zfs --dnode-size 1024 /dev/shm/tiny\n\n\
+    chunkscope survey --layout zfs --dnode-size 1024 /dev/shm/tiny\n  \
+    chunkscope survey --s3-bucket pbs-tiny --out s3tiny.survey /dev/shm/s3tiny\n\n\
     Safe beside a live PBS: nothing is written to the store and no lock is taken; every\n\
     directory and file is opened with O_NOATIME (the report counts any open the kernel\n\
     refused it), so a survey never changes what a GC will do. Chunks that appear or vanish\n\
     meanwhile are counted as such. One getdents64 listing of each chunk directory (inode\n\
     numbers from the entries: no stat per chunk), one read of each index file, one stat of\n\
-    each unreferenced chunk.\n\n\
+    each unreferenced chunk. With --s3-bucket (an S3 datastore, PBS 4: the store is its local\n\
+    cache), the bucket's chunk objects are listed as a GC's phase 2 lists them (ListObjectsV2,\n\
+    1,000 keys a page; nothing else is asked of the bucket) and set against the cache.\n\n\
     Exit status: 0 surveyed, 1 surveyed but incomplete (an unreadable index file, or a chunk\n\
     directory that is not the store's own), 2 error.")]
 pub struct SurveyArgs {
@@ -61,6 +64,10 @@ pub struct SurveyArgs {
     /// GC cutoff in minutes for what a GC now would remove (PBS gc-atime-cutoff).
     #[arg(long, default_value_t = 1445, value_parser = clap::value_parser!(u64).range(1..=2880))]
     cutoff: u64,
+    /// An S3 datastore (PBS 4): the store is its local cache, its chunks are objects in this
+    /// bucket.
+    #[command(flatten)]
+    s3: super::s3_args::S3Args,
 }
 
 pub fn run(args: SurveyArgs) -> Result<Outcome> {
@@ -97,7 +104,10 @@ pub fn run(args: SurveyArgs) -> Result<Outcome> {
         out: args.out.clone(),
         progress: super::stderr_is_terminal(),
     };
-    let r = survey(&args.store, &opts)?;
+    let r = match args.s3.client()? {
+        Some(bucket) => crate::survey::survey_s3(&args.store, &opts, &bucket)?,
+        None => survey(&args.store, &opts)?,
+    };
     if let Some(dest) = &args.json {
         super::write_json(dest, &r)?;
     }
@@ -200,13 +210,20 @@ fn print_report(r: &SurveyReport) {
             n(r.missing_chunk_dirs)
         );
     }
+    if let Some(b) = &r.s3 {
+        print_bucket(b, r.gc_would_stop);
+    }
     let s = &r.seconds;
     println!(
-        "took             {:.1} s (listing {:.1} s, index files {:.1} s, stats {:.1} s); {} stat calls; table {:.1} bytes a chunk",
+        "took             {:.1} s (listing {:.1} s, index files {:.1} s, stats {:.1} s{}); {} stat calls; table {:.1} bytes a chunk",
         s.total,
         s.listing,
         s.indexes,
         s.stats,
+        r.s3
+            .as_ref()
+            .map(|b| format!(", bucket {:.1} s", b.seconds))
+            .unwrap_or_default(),
         n(r.stat_calls),
         r.table_bytes as f64 / r.chunks.max(1) as f64
     );
@@ -216,6 +233,70 @@ fn print_report(r: &SurveyReport) {
              root): those directories' atimes changed (chunk atimes did not: chunks are \
              never opened)",
             n(r.noatime_refused)
+        );
+    }
+}
+
+/// The bucket's lines: its objects and bytes, each side without the other, and what a GC now
+/// would delete.
+fn print_bucket(b: &crate::survey::bucket::BucketSurvey, gc_would_stop: bool) {
+    let n = |v: u64| thousands(v);
+    println!(
+        "bucket           {}: {} chunk objects ({}) in {} listing pages{}",
+        b.bucket,
+        n(b.chunk_objects),
+        human_bytes(b.chunk_object_bytes),
+        n(b.list_pages),
+        if b.bad_objects > 0 {
+            format!(
+                ", {} bad copies ({})",
+                n(b.bad_objects),
+                human_bytes(b.bad_object_bytes)
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  referenced     {} objects, {} with no local file (phase 1 leaves a .using marker \
+         for each){}",
+        n(b.referenced_objects),
+        n(b.referenced_without_local_file),
+        if b.referenced_without_object > 0 {
+            format!(
+                "; {} referenced chunks have NO object (their data is not in the bucket)",
+                n(b.referenced_without_object)
+            )
+        } else {
+            String::new()
+        }
+    );
+    let g = &b.garbage;
+    let would = if gc_would_stop {
+        "a GC now would stop before its sweep and delete none; it would otherwise delete"
+    } else {
+        "a GC now would delete"
+    };
+    println!(
+        "  unreferenced   {} objects ({}): {would} {} ({}), keep {} as pending; {} have no \
+         local file{}",
+        n(g.chunks),
+        human_bytes(g.bytes),
+        n(g.removable),
+        human_bytes(b.removable_bytes),
+        n(g.pending),
+        n(b.garbage_without_local_file),
+        if b.kept_by_using > 0 {
+            format!(" ({} kept by a .using marker)", n(b.kept_by_using))
+        } else {
+            String::new()
+        }
+    );
+    if b.local_without_object > 0 {
+        println!(
+            "  local only     {} unreferenced local files have no object (phase 3 removes \
+             them once expired)",
+            n(b.local_without_object)
         );
     }
 }

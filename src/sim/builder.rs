@@ -113,6 +113,9 @@ pub struct Builder {
     pub(super) build_bytes: u64,
     /// The simulated clock, epoch seconds.
     pub(super) now: i64,
+    /// Empty marker files of an S3 datastore's cache there as the store is built (a
+    /// survey's `.using` markers), see [`super::markers`].
+    pub(super) markers: Vec<(super::markers::MarkerName, i64)>,
 }
 
 /// Epoch seconds as a chunk keeps them, or an error naming the time.
@@ -140,6 +143,7 @@ impl Builder {
             referenced: 0,
             build_bytes: 0,
             now,
+            markers: Vec::new(),
         }
     }
 

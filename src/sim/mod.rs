@@ -13,6 +13,7 @@ mod dentries;
 mod digest_table;
 pub mod fidelity;
 pub mod history_source;
+mod markers;
 mod ops;
 mod requests;
 pub mod store;
@@ -344,15 +345,16 @@ pub fn run(
     warm: bool,
     progress: bool,
 ) -> Result<SimRun> {
-    run_on(store, false, params, opts, warm, progress)
+    run_on(store, None, params, opts, warm, progress)
 }
 
-/// [`run`] of an S3 datastore's GC (PBS 4's three phases) when `s3` is set: the simulated
-/// store is the local cache, and a [`bucket::SimBucket`] of its chunk files (as the store is
-/// before the run) the bucket, whose requests are counted in the run's `s3`.
+/// [`run`] of an S3 datastore's GC (PBS 4's three phases) when `s3` is given: the simulated
+/// store is the local cache, and a [`bucket::SimBucket`] of the objects `s3` gives (a
+/// survey's, or the store's chunk files as the run starts) the bucket, whose requests are
+/// counted in the run's `s3`.
 pub fn run_on(
     store: &SimStore,
-    s3: bool,
+    s3: Option<&bucket::BucketSource>,
     params: &ModelParams,
     opts: &GcOptions,
     warm: bool,
@@ -362,12 +364,12 @@ pub fn run_on(
     // Listed once the store is as a run starts, then reset again: the listing's requests
     // are no part of the run.
     let bucket = match s3 {
-        true => {
-            let b = bucket::SimBucket::of(store).context("listing the simulated store")?;
+        Some(source) => {
+            let b = bucket::SimBucket::new(source, store).context("listing the simulated store")?;
             store.reset(Model::new(store.slice().params(params)));
             Some(b)
         }
-        false => None,
+        None => None,
     };
     let bucket = bucket.as_ref();
     if warm {

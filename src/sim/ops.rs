@@ -23,6 +23,7 @@ use std::io;
 use std::path::{Component, Path};
 
 use super::ahead::Ahead;
+use super::markers::{Marker, MarkerKind, MarkerName};
 use super::requests::{At, Name, Req};
 use super::store::{NodeKind, SimStore, State};
 use crate::datastore::paths::{chunk_subdir_name, CHUNK_DIR};
@@ -242,24 +243,41 @@ pub struct SimDir<'a> {
     started: bool,
     /// Entries a getdents call holds ([`CHUNK_ENTRIES_PER_GETDENTS`]; "." and ".." take one).
     per_call: usize,
+    /// The inode of the last marker listed (markers come after the chunks, in inode order).
+    marker_after: u64,
+}
+
+/// A file a chunk directory's lookup found: a chunk of the build, or a marker.
+#[derive(Clone, Copy)]
+enum Found {
+    Chunk(u32),
+    Marker(MarkerName, Marker),
 }
 
 impl SimDir<'_> {
-    /// The chunk named `name` in this directory, with the lookup a `*at` call makes; the
-    /// lookup's errno when it fails (ENOENT: no such chunk).
-    fn lookup(&self, st: &mut State, name: &[u8]) -> Result<u32, i32> {
+    /// The chunk or marker named `name` in this directory, with the lookup a `*at` call
+    /// makes; the lookup's errno when it fails (ENOENT: no such file).
+    fn lookup(&self, st: &mut State, name: &[u8]) -> Result<Found, i32> {
         let found = Digest::from_hex_bytes(name)
             .filter(|d| d.prefix() == self.prefix)
             .and_then(|d| self.store.find(&d))
-            .filter(|&i| !st.is_removed(i as usize));
-        let ino = found.map(|i| self.store.ino_of(&self.store.chunks[i as usize]));
+            .filter(|&i| !st.is_removed(i as usize))
+            .map(Found::Chunk)
+            .or_else(|| {
+                let m = MarkerName::parse(name).filter(|m| m.digest.prefix() == self.prefix)?;
+                st.markers.get(&m).map(|found| Found::Marker(m, found))
+            });
+        let ino = found.map(|f| match f {
+            Found::Chunk(i) => self.store.ino_of(&self.store.chunks[i as usize]),
+            Found::Marker(_, m) => m.ino,
+        });
         st.req(Req::lookup(
             self.ino,
             Name::Bytes(name),
             At::ChunkDir(self.prefix),
             ino,
         ))?;
-        Ok(found.expect("a lookup that succeeds found the chunk"))
+        Ok(found.expect("a lookup that succeeds found the file"))
     }
 }
 
@@ -267,6 +285,7 @@ impl ChunkDir for SimDir<'_> {
     fn rewind(&mut self) -> io::Result<()> {
         self.pos = 0;
         self.started = false;
+        self.marker_after = 0;
         Ok(())
     }
 
@@ -288,6 +307,18 @@ impl ChunkDir for SimDir<'_> {
             }
             end += 1;
         }
+        // Then the markers (an S3 datastore's), which no listing of a store without them
+        // finds.
+        let mut markers: Vec<(u64, MarkerName)> = Vec::new();
+        if end == all.len() && st.listing.len() < room {
+            let more = room - st.listing.len();
+            markers.extend(
+                st.markers
+                    .in_dir_after(self.prefix, self.marker_after)
+                    .take(more),
+            );
+            st.listing.extend(markers.iter().map(|m| m.0));
+        }
         // The call's request comes first: an error there (injected) lists nothing.
         let listed = st.readdir(self.ino, At::ChunkDir(self.prefix));
         st.dentries
@@ -308,6 +339,11 @@ impl ChunkDir for SimDir<'_> {
             f(&name, self.store.ino_of(c));
         }
         self.pos = end;
+        let mut buf = [0u8; 70];
+        for (ino, m) in &markers {
+            f(m.write(&mut buf), *ino);
+            self.marker_after = *ino;
+        }
         Ok(true)
     }
 
@@ -319,7 +355,18 @@ impl ChunkDir for SimDir<'_> {
             e => Err(io::Error::from_raw_os_error(e)),
         };
         let i = match self.lookup(&mut st, name) {
-            Ok(i) => i,
+            Ok(Found::Chunk(i)) => i,
+            Ok(Found::Marker(_, m)) => {
+                let at = At::ChunkDir(self.prefix);
+                if let Err(e) = st.req(Req::on(Op::Getattr, m.ino, at)) {
+                    return vanished(e);
+                }
+                return Ok(Some(EntryStat {
+                    atime: m.atime,
+                    size: 0,
+                    is_file: true,
+                }));
+            }
             Err(e) => return vanished(e),
         };
         let c = &self.store.chunks[i as usize];
@@ -340,8 +387,11 @@ impl ChunkDir for SimDir<'_> {
     fn unlink(&mut self, name: &[u8]) -> io::Result<()> {
         let mut st = self.store.lock();
         let errno = io::Error::from_raw_os_error;
-        let i = self.lookup(&mut st, name).map_err(errno)?;
-        let ino = self.store.ino_of(&self.store.chunks[i as usize]);
+        let found = self.lookup(&mut st, name).map_err(errno)?;
+        let ino = match found {
+            Found::Chunk(i) => self.store.ino_of(&self.store.chunks[i as usize]),
+            Found::Marker(_, m) => m.ino,
+        };
         st.req(Req {
             parent: self.ino,
             name: Name::Bytes(name),
@@ -350,7 +400,12 @@ impl ChunkDir for SimDir<'_> {
         .map_err(errno)?;
         st.dentries
             .attr_changed(self.store.chunk_dir_node(self.prefix));
-        st.set_removed(i as usize, true);
+        match found {
+            Found::Chunk(i) => st.set_removed(i as usize, true),
+            Found::Marker(m, _) => {
+                st.markers.remove(&m);
+            }
+        }
         Ok(())
     }
 }
@@ -407,19 +462,39 @@ impl ChunkStore for SimStore {
     }
 
     fn touch_bad(&self, digest: &Digest, n: u8) -> io::Result<bool> {
-        // No `.bad` files here: the walk ends at a failed lookup.
+        // Bad copies are markers (a surveyed S3 datastore's); without one the walk ends at a
+        // failed lookup.
         let mut st = self.lock();
+        let name = MarkerName {
+            digest: *digest,
+            kind: MarkerKind::Bad(n),
+        };
+        let found = st.markers.get(&name);
+        let at = At::ChunkDir(digest.prefix());
+        let now = self.now;
         let r = self
             .walk_chunk_dir(&mut st, digest.prefix())
             .and_then(|dir| {
                 st.req(Req::lookup(
                     dir,
                     Name::Bad(digest, n),
-                    At::ChunkDir(digest.prefix()),
-                    None,
+                    at,
+                    found.map(|m| m.ino),
                 ))
+            })
+            .and_then(|()| {
+                let m = found.expect("a lookup that succeeds found the marker");
+                st.req(Req {
+                    flags: flags::SET_ATIME,
+                    arg: (now.max(0) as u64).saturating_mul(1_000_000_000),
+                    ..Req::on(Op::Setattr, m.ino, at)
+                })
             });
-        missing_is_none(r).map(|_| false)
+        let touched = missing_is_none(r)?.is_some();
+        if touched {
+            st.markers.set_atime(&name, now);
+        }
+        Ok(touched)
     }
 
     fn stat_chunk(&self, digest: &Digest) -> io::Result<Option<ChunkStat>> {
@@ -445,6 +520,63 @@ impl ChunkStore for SimStore {
             io::ErrorKind::Unsupported,
             "the simulated store does not insert chunks (run with the atime check off)",
         ))
+    }
+
+    /// As `DirStore`'s `O_CREAT | O_EXCL` open: the walk to the directory, the lookup of the
+    /// name (found: `Ok(false)`), the create. A zero-length marker of a chunk of the build
+    /// that this run removed brings it back, its atime now.
+    fn create_marker(&self, digest: &Digest, suffix: &[u8]) -> io::Result<bool> {
+        let Some(name) = MarkerName::with_suffix(digest, suffix) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a marker's suffix",
+            ));
+        };
+        let mut st = self.lock();
+        let prefix = digest.prefix();
+        let dir = self
+            .walk_chunk_dir(&mut st, prefix)
+            .map_err(io::Error::from_raw_os_error)?;
+        let chunk = (name.kind == MarkerKind::Chunk)
+            .then(|| self.find(digest))
+            .flatten();
+        let there = match chunk {
+            Some(i) if !st.is_removed(i as usize) => Some(self.ino_of(&self.chunks[i as usize])),
+            Some(_) => None,
+            None => st.markers.get(&name).map(|m| m.ino),
+        };
+        let mut hex = [0u8; 70];
+        hex::encode_to_slice(digest.0, &mut hex[..64]).expect("64 bytes for 32");
+        hex[64..64 + suffix.len()].copy_from_slice(suffix);
+        let named = Name::Bytes(&hex[..64 + suffix.len()]);
+        let at = At::ChunkDir(prefix);
+        match st.req(Req::lookup(dir, named, at, there)) {
+            Ok(()) => return Ok(false),
+            Err(libc::ENOENT) => {}
+            Err(e) => return Err(io::Error::from_raw_os_error(e)),
+        }
+        let now = self.now;
+        let ino = match chunk {
+            Some(i) => self.ino_of(&self.chunks[i as usize]),
+            None => st.markers.create(name, now).expect("not there").ino,
+        };
+        let created = st.req(Req {
+            parent: dir,
+            name: named,
+            ..Req::on(Op::Create, ino, at)
+        });
+        if let Err(e) = created {
+            if chunk.is_none() {
+                st.markers.remove(&name);
+            }
+            return Err(io::Error::from_raw_os_error(e));
+        }
+        st.dentries.attr_changed(self.chunk_dir_node(prefix));
+        if let Some(i) = chunk {
+            st.set_removed(i as usize, false);
+            st.set_atime(i as usize, now);
+        }
+        Ok(true)
     }
 
     fn chunk_dirs(&self) -> usize {
@@ -485,6 +617,7 @@ impl ChunkStore for SimStore {
             pos: 0,
             started: false,
             per_call: CHUNK_ENTRIES_PER_GETDENTS,
+            marker_after: 0,
         }))
     }
 

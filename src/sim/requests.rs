@@ -48,6 +48,8 @@ pub(super) struct State {
     /// Index files of a walk with a thread building ahead that the GC's thread built itself
     /// (0 unless that thread stopped early: a test checks it).
     pub(super) indexes_not_ahead: u64,
+    /// The empty marker files of an S3 datastore's cache that are no chunk of the build.
+    pub(super) markers: super::markers::Markers,
 }
 
 /// Requests emitted, by kind.
@@ -162,6 +164,7 @@ impl State {
             job: None,
             dentries: Default::default(),
             indexes_not_ahead: 0,
+            markers: Default::default(),
         }
     }
 

@@ -87,6 +87,8 @@ pub struct Built {
     pub(super) referenced: usize,
     /// The chunks, by chunk number.
     pub(super) chunks: Vec<Chunk>,
+    /// The marker files as built (what [`SimStore::reset`] restores), with their inodes.
+    pub(super) initial_markers: super::markers::Markers,
     /// The part of the store this is: its chunk directories, and the model's scale.
     pub(super) slice: super::Slice,
     /// Where the index files' bytes come from.
@@ -109,6 +111,7 @@ impl SimStore {
         let built = Built::from_builder(b, indexes)?;
         let mut st = State::new(Instruments::simulated(None, model));
         st.atimes = built.initial_atimes.clone();
+        st.markers = built.initial_markers.clone();
         st.removed = vec![0; built.chunks.len().div_ceil(64)];
         // As a default mount of a datastore (`mount --dir-ttl`).
         let ttl_ns = (crate::trace::KernelCache::DATASTORE_DIR_TTL_S * 1e9) as u64;
@@ -133,6 +136,7 @@ impl SimStore {
         let params = st.inst.model()?.params().clone();
         let mut fork = State::new(Instruments::simulated(None, Model::new(params)));
         fork.atimes = self.initial_atimes.clone();
+        fork.markers = self.initial_markers.clone();
         fork.removed = vec![0; self.chunks.len().div_ceil(64)];
         fork.dentries = super::dentries::Dentries::new(st.dentries.ttl_ns(), self.nodes.len());
         Some(SimStore {
@@ -149,7 +153,18 @@ impl Built {
         if b.nodes.is_empty() || b.chunk_dir_inos.len() != b.slice.chunk_dirs() {
             anyhow::bail!("a simulated store needs its root and its chunk directories");
         }
+        // New files take the inodes after every one there (as ZFS and tmpfs number them).
+        let last_ino = b
+            .chunks
+            .iter()
+            .map(|c| b.first_ino + c.ino_off as u64)
+            .chain(b.nodes.iter().map(|n| n.ino))
+            .chain(b.chunk_dir_inos.iter().copied())
+            .max()
+            .unwrap_or(0);
+        let initial_markers = super::markers::Markers::new(last_ino + 1, &b.markers);
         Ok(Built {
+            initial_markers,
             root: b.root,
             nodes: b.nodes,
             chunks_node: b.chunks_node,
@@ -287,6 +302,7 @@ impl SimStore {
         let mut st = self.lock();
         st.atimes.copy_from_slice(&self.initial_atimes);
         st.removed.fill(0);
+        st.markers.clone_from(&self.initial_markers);
         st.inst.set_model(model);
         if let Some(f) = &mut st.inst.faults {
             f.restart();

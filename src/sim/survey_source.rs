@@ -22,6 +22,7 @@ use hashbrown::HashMap;
 
 use super::builder::{Builder, IndexSource, Source};
 use super::builder::{Chunk, NodeKind};
+use super::markers::{MarkerKind, MarkerName};
 use crate::datastore::paths::{CHUNK_DIR, CHUNK_SUBDIRS};
 use crate::datastore::snapshots::EntryKind;
 use crate::datastore::Digest;
@@ -144,6 +145,23 @@ impl Source for SurveySource {
             }
         }
         b.referenced = referenced.iter().map(|w| w.count_ones() as usize).sum();
+        // An S3 datastore's `.using` markers and bad copies (its bucket is the run's, see
+        // `sim::bucket`).
+        if let Some(bucket) = &f.bucket {
+            let marker = |digest, kind| MarkerName { digest, kind };
+            b.markers.extend(
+                bucket
+                    .using
+                    .iter()
+                    .map(|&d| (marker(d, MarkerKind::Using), f.header.surveyed_at)),
+            );
+            b.markers.extend(
+                bucket
+                    .bad
+                    .iter()
+                    .map(|&(d, n, atime)| (marker(d, MarkerKind::Bad(n)), atime)),
+            );
+        }
         let mut fixed = Vec::with_capacity(f.indexes.len());
         let mut sizes = Vec::with_capacity(f.indexes.len());
         let mut refs = Vec::with_capacity(f.indexes.len());

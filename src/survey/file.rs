@@ -21,8 +21,13 @@
 //!      `u32::MAX` and the 32-byte digest of a chunk not listed;
 //! 4. the unreferenced chunks, each a `u64` chunk number, `i64` atime (epoch seconds) and
 //!    `u64` size, until the number `u64::MAX`;
-//! 5. the trailer: `u64` chunks, references and unreferenced chunks (checked against what
-//!    was read).
+//! 5. (from version 3) an S3 datastore's bucket (empty for any other store), records until
+//!    a `0` tag: `1` a chunk object, its 32-byte digest, a `u8` suffix length and the
+//!    suffix (a bad copy's `.N.bad`; 0 for a chunk), its `u64` size; `2` a local `.using`
+//!    marker, its 32-byte digest; `3` a local bad copy `<digest>.N.bad`, its digest, `u8`
+//!    N and `i64` atime;
+//! 6. the trailer: `u64` chunks, references and unreferenced chunks, and (from version 3)
+//!    the bucket's objects (checked against what was read).
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -37,9 +42,9 @@ use crate::model::Layout;
 
 /// The file's first bytes (kept with every other file's magic in [`crate::sniff`]).
 pub const MAGIC: &[u8; 8] = &crate::sniff::SURVEY_MAGIC;
-/// The format version this build writes (it reads 1 as well: version 1 lacks the indexes'
-/// content bytes, taken as 4 MiB a reference).
-pub const VERSION: u32 = 2;
+/// The format version this build writes (it reads 1 and 2 as well: version 1 lacks the
+/// indexes' content bytes, taken as 4 MiB a reference; versions 1 and 2 have no bucket).
+pub const VERSION: u32 = 3;
 /// The chunk size a version-1 file's indexes are taken to have.
 const V1_CHUNK_SIZE: u64 = 4 << 20;
 /// A reference to a chunk that was not listed (its digest follows).
@@ -74,6 +79,10 @@ pub struct FileHeader {
     /// Bytes of a metadata block (an inode-table block, an XFS inode cluster); 0: not read.
     #[serde(default)]
     pub block_bytes: u64,
+    /// An S3 datastore's bucket (`s3://BUCKET at ENDPOINT`), listed into the file; `None`
+    /// for a store on a filesystem alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
 }
 
 impl FileHeader {
@@ -168,6 +177,44 @@ pub struct Unreferenced {
     pub size: u64,
 }
 
+/// A chunk object of an S3 datastore's bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SurveyObject {
+    /// Its digest.
+    pub digest: Digest,
+    /// A bad copy's suffix after the digest (`.N.bad`, 6 bytes); `None` for the chunk.
+    pub bad_suffix: Option<[u8; BAD_SUFFIX]>,
+    /// Its size, bytes.
+    pub size: u64,
+}
+
+/// Bytes of a bad copy's suffix (`.N.bad`): an object's basename of 70 characters is a bad
+/// copy (format document 3.7).
+pub const BAD_SUFFIX: usize = 6;
+
+impl SurveyObject {
+    /// Its key in the bucket (`.chunks/XXXX/<hex>[.N.bad]`).
+    pub fn key(&self) -> String {
+        let hex = self.digest.to_hex();
+        let mut k = format!("{}{}/{hex}", crate::bucket::CHUNK_PREFIX, &hex[..4]);
+        if let Some(s) = &self.bad_suffix {
+            k.push_str(&String::from_utf8_lossy(s));
+        }
+        k
+    }
+}
+
+/// An S3 datastore's bucket as surveyed, and the local `.using` markers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SurveyBucket {
+    /// The chunk objects, in the listing's (key) order.
+    pub objects: Vec<SurveyObject>,
+    /// The digests of the local `.using` markers.
+    pub using: Vec<Digest>,
+    /// The local bad copies: digest, N of `.N.bad`, atime (epoch seconds).
+    pub bad: Vec<(Digest, u8, i64)>,
+}
+
 /// A survey file, read whole.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SurveyFile {
@@ -187,6 +234,8 @@ pub struct SurveyFile {
     pub not_listed: Vec<Digest>,
     /// The unreferenced chunks.
     pub unreferenced: Vec<Unreferenced>,
+    /// An S3 datastore's bucket (when the header names one).
+    pub bucket: Option<SurveyBucket>,
 }
 
 /// Writes a survey file: into a temporary file beside the destination, renamed over it by
@@ -198,6 +247,9 @@ pub struct SurveyWriter {
     chunks: u64,
     references: u64,
     unreferenced: u64,
+    objects: u64,
+    /// Whether the unreferenced chunks' end is written (the bucket follows).
+    unreferenced_ended: bool,
     /// The references of the index being written (its count goes first).
     pending: Vec<ChunkRef>,
 }
@@ -235,6 +287,8 @@ impl SurveyWriter {
             chunks: 0,
             references: 0,
             unreferenced: 0,
+            objects: 0,
+            unreferenced_ended: false,
             pending: Vec::new(),
         };
         let mut file = file;
@@ -368,11 +422,65 @@ impl SurveyWriter {
         Ok(())
     }
 
+    /// Ends the unreferenced chunks, once: the bucket's records follow.
+    fn end_unreferenced(&mut self) -> Result<()> {
+        if !self.unreferenced_ended {
+            self.unreferenced_ended = true;
+            self.w().write_all(&END.to_le_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// A chunk object of the bucket (after the unreferenced chunks).
+    pub fn object(&mut self, o: &SurveyObject) -> Result<()> {
+        self.end_unreferenced()?;
+        self.objects += 1;
+        let w = self.w();
+        w.write_all(&[1])?;
+        w.write_all(&o.digest.0)?;
+        match &o.bad_suffix {
+            Some(s) => {
+                w.write_all(&[s.len() as u8])?;
+                w.write_all(s)?;
+            }
+            None => w.write_all(&[0])?,
+        }
+        w.write_all(&o.size.to_le_bytes())?;
+        Ok(())
+    }
+
+    /// A local `.using` marker of an S3 datastore (after the unreferenced chunks).
+    pub fn using(&mut self, d: &Digest) -> Result<()> {
+        self.end_unreferenced()?;
+        let w = self.w();
+        w.write_all(&[2])?;
+        w.write_all(&d.0)?;
+        Ok(())
+    }
+
+    /// A local bad copy `<d>.N.bad` of an S3 datastore and its atime (after the
+    /// unreferenced chunks).
+    pub fn bad_copy(&mut self, d: &Digest, n: u8, atime: i64) -> Result<()> {
+        self.end_unreferenced()?;
+        let w = self.w();
+        w.write_all(&[3])?;
+        w.write_all(&d.0)?;
+        w.write_all(&[n])?;
+        w.write_all(&atime.to_le_bytes())?;
+        Ok(())
+    }
+
     /// Writes the trailer, syncs the file and renames it into place.
     pub fn finish(mut self) -> Result<()> {
-        let counts = [self.chunks, self.references, self.unreferenced];
+        self.end_unreferenced()?;
+        let counts = [
+            self.chunks,
+            self.references,
+            self.unreferenced,
+            self.objects,
+        ];
         let mut w = self.w.take().expect("finished once");
-        w.write_all(&END.to_le_bytes())?;
+        w.write_all(&[0])?;
         for c in counts {
             w.write_all(&c.to_le_bytes())?;
         }
@@ -521,22 +629,29 @@ impl SurveyFile {
                 size,
             });
         }
-        let trailer = [(); 3].map(|_| r.u64());
-        let [t_chunks, t_refs, t_unref] = trailer;
-        let (t_chunks, t_refs, t_unref) = (
-            t_chunks.map_err(truncated)?,
-            t_refs.map_err(truncated)?,
-            t_unref.map_err(truncated)?,
-        );
-        let held = (total, references, unreferenced.len() as u64);
-        if (t_chunks, t_refs, t_unref) != held {
+        let bucket = match version {
+            3.. => read_bucket(&mut r)?,
+            _ => SurveyBucket::default(),
+        };
+        let mut trailer = [0u64; 4];
+        for t in &mut trailer[..3 + usize::from(version >= 3)] {
+            *t = r.u64().map_err(truncated)?;
+        }
+        let [t_chunks, t_refs, t_unref, t_objects] = trailer;
+        let objects = bucket.objects.len() as u64;
+        let held = (total, references, unreferenced.len() as u64, objects);
+        if (t_chunks, t_refs, t_unref, t_objects) != held {
             bail!(
-                "its trailer counts {t_chunks} chunks, {t_refs} references and {t_unref} \
-                 unreferenced chunks; the file holds {}, {} and {}",
+                "its trailer counts {t_chunks} chunks, {t_refs} references, {t_unref} \
+                 unreferenced chunks and {t_objects} objects; the file holds {}, {}, {} and {}",
                 held.0,
                 held.1,
-                held.2
+                held.2,
+                held.3
             );
+        }
+        if header.bucket.is_none() && bucket != SurveyBucket::default() {
+            bail!("it holds a bucket's objects, but its header names no bucket");
         }
         // The end of the frame, where zstd checks the content checksum.
         // One byte more is enough to refuse: what follows is never read whole (a frame may
@@ -550,7 +665,6 @@ impl SurveyFile {
             bail!("data after the trailer");
         }
         Ok(SurveyFile {
-            header,
             dir_chunks,
             dir_inos,
             chunks,
@@ -558,7 +672,43 @@ impl SurveyFile {
             indexes,
             not_listed,
             unreferenced,
+            bucket: header.bucket.is_some().then_some(bucket),
+            header,
         })
+    }
+}
+
+/// Section 5, an S3 datastore's bucket.
+fn read_bucket<R: Read>(r: &mut Reader<R>) -> Result<SurveyBucket> {
+    let mut b = SurveyBucket::default();
+    loop {
+        match r.u8().map_err(truncated_err)? {
+            0 => return Ok(b),
+            1 => {
+                let digest = Digest(r.bytes().map_err(truncated_err)?);
+                let bad_suffix = match r.u8().map_err(truncated_err)? {
+                    0 => None,
+                    n if n as usize == BAD_SUFFIX => Some(r.bytes().map_err(truncated_err)?),
+                    n => bail!("an object of {digest} with a suffix of {n} bytes (damaged?)"),
+                };
+                let size = r.u64().map_err(truncated_err)?;
+                b.objects.push(SurveyObject {
+                    digest,
+                    bad_suffix,
+                    size,
+                });
+            }
+            2 => b.using.push(Digest(r.bytes().map_err(truncated_err)?)),
+            3 => {
+                let d = Digest(r.bytes().map_err(truncated_err)?);
+                let n = r.u8().map_err(truncated_err)?;
+                if n > 9 {
+                    bail!("a bad copy {d}.{n}.bad (damaged?)");
+                }
+                b.bad.push((d, n, r.u64().map_err(truncated_err)? as i64));
+            }
+            t => bail!("a record of tag {t} in the bucket (damaged?)"),
+        }
     }
 }
 
@@ -690,6 +840,7 @@ mod tests {
             layout_assumed: assumed,
             placement: None,
             block_bytes: 32 << 10,
+            bucket: None,
         };
         let mut m = ModelParams::preset("xfs-hdd").unwrap();
         assert_eq!(header("xfs", xfs, false).fit_model(&mut m), None);
@@ -757,6 +908,7 @@ mod tests {
             layout_assumed: false,
             placement: None,
             block_bytes: 0,
+            bucket: Some("s3://pbs at http://127.0.0.1:9000".into()),
         };
         let d = |b: u8| Digest([b; 32]);
         let dest = dir.join("s.survey");
@@ -782,6 +934,28 @@ mod tests {
         }];
         w.end_walk().unwrap();
         w.unreferenced(&unref[0]).unwrap();
+        let objects = [
+            SurveyObject {
+                digest: d(1),
+                bad_suffix: None,
+                size: 17,
+            },
+            SurveyObject {
+                digest: d(1),
+                bad_suffix: Some(*b".0.bad"),
+                size: 18,
+            },
+            SurveyObject {
+                digest: d(8),
+                bad_suffix: None,
+                size: 1 << 40,
+            },
+        ];
+        for o in &objects {
+            w.object(o).unwrap();
+        }
+        w.using(&d(9)).unwrap();
+        w.bad_copy(&d(1), 0, 1_700_000_000).unwrap();
         w.finish().unwrap();
         let expected = SurveyFile {
             header,
@@ -802,35 +976,91 @@ mod tests {
             }],
             not_listed: vec![d(9)],
             unreferenced: unref.to_vec(),
+            bucket: Some(SurveyBucket {
+                objects: objects.to_vec(),
+                using: vec![d(9)],
+                bad: vec![(d(1), 0, 1_700_000_000)],
+            }),
         };
         (dest, expected)
     }
 
-    /// A version-1 file (no content bytes per index) still reads, its indexes taken as
-    /// 4 MiB a reference.
-    #[test]
-    fn a_version_1_file_reads_with_4_mib_a_reference() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (dest, expected) = sample(tmp.path());
-        let bytes = std::fs::read(&dest).unwrap();
-        let mut body = zstd::decode_all(&bytes[12..]).unwrap();
-        // The index record: its path, the kind byte, then the 16 bytes version 1 lacks.
-        let path = b"vm/1/x.fidx";
-        let at = body.windows(path.len()).position(|w| w == path).unwrap() + path.len() + 1;
-        body.drain(at..at + 16);
+    /// `body` (a version-3 file's, with no bucket) as a file of `version`.
+    fn older(bytes: &[u8], mut body: Vec<u8>, version: u32) -> Vec<u8> {
+        // No bucket section (its end tag) and no object count in the trailer.
+        let len = body.len();
+        body.truncate(len - 8);
+        body.remove(len - 8 - 3 * 8 - 1);
         let mut enc = zstd::Encoder::new(Vec::new(), 3).unwrap();
         enc.include_checksum(true).unwrap();
         std::io::Write::write_all(&mut enc, &body).unwrap();
-        let mut v1 = bytes[..8].to_vec();
-        v1.extend_from_slice(&1u32.to_le_bytes());
-        v1.extend_from_slice(&enc.finish().unwrap());
+        let mut out = bytes[..8].to_vec();
+        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(&enc.finish().unwrap());
+        out
+    }
+
+    /// The sample written without its bucket: (file bytes, decompressed body).
+    fn without_bucket(dir: &Path) -> (Vec<u8>, Vec<u8>, SurveyFile) {
+        let (dest, mut expected) = sample(dir);
+        let mut f = SurveyFile::read(&dest).unwrap();
+        f.header.bucket = None;
+        let plain = dir.join("plain.survey");
+        let mut w = SurveyWriter::create(&plain, &f.header).unwrap();
+        w.chunks(&f.dir_chunks, &f.dir_inos, f.chunks.iter().copied())
+            .unwrap();
+        for d in &f.dirs {
+            let entries: Vec<_> = d
+                .entries
+                .iter()
+                .map(|(n, k, i)| (n.as_bytes().to_vec(), *k, *i))
+                .collect();
+            w.dir(&d.path, d.ino, &entries).unwrap();
+        }
+        for i in &f.indexes {
+            for &r in &i.refs {
+                w.reference(f.chunk_ref(r));
+            }
+            w.end_index(&i.path, i.fixed, i.size, i.chunk_size).unwrap();
+        }
+        w.end_walk().unwrap();
+        for u in &f.unreferenced {
+            w.unreferenced(u).unwrap();
+        }
+        w.finish().unwrap();
+        (expected.header.bucket, expected.bucket) = (None, None);
+        let bytes = std::fs::read(&plain).unwrap();
+        let body = zstd::decode_all(&bytes[12..]).unwrap();
+        (bytes, body, expected)
+    }
+
+    /// A version-1 file (no content bytes per index) still reads, its indexes taken as
+    /// 4 MiB a reference; a version-2 file (no bucket) reads as it was written.
+    #[test]
+    fn older_files_read_version_1_with_4_mib_a_reference() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (bytes, body, expected) = without_bucket(tmp.path());
+        assert_eq!(
+            SurveyFile::read(&tmp.path().join("plain.survey")).unwrap(),
+            expected
+        );
+        let v2 = tmp.path().join("v2.survey");
+        std::fs::write(&v2, older(&bytes, body.clone(), 2)).unwrap();
+        assert_eq!(SurveyFile::read(&v2).unwrap(), expected);
+
+        // The index record: its path, the kind byte, then the 16 bytes version 1 lacks.
+        let mut body = body;
+        let path = b"vm/1/x.fidx";
+        let at = body.windows(path.len()).position(|w| w == path).unwrap() + path.len() + 1;
+        body.drain(at..at + 16);
         let old = tmp.path().join("v1.survey");
-        std::fs::write(&old, v1).unwrap();
+        std::fs::write(&old, older(&bytes, body, 1)).unwrap();
         let got = SurveyFile::read(&old).unwrap();
         assert_eq!(got.indexes[0].size, 2 * (4 << 20));
         assert_eq!(got.indexes[0].chunk_size, 4 << 20);
         assert_eq!(got.indexes[0].refs, expected.indexes[0].refs);
         assert_eq!(got.chunks, expected.chunks);
+        assert_eq!(got.bucket, None);
     }
 
     /// What is written is read back; nothing of the temporary file is left.

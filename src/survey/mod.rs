@@ -8,6 +8,8 @@
 //! 2. **Indexes**: PBS's phase-1 walk ([`crate::store::walk_indexes`]), each index file read
 //!    once, its references marked in the table.
 //! 3. **Unreferenced chunks**: a `stat` each (their atimes decide what a GC would remove).
+//! 4. **The bucket** of an S3 datastore ([`bucket`], [`survey_s3`]): its chunk objects listed
+//!    as a GC's phase 2 lists them, each set against the local cache.
 //!
 //! Nothing is changed: every open (directories too) with `O_NOATIME` where the kernel allows
 //! it (the report counts the opens it refused), no lock, no write to the store. A live PBS
@@ -17,6 +19,7 @@
 //! them is an error. `*.tmp_*` files and index files being written (`*.tmp_fidx`,
 //! `*.tmp_didx`) are never read, as PBS never reads them.
 
+pub mod bucket;
 pub mod file;
 pub mod layout;
 pub mod table;
@@ -165,6 +168,10 @@ pub struct SurveyReport {
     pub table_bytes: u64,
     /// Seconds per step.
     pub seconds: Timing,
+    /// An S3 datastore's bucket against its local cache (`survey --s3-bucket`); `garbage`
+    /// above is then the local cache's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<bucket::BucketSurvey>,
 }
 
 impl SurveyReport {
@@ -177,6 +184,24 @@ impl SurveyReport {
 
 /// Surveys the datastore at `root`.
 pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
+    survey_with(root, opts, None)
+}
+
+/// Surveys the S3 datastore whose local cache is `root` and whose objects are in `bucket`
+/// (PBS 4): the local survey, then the bucket's listing against it.
+pub fn survey_s3(
+    root: &Path,
+    opts: &SurveyOptions,
+    bucket: &dyn crate::bucket::Bucket,
+) -> Result<SurveyReport> {
+    survey_with(root, opts, Some(bucket))
+}
+
+fn survey_with(
+    root: &Path,
+    opts: &SurveyOptions,
+    bucket: Option<&dyn crate::bucket::Bucket>,
+) -> Result<SurveyReport> {
     let started = Instant::now();
     let root = std::path::absolute(root)?;
     crate::datastore::access::chunk_dir(&root)?;
@@ -209,14 +234,20 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
     summarize_layout(&mut report, &table, &skip, &layout);
 
     let writer = match &opts.out {
-        Some(dest) => Some(start_file(dest, &report, &chosen, &table)?),
+        Some(dest) => Some(start_file(
+            dest,
+            &report,
+            &chosen,
+            &table,
+            bucket.map(|b| b.describe()),
+        )?),
         None => None,
     };
     let writer = RefCell::new(writer);
 
     // 2. The indexes, in phase-1 order.
     let indexes_started = Instant::now();
-    mark_references(&root, &mut table, &writer, &mut report, opts.progress)?;
+    let not_listed = mark_references(&root, &mut table, &writer, &mut report, opts.progress)?;
     report.referenced = table.referenced() + report.referenced_not_listed;
     report.unreferenced = table.len() as u64 - table.referenced();
     report.referenced_blocks = distinct_blocks(&table, &layout, true);
@@ -228,11 +259,38 @@ pub fn survey(root: &Path, opts: &SurveyOptions) -> Result<SurveyReport> {
     if let Some(w) = &mut writer {
         w.end_walk()?;
     }
-    stat_unreferenced(&root, &table, opts, &mut report, writer.as_mut())?;
+    let mut atimes = Vec::new();
+    stat_unreferenced(
+        &root,
+        &table,
+        opts,
+        &mut report,
+        writer.as_mut(),
+        bucket.is_some().then_some(&mut atimes),
+    )?;
+    report.seconds.stats = stats_started.elapsed().as_secs_f64();
+
+    // 4. An S3 datastore's bucket.
+    if let Some(bucket) = bucket {
+        atimes.sort_unstable_by_key(|a| a.0);
+        let local = bucket::Local {
+            table: &table,
+            not_listed: &not_listed,
+            atimes: &atimes,
+            referenced: report.referenced,
+            cutoff: report.cutoff,
+            chunks_dir: &root.join(CHUNK_DIR),
+        };
+        report.s3 = Some(bucket::survey_bucket(
+            bucket,
+            &local,
+            writer.as_mut(),
+            opts.progress,
+        )?);
+    }
     if let Some(w) = writer {
         w.finish()?;
     }
-    report.seconds.stats = stats_started.elapsed().as_secs_f64();
     report.noatime_refused += table.noatime_refused;
     report.stat_calls += table.stats;
     report.other = table.other;
@@ -273,6 +331,7 @@ fn start_file(
     report: &SurveyReport,
     chosen: &layout::Chosen,
     table: &ChunkTable,
+    bucket: Option<String>,
 ) -> Result<file::SurveyWriter> {
     if table.len() >= u32::MAX as usize {
         anyhow::bail!(
@@ -290,6 +349,7 @@ fn start_file(
         layout_assumed: chosen.assumed,
         placement: chosen.placement,
         block_bytes: chosen.block_bytes,
+        bucket,
     };
     let mut w = file::SurveyWriter::create(dest, &header)?;
     let counts: Vec<u32> = table.dirs.iter().map(|d| d.chunks).collect();
@@ -304,14 +364,15 @@ fn start_file(
 }
 
 /// Phase 1's walk over the index files: their references marked in `table` (and written to
-/// the survey file), what was read into the report.
+/// the survey file), what was read into the report; returns the chunks referenced but not
+/// listed.
 fn mark_references(
     root: &Path,
     table: &mut ChunkTable,
     writer: &RefCell<Option<file::SurveyWriter>>,
     report: &mut SurveyReport,
     progress: bool,
-) -> Result<()> {
+) -> Result<hashbrown::HashSet<Digest>> {
     let bar = crate::progress::Bar::new(
         progress,
         0,
@@ -356,7 +417,7 @@ fn mark_references(
     report.index_data_bytes = marker.index_data_bytes;
     report.referenced_not_listed = marker.not_listed.len() as u64;
     report.noatime_refused += tree.noatime_refused();
-    Ok(())
+    Ok(marker.not_listed)
 }
 
 /// The layout figures of the report from the listing.
@@ -522,13 +583,15 @@ impl Phase1Visitor for Marker<'_> {
 }
 
 /// A `stat` of each unreferenced chunk, directory by directory in readdir order: what a GC
-/// now would remove, keep as pending, or find gone.
+/// now would remove, keep as pending, or find gone; each one's atime into `atimes` (by table
+/// index) when given.
 fn stat_unreferenced(
     root: &Path,
     table: &ChunkTable,
     opts: &SurveyOptions,
     report: &mut SurveyReport,
     mut writer: Option<&mut file::SurveyWriter>,
+    mut atimes: Option<&mut Vec<(u32, i64)>>,
 ) -> Result<()> {
     let chunks_dir = root.join(CHUNK_DIR);
     let bar = crate::progress::Bar::new(
@@ -577,6 +640,9 @@ fn stat_unreferenced(
                     String::from_utf8_lossy(&hex)
                 ),
             };
+            if let Some(a) = atimes.as_deref_mut() {
+                a.push((i as u32, st.0));
+            }
             let g = &mut report.garbage;
             g.chunks += 1;
             g.bytes += st.1;

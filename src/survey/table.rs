@@ -57,6 +57,11 @@ pub struct ChunkTable {
     pub other: OtherEntries,
     /// Chunk directories that were not there.
     pub missing_dirs: Vec<u16>,
+    /// The digests of the `.using` markers (S3 datastores: phase 2 keeps an object with no
+    /// local file that has one), in listing order.
+    pub using: Vec<Digest>,
+    /// The `<digest>.N.bad` copies, in listing order.
+    pub bad: Vec<(Digest, u8)>,
     /// Opens that the kernel refused `O_NOATIME` (not the owner, no `CAP_FOWNER`): those
     /// directories' atimes changed.
     pub noatime_refused: u64,
@@ -158,6 +163,8 @@ impl ChunkTable {
             + self.pos.capacity() * 4
             + self.referenced.capacity() * 8
             + self.starts.capacity() * 8
+            + self.using.capacity() * 32
+            + self.bad.capacity() * 33
             + self.dirs.capacity() * std::mem::size_of::<DirSummary>()) as u64
     }
 
@@ -251,12 +258,19 @@ impl ChunkTable {
         s.entries.clear();
         let mut stat_failed = None;
         let (other, stats) = (&mut self.other, &mut self.stats);
+        let (using, bad) = (&mut self.using, &mut self.bad);
         loop {
             let mut entry = |n: &[u8], ino: u64, d_type: u8| {
                 let digest = match ChunkName::classify(n) {
                     ChunkName::Chunk(d) => d,
-                    ChunkName::Bad(..) => return other.bad_files += 1,
-                    ChunkName::Using(_) => return other.using_markers += 1,
+                    ChunkName::Bad(d, n) => {
+                        other.bad_files += 1;
+                        return bad.push((d, n));
+                    }
+                    ChunkName::Using(d) => {
+                        other.using_markers += 1;
+                        return using.push(d);
+                    }
                     ChunkName::Ignored => {
                         if n != b"." && n != b".." {
                             other.ignored_files += 1;

@@ -400,6 +400,128 @@ fn gc_s3_at(
     (o.status.code().unwrap(), report, stderr(&o))
 }
 
+/// `survey --s3-bucket` sets the bucket against the local cache: its counts are the
+/// generator's and the rules' (§3.7, computed by the test), and it says what a GC now would
+/// delete. `simulate` of that survey runs PBS 4's GC on the bucket it listed (objects with
+/// no local file, `.using` markers and bad copies included) and counts what the real GC then
+/// counts on the store, counter for counter.
+#[test]
+fn a_survey_of_an_s3_datastore_predicts_its_gc_and_simulate_runs_it() {
+    let server = S3Server::start();
+    let dir = store_dir();
+    let bucket = "pbs-survey";
+    let (store, truth) = gen_s3(
+        &server,
+        dir.path(),
+        bucket,
+        bucket,
+        &[
+            "--scale",
+            "0.5",
+            "--s3-no-marker",
+            "0.05",
+            "--s3-no-object",
+            "3",
+            "--s3-stale-using",
+            "4",
+            "--bad",
+            "3",
+        ],
+    );
+    let c = server.client(bucket);
+    let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
+    let file = dir.path().join("s3.survey");
+    let o = bin()
+        .args(["survey", "--json", "--s3-bucket", bucket, "--out"])
+        .arg(&file)
+        .arg(&store)
+        .envs(server.env())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &report["s3"];
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+    let t = |k: &str| n(&truth["s3"], k);
+    let is_chunk = |k: &&String| k.rsplit('/').next().unwrap().len() == 64;
+    let chunk_objects = before.keys.iter().filter(is_chunk).count() as u64;
+    assert_eq!(n(s, "chunk_objects"), chunk_objects);
+    assert_eq!(
+        n(s, "bad_objects"),
+        before.keys.len() as u64 - chunk_objects
+    );
+    assert!(n(s, "bad_objects") > 0);
+    assert_eq!(
+        n(s, "chunk_object_bytes") + n(s, "bad_object_bytes"),
+        t("chunk_object_bytes")
+    );
+    assert_eq!(
+        n(s, "list_pages"),
+        (before.keys.len() as u64).div_ceil(1000)
+    );
+    assert_eq!(
+        n(s, "referenced_objects"),
+        before.referenced_keys.len() as u64
+    );
+    assert_eq!(
+        n(s, "referenced_without_local_file"),
+        t("no_marker_referenced")
+    );
+    assert_eq!(n(s, "referenced_without_object"), t("no_object_referenced"));
+    assert_eq!(n(s, "local_without_object"), t("no_object_garbage"));
+    assert_eq!(
+        n(s, "garbage_without_local_file"),
+        t("no_marker_garbage") + n(s, "kept_by_using")
+    );
+    let doomed_chunks = before.doomed.iter().filter(is_chunk).count() as u64;
+    assert!(doomed_chunks > 100, "{doomed_chunks}");
+    assert_eq!(n(&s["garbage"], "removable"), doomed_chunks);
+
+    // The simulation of the survey, then the real GC: the same counts.
+    let o = run(&[
+        "simulate",
+        "--json",
+        "--strategy",
+        "lru",
+        "--survey",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        runs.len(),
+        1,
+        "a surveyed S3 datastore runs as one, in key order"
+    );
+    let sim = &runs[0];
+    assert_eq!(sim["s3"]["page_order"], "key");
+    let (code, gc, err) = gc_s3(&server, &store, bucket, &["--strategy", "lru"]);
+    assert_eq!(code, 0, "{err}");
+    let (simulated, real) = (&sim["counters"], &gc["counters"]);
+    for (k, v) in real.as_object().unwrap() {
+        if !k.ends_with("seconds") {
+            assert_eq!(&simulated[k], v, "{k}: simulated and real");
+        }
+    }
+    assert_eq!(n(real, "removed_chunks"), doomed_chunks);
+    // The generator's bad copies are old: each goes, its bytes counted with the chunks'.
+    assert_eq!(n(real, "removed_bad"), n(s, "bad_objects"));
+    assert_eq!(
+        n(real, "removed_bytes"),
+        n(s, "removable_bytes") + n(s, "bad_object_bytes")
+    );
+    let b = &sim["s3"]["bucket"];
+    assert_eq!(n(b, "keys_deleted"), n(real, "deleted_objects"));
+    assert_eq!(n(b, "bytes_deleted"), n(real, "removed_bytes"));
+    assert_eq!(n(b, "list_pages"), n(s, "list_pages"));
+    let after = chunk_keys(&c);
+    assert!(
+        before.referenced_keys.is_subset(&after),
+        "nothing referenced deleted"
+    );
+    assert_eq!(after.len(), before.keys.len() - before.doomed.len());
+}
+
 /// The GC of an S3 datastore deletes exactly the objects §3.7's rules give (computed by the
 /// test from the files and the listing), nothing referenced, in pages of 1,000 keys and
 /// batches of at most 100, with `.using` markers made and consumed and the task log's S3 lines;
