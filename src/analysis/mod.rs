@@ -236,8 +236,9 @@ pub struct Listings {
     pub median_in_dir_gap: u64,
 }
 
-/// What an S3 provider charges per 1,000 requests of each kind, in the admin's currency
-/// (`analyze --s3-prices`): no price is built in, as none is true for every provider.
+/// What an S3 provider charges per 1,000 requests of each kind and per GB-month stored, in
+/// the admin's currency (`analyze --s3-prices`): no price is built in, as none is true for
+/// every provider.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct S3Prices {
     /// `ListObjectsV2`.
@@ -252,11 +253,16 @@ pub struct S3Prices {
     pub head: f64,
     /// Anything else.
     pub other: f64,
+    /// A GB (2^30 bytes, as S3 bills) stored for a month.
+    pub storage: f64,
 }
 
+/// Bytes in a GB as S3 providers bill storage (2^30).
+pub const BILLED_GB: f64 = (1u64 << 30) as f64;
+
 impl S3Prices {
-    /// `list=0.005,delete=0,put=0.005,get=0.0004,head=0.0004,other=0.005`: prices per 1,000
-    /// requests; a kind left out costs nothing.
+    /// `list=0.005,delete=0,put=0.005,get=0.0004,head=0.0004,other=0.005,storage=0.023`:
+    /// prices per 1,000 requests, and per GB-month; a kind left out costs nothing.
     pub fn parse(spec: &str) -> anyhow::Result<S3Prices> {
         let mut p = S3Prices::default();
         for part in spec.split(',').filter(|x| !x.trim().is_empty()) {
@@ -276,8 +282,10 @@ impl S3Prices {
                 "get" => &mut p.get,
                 "head" => &mut p.head,
                 "other" => &mut p.other,
+                "storage" => &mut p.storage,
                 other => anyhow::bail!(
-                    "'{other}': not a kind of request (list, delete, put, get, head, other)"
+                    "'{other}': not a kind of request (list, delete, put, get, head, other) \
+                     nor storage"
                 ),
             };
             *slot = v;
@@ -293,10 +301,15 @@ pub struct S3Requests {
     pub list_pages: u64,
     /// Keys those pages returned.
     pub keys_listed: u64,
+    /// Bytes of the objects those pages returned (a GC's phase 2 lists the bucket's chunks
+    /// once: what the bucket stores of them).
+    pub bytes_listed: u64,
     /// `DeleteObjects` (and `DeleteObject`) requests.
     pub delete_requests: u64,
     /// Keys they named.
     pub keys_deleted: u64,
+    /// Bytes of the objects they removed, as the listings before them gave their sizes.
+    pub bytes_deleted: u64,
     /// `PutObject` requests, and the bytes they sent.
     pub puts: u64,
     /// Bytes the puts sent.
@@ -318,6 +331,12 @@ pub struct S3Requests {
     /// What the requests cost at `--s3-prices` (none without).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// What storing `bytes_listed` costs a month at `--s3-prices`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_cost: Option<f64>,
+    /// What the deletes save a month at `--s3-prices` (`bytes_deleted` no longer stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_saved: Option<f64>,
 }
 
 impl S3Requests {
@@ -337,16 +356,24 @@ impl S3Requests {
             / 1000.0
     }
 
+    /// What storing `bytes` costs a month at `p`.
+    pub fn storage_at(bytes: u64, p: &S3Prices) -> f64 {
+        bytes as f64 / BILLED_GB * p.storage
+    }
+
     /// Counts one S3 request's record.
-    fn count(&mut self, op: Op, arg: u64, status: u64, flags: u8, duration_ns: u64) {
+    fn count(&mut self, rec: &sample::Sample, op: Op) {
+        let (arg, bytes) = (rec.arg, rec.offset);
         match op {
             Op::S3List => {
                 self.list_pages += 1;
                 self.keys_listed += arg;
+                self.bytes_listed += bytes;
             }
             Op::S3Delete => {
                 self.delete_requests += 1;
                 self.keys_deleted += arg;
+                self.bytes_deleted += bytes;
             }
             Op::S3Put => {
                 self.puts += 1;
@@ -359,9 +386,9 @@ impl S3Requests {
             Op::S3Head => self.heads += 1,
             _ => self.other += 1,
         }
-        self.failed += (status >= 400) as u64;
-        self.injected += (flags & flags::INJECTED_ERROR != 0) as u64;
-        self.busy_ns += duration_ns;
+        self.failed += (rec.parent >= 400) as u64;
+        self.injected += (rec.flags & flags::INJECTED_ERROR != 0) as u64;
+        self.busy_ns += rec.duration_ns;
     }
 }
 
@@ -604,13 +631,7 @@ impl Analyzer {
         let p = &mut self.phases[i];
         p.count_request(rec);
         if op.is_s3() {
-            p.s3.get_or_insert_with(Default::default).count(
-                op,
-                rec.arg,
-                rec.parent,
-                rec.flags,
-                rec.duration_ns,
-            );
+            p.s3.get_or_insert_with(Default::default).count(rec, op);
             return;
         }
         p.note_locality(op, rec, touch.then_some(parent), &self.o);

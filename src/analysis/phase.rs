@@ -363,6 +363,12 @@ impl PhaseAcc {
             },
             s3: self.s3.map(|r| S3Requests {
                 cost: o.s3_prices.map(|p| r.cost_at(&p)),
+                storage_cost: o
+                    .s3_prices
+                    .map(|p| S3Requests::storage_at(r.bytes_listed, &p)),
+                storage_saved: o
+                    .s3_prices
+                    .map(|p| S3Requests::storage_at(r.bytes_deleted, &p)),
                 ..r
             }),
             what_if,

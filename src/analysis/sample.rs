@@ -19,6 +19,8 @@ pub(crate) struct Sample {
     pub parent: u64,
     /// The record's `arg` (an S3 request's keys or bytes).
     pub arg: u64,
+    /// The record's `offset` (an S3 request's bytes).
+    pub offset: u64,
     pub modeled_ns: u64,
     /// Bytes 8..16 of a digest name (the miss-ratio curves' key), 0 without a digest.
     pub digest_key: u64,
@@ -68,6 +70,7 @@ impl FromView for Sampled {
                 ino: v.ino(),
                 parent: v.parent(),
                 arg: v.arg(),
+                offset: v.offset(),
                 modeled_ns: v.modeled_ns(),
                 digest_key,
                 errno: v.errno(),
@@ -184,6 +187,7 @@ impl Sample {
             ino: rec.ino,
             parent: rec.parent,
             arg: rec.arg,
+            offset: rec.offset,
             modeled_ns: rec.modeled_ns,
             digest_key,
             errno: rec.errno,

@@ -159,3 +159,28 @@ fn tables_leave_out_a_background_section_beside_marked_phases() {
         "a touch outside the phases is shown"
     );
 }
+
+/// `--s3-prices`: each kind of request and the storage; a kind left out costs nothing; a
+/// wrong kind or price is said.
+#[test]
+fn s3_prices_parse_and_price_requests_and_gb_months() {
+    let p = S3Prices::parse("list=5, delete=1,storage=0.5").unwrap();
+    assert_eq!((p.list, p.delete, p.put, p.storage), (5.0, 1.0, 0.0, 0.5));
+    let r = S3Requests {
+        list_pages: 2,
+        delete_requests: 3,
+        puts: 7,
+        ..Default::default()
+    };
+    assert!((r.cost_at(&p) - 0.013).abs() < 1e-12);
+    assert!((S3Requests::storage_at(3 << 30, &p) - 1.5).abs() < 1e-12);
+    for (bad, says) in [
+        ("egress=1", "not a kind of request"),
+        ("list=-1", "0 or more"),
+        ("list", "KIND=PRICE"),
+        ("storage=NaN", "0 or more"),
+    ] {
+        let e = S3Prices::parse(bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}

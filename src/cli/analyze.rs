@@ -70,9 +70,11 @@ pub struct AnalyzeArgs {
     /// Transaction-group length for the write-back figures (modelled time if the trace has it).
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     txg: String,
-    /// What your S3 provider charges per 1,000 requests, for what each phase's S3 requests
-    /// cost: e.g. 'list=0.005,put=0.005,get=0.0004,head=0.0004,delete=0' (kinds: list,
-    /// delete, put, get, head, other; one left out costs nothing; no price is built in).
+    /// What your S3 provider charges per 1,000 requests and per GB-month stored, for what
+    /// each phase's S3 requests cost and what storing the bytes it listed and deleted costs a
+    /// month: e.g. 'list=0.005,put=0.005,get=0.0004,head=0.0004,delete=0,storage=0.023'
+    /// (kinds: list, delete, put, get, head, other, storage; a GB is 2^30 bytes; one left out
+    /// costs nothing; no price is built in).
     #[arg(long, value_name = "PRICES")]
     s3_prices: Option<String>,
 }
@@ -131,15 +133,17 @@ fn s3_requests(p: &Phase) {
         .map(|c| format!("; cost {c:.6} at --s3-prices"))
         .unwrap_or_default();
     println!(
-        "  s3: {} requests, {} waiting on the server: {} listing pages ({} keys), {} deletes \
-         ({} keys{per_batch}), {} puts ({}), {} gets ({}), {} heads, {} other; {} failed, {} \
-         injected{cost}",
+        "  s3: {} requests, {} waiting on the server: {} listing pages ({} keys, {}), {} \
+         deletes ({} keys{per_batch}, {}), {} puts ({}), {} gets ({}), {} heads, {} other; {} \
+         failed, {} injected{cost}",
         thousands(s.requests()),
         duration_ns(s.busy_ns),
         thousands(s.list_pages),
         thousands(s.keys_listed),
+        human_bytes(s.bytes_listed),
         thousands(s.delete_requests),
         thousands(s.keys_deleted),
+        human_bytes(s.bytes_deleted),
         thousands(s.puts),
         human_bytes(s.put_bytes),
         thousands(s.gets),
@@ -149,6 +153,17 @@ fn s3_requests(p: &Phase) {
         thousands(s.failed),
         thousands(s.injected),
     );
+    if let (Some(stored), Some(saved)) = (s.storage_cost, s.storage_saved) {
+        if s.bytes_listed + s.bytes_deleted > 0 {
+            let gb = |b: u64| b as f64 / crate::analysis::BILLED_GB;
+            println!(
+                "  s3 storage: the {:.6} GB listed cost {stored:.6} a month at --s3-prices, the \
+                 {:.6} GB deleted {saved:.6} a month",
+                gb(s.bytes_listed),
+                gb(s.bytes_deleted),
+            );
+        }
+    }
 }
 
 /// Each operation's count, rate, latencies and errors.

@@ -12,7 +12,7 @@
 //! | `drop-caches` | `ok`: the model's block cache is empty (a cold pool) from the next request on |
 //! | `rules` | `ok [json]`: each fault rule with the requests it matched and the times it fired |
 //! | `release` | `ok N`: every reply held now (an injected delay or stall, a modelled cost) is sent at once; N of them; `error ...` when nothing can hold a reply |
-//! | `s3 OP STATUS ARG DURATION_NS INJECTED_NS INJECTED PID NAME_HEX` (INJECTED 0 or 1: a fault rule answered or cut it; PID the client's, 0 unknown: then the recorder's is recorded; NAME `-`: none) | `ok seq=N`: a request to an S3 bucket that `chunkscope s3-record` relayed, ending now, was recorded (see `trace::format`); `ok untraced` without a trace |
+//! | `s3 OP STATUS ARG BYTES DURATION_NS INJECTED_NS INJECTED PID NAME_HEX` (INJECTED 0 or 1: a fault rule answered or cut it; PID the client's, 0 unknown: then the recorder's is recorded; NAME `-`: none) | `ok seq=N`: a request to an S3 bucket that `chunkscope s3-record` relayed, ending now, was recorded (see `trace::format`); `ok untraced` without a trace |
 //! | `layout` | `ok [json]`: the backing store's chunk directories that are not its own (symbolic links, other filesystems' mounts), checked on the backing store, so nothing of it reaches the trace; `error ...` when `.chunks` cannot be listed |
 //! | anything else | `error ...` |
 
@@ -186,12 +186,12 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
 }
 
 #[cfg(feature = "s3")]
-/// The record of an `s3 OP STATUS ARG DURATION_NS INJECTED_NS INJECTED PID NAME_HEX` request
+/// The record of an `s3 OP STATUS ARG BYTES DURATION_NS INJECTED_NS INJECTED PID NAME_HEX` request
 /// (see [`s3_request`]).
 fn parse_s3(rest: &str) -> Result<crate::trace::format::RawRecord> {
     let f: Vec<&str> = rest.split(' ').collect();
-    let [op, status, arg, duration, injected_ns, injected, pid, name] = f[..] else {
-        bail!("s3 wants OP STATUS ARG DURATION_NS INJECTED_NS INJECTED PID NAME_HEX, not '{rest}'");
+    let [op, status, arg, bytes, duration, injected_ns, injected, pid, name] = f[..] else {
+        bail!("s3 wants OP STATUS ARG BYTES DURATION_NS INJECTED_NS INJECTED PID NAME_HEX, not '{rest}'");
     };
     let op = crate::trace::Op::ALL
         .iter()
@@ -212,6 +212,7 @@ fn parse_s3(rest: &str) -> Result<crate::trace::format::RawRecord> {
             .try_into()
             .with_context(|| format!("s3: status {status}"))?,
         arg: number("arg", arg)?,
+        bytes: number("bytes", bytes)?,
         duration_ns: number("duration", duration)?,
         injected_ns: number("injected delay", injected_ns)?,
         injected: number("injected", injected)? != 0,
@@ -226,10 +227,11 @@ fn parse_s3(rest: &str) -> Result<crate::trace::format::RawRecord> {
 /// The `s3` request that records `r` (see the module's table).
 pub fn s3_request(r: &crate::s3::recorder::S3Request) -> String {
     format!(
-        "s3 {} {} {} {} {} {} {} {}",
+        "s3 {} {} {} {} {} {} {} {} {}",
         r.op.name(),
         r.status,
         r.arg,
+        r.bytes,
         r.duration_ns,
         r.injected_ns,
         r.injected as u8,

@@ -41,6 +41,10 @@ pub struct S3Request {
     pub status: u16,
     /// Keys listed or deleted, or body bytes put or got (see `trace::format`).
     pub arg: u64,
+    /// Bytes of the objects a listing page returned, or of the keys a delete removed as the
+    /// listings relayed before it gave them (see [`ListedSizes`]), or of a put's or a get's
+    /// body.
+    pub bytes: u64,
     /// From the request's arrival to the end of the reply.
     pub duration_ns: u64,
     /// Of it, the delay a fault rule added.
@@ -72,6 +76,7 @@ impl S3Request {
         rec.duration_ns = self.duration_ns;
         rec.parent = self.status as u64;
         rec.arg = self.arg;
+        rec.offset = self.bytes;
         rec.errno = self.errno();
         rec.pid = self.pid;
         rec.injected_ns = self.injected_ns;
@@ -215,6 +220,7 @@ impl Recorder {
             faults: self.faults,
             sink,
             counters: self.counters,
+            sizes: Default::default(),
         });
         for conn in self.listener.incoming() {
             let conn = match conn {
@@ -245,6 +251,44 @@ struct Relay {
     faults: Option<Faults>,
     sink: Arc<dyn S3Sink>,
     counters: Arc<Counters>,
+    sizes: std::sync::Mutex<ListedSizes>,
+}
+
+/// Listing pages whose objects' sizes are kept for the deletes after them: a GC deletes a
+/// key within 100 keys or 5 minutes of listing it (format document 3.7), some pages later at
+/// most; 64 pages are 64,000 keys, a few MiB.
+const LISTED_PAGES_KEPT: usize = 64;
+
+/// The sizes of the objects the last listing pages returned, so that a delete's record says
+/// how many bytes it freed (a `DeleteObjects` request names keys, not sizes).
+#[derive(Default)]
+struct ListedSizes {
+    by_key: hashbrown::HashMap<Box<[u8]>, u64>,
+    pages: std::collections::VecDeque<Vec<Box<[u8]>>>,
+}
+
+impl ListedSizes {
+    /// Keeps the sizes of a page's objects, forgetting the oldest page's beyond
+    /// [`LISTED_PAGES_KEPT`].
+    fn learn(&mut self, objects: &[(&[u8], u64)]) {
+        if self.pages.len() == LISTED_PAGES_KEPT {
+            for k in self.pages.pop_front().unwrap_or_default() {
+                self.by_key.remove(&k);
+            }
+        }
+        let mut page = Vec::with_capacity(objects.len());
+        for &(k, size) in objects {
+            let k: Box<[u8]> = k.into();
+            self.by_key.insert(k.clone(), size);
+            page.push(k);
+        }
+        self.pages.push_back(page);
+    }
+
+    /// The bytes of `keys`, deleted (each known one forgotten).
+    fn deleted<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) -> u64 {
+        keys.filter_map(|k| self.by_key.remove(k)).sum()
+    }
 }
 
 impl Relay {
@@ -285,12 +329,13 @@ impl Relay {
                     (bad_gateway(&e), true)
                 }
             };
-            let recorded = S3Request {
+            let mut recorded = S3Request {
                 duration_ns: t0.elapsed().as_nanos() as u64,
                 injected: dec.status != 0 || dec.cut,
                 pid,
                 ..completed(recorded, &reply)
             };
+            recorded.bytes = self.bytes_of(&recorded, &reply, dec.cut);
             if let Err(e) = self.sink.record(&recorded) {
                 self.counters.lost.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("a record of {} was lost: {e:#}", head.target);
@@ -310,6 +355,35 @@ impl Relay {
             if close || reply.close {
                 return Ok(());
             }
+        }
+    }
+
+    /// The bytes of `r` (see [`S3Request::bytes`]), learning a listing's sizes unless its
+    /// reply was `cut` (the client never saw it).
+    fn bytes_of(&self, r: &S3Request, reply: &Message, cut: bool) -> u64 {
+        if !(200..300).contains(&r.status) {
+            return 0;
+        }
+        match r.op {
+            Op::S3List => {
+                let objects: Vec<(&[u8], u64)> = listed_objects(&reply.body).collect();
+                if !cut {
+                    self.sizes.lock().expect("sizes").learn(&objects);
+                }
+                objects.iter().map(|o| o.1).sum()
+            }
+            Op::S3Delete => {
+                let mut sizes = self.sizes.lock().expect("sizes");
+                if r.arg == 1 && !reply.body.windows(9).any(|w| w == b"<Deleted>") {
+                    // `DeleteObject` of one key: its name.
+                    sizes.deleted(std::iter::once(&r.name[..]))
+                } else {
+                    sizes
+                        .deleted(elements(&reply.body, "Deleted").filter_map(|d| element(d, "Key")))
+                }
+            }
+            Op::S3Put | Op::S3Get => r.arg,
+            _ => 0,
         }
     }
 
@@ -473,6 +547,37 @@ fn element<'x>(xml: &'x [u8], tag: &str) -> Option<&'x [u8]> {
     Some(&xml[start..start + len])
 }
 
+/// The text of each `<tag>...</tag>` in `xml`, in order.
+fn elements<'x>(xml: &'x [u8], tag: &str) -> impl Iterator<Item = &'x [u8]> + 'x {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let mut rest = xml;
+    std::iter::from_fn(move || {
+        let start = rest
+            .windows(open.len())
+            .position(|w| w == open.as_bytes())?
+            + open.len();
+        let len = rest[start..]
+            .windows(close.len())
+            .position(|w| w == close.as_bytes())?;
+        let text = &rest[start..start + len];
+        rest = &rest[start + len + close.len()..];
+        Some(text)
+    })
+}
+
+/// The key and size of each object a `ListObjectsV2` reply lists.
+fn listed_objects(xml: &[u8]) -> impl Iterator<Item = (&[u8], u64)> {
+    elements(xml, "Contents").filter_map(|c| {
+        let size = std::str::from_utf8(element(c, "Size")?)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Some((element(c, "Key")?, size))
+    })
+}
+
 /// What a request is, from the request alone: its operation, key, and for a delete or a
 /// put its keys or bytes (the rest of the record comes with the reply, [`completed`]).
 fn classify(head: &RequestHead, req: &Message, bucket: Option<&str>) -> S3Request {
@@ -510,6 +615,7 @@ fn classify(head: &RequestHead, req: &Message, bucket: Option<&str>) -> S3Reques
         name,
         status: 0,
         arg,
+        bytes: 0,
         duration_ns: 0,
         injected_ns: 0,
         injected: false,
@@ -684,6 +790,47 @@ mod tests {
         assert_eq!(caller_of(&conn), Some(std::process::id()));
     }
 
+    /// A listing's objects are read with their sizes; a delete's record gets the bytes of the
+    /// keys the server says it deleted, as the listings before it gave them, each once; the
+    /// oldest page's sizes go after 64 pages.
+    #[test]
+    fn deletes_are_counted_in_the_bytes_their_listings_gave() {
+        let page = b"<ListBucketResult><KeyCount>2</KeyCount>\
+            <Contents><Key>.chunks/0000/a</Key><LastModified>x</LastModified><Size>100</Size></Contents>\
+            <Contents><Key>.chunks/0000/b</Key><Size> 23 </Size></Contents></ListBucketResult>";
+        let listed: Vec<_> = listed_objects(page).collect();
+        assert_eq!(
+            listed,
+            [(&b".chunks/0000/a"[..], 100), (&b".chunks/0000/b"[..], 23)]
+        );
+        let mut sizes = ListedSizes::default();
+        sizes.learn(&listed);
+        let reply = b"<DeleteResult><Deleted><Key>.chunks/0000/a</Key></Deleted>\
+            <Error><Key>.chunks/0000/b</Key><Code>AccessDenied</Code></Error>\
+            <Deleted><Key>.chunks/0000/z</Key></Deleted></DeleteResult>";
+        let deleted = elements(reply, "Deleted").filter_map(|d| element(d, "Key"));
+        assert_eq!(
+            sizes.deleted(deleted),
+            100,
+            "a, not b (failed) nor z (never listed)"
+        );
+        assert_eq!(
+            sizes.deleted([&b".chunks/0000/a"[..]].into_iter()),
+            0,
+            "once"
+        );
+        for i in 0..LISTED_PAGES_KEPT {
+            let key = format!("k{i}");
+            sizes.learn(&[(key.as_bytes(), 1)]);
+        }
+        assert_eq!(
+            sizes.deleted([&b".chunks/0000/b"[..]].into_iter()),
+            0,
+            "forgotten"
+        );
+        assert_eq!(sizes.deleted([&b"k1"[..]].into_iter()), 1);
+    }
+
     #[test]
     fn statuses_map_to_errnos() {
         let r = |status| S3Request {
@@ -691,6 +838,7 @@ mod tests {
             name: vec![],
             status,
             arg: 0,
+            bytes: 0,
             duration_ns: 0,
             injected_ns: 0,
             injected: false,

@@ -30,7 +30,9 @@
 //! 70      1     name kind    0 none, 1 digest (32 raw bytes at 80), 2 string (id at 80)
 //! 71      1     flags        [`flags`]
 //! 72      4     errno        0 on success, else the positive errno returned
-//! 76      4     reserved (0)
+//! 76      4     named offset with a name (kind 1 or 2): the record's `offset` (an S3
+//!                            request's bytes), exact below 2^31, else bit 31 set and the
+//!                            rest in KiB (rounded down; up to 2 TiB); 0 otherwise
 //! 80      32    name         a chunk digest, or a string id (u32) then zeros; with name kind 0,
 //!                            the file offset (read, write: 8 bytes) then zeros
 //!
@@ -71,8 +73,10 @@
 //! (`s3-list` ListObjectsV2, `s3-delete` DeleteObjects or DeleteObject, `s3-put`, `s3-get`,
 //! `s3-head`, `s3-other`): `start_ns` and `duration_ns` from the request's arrival to the end
 //! of the server's reply, `ino` 0, `parent` the HTTP status, `arg` the keys a listing page
-//! returned, the keys a delete named, or the body bytes a put sent or a get received; the
-//! name the key (a listing's prefix, a batch delete's first key); `pid` the client's (a client
+//! returned, the keys a delete named, or the body bytes a put sent or a get received;
+//! `offset` the bytes of the objects a listing page returned, of the keys a delete removed
+//! (their sizes as the listings the recorder relayed before gave them: 0 for a key it did not
+//! see listed), or of a put's or a get's body; the name the key (a listing's prefix, a batch delete's first key); `pid` the client's (a client
 //! on the recorder's host; 0, or the recorder's in a mount's trace, when it cannot tell);
 //! `errno` 0 for a status below
 //! 400, else ENOENT (404), EACCES (403), EAGAIN (503, SlowDown), EIO (other 5xx), EINVAL
@@ -308,8 +312,8 @@ pub struct Record {
     pub parent: u64,
     /// Its argument: offset, size, entries listed, new directory, time set (see the module documentation).
     pub arg: u64,
-    /// A read's or write's file offset (0 for every other record, and in traces written
-    /// before offsets were kept).
+    /// A read's or write's file offset; an S3 request's bytes (see the module
+    /// documentation); 0 for every other record, and in traces written before these were kept.
     pub offset: u64,
     /// Delay a fault rule or the disk model added before the reply, ns.
     pub injected_ns: u64,
@@ -494,10 +498,36 @@ pub fn encode_record(r: &RawRecord, name_kind: u8, name: &[u8; 32], out: &mut [u
     out[70] = name_kind;
     out[71] = r.flags;
     out[72..76].copy_from_slice(&r.errno.to_le_bytes());
-    out[76..80].copy_from_slice(&0u32.to_le_bytes());
+    let named_offset = if name_kind == 0 {
+        0
+    } else {
+        encode_named_offset(r.offset)
+    };
+    out[76..80].copy_from_slice(&named_offset.to_le_bytes());
     out[80..112].copy_from_slice(name);
     if name_kind == 0 {
         out[80..88].copy_from_slice(&r.offset.to_le_bytes());
+    }
+}
+
+/// A named record's `offset` in its 4 bytes: exact below 2^31, else in KiB with bit 31 set
+/// (up to 2 TiB; more is kept as 2 TiB).
+pub fn encode_named_offset(v: u64) -> u32 {
+    const KIB: u32 = 1 << 31;
+    match u32::try_from(v) {
+        Ok(v) if v < KIB => v,
+        _ => KIB | u32::try_from(v >> 10).unwrap_or(u32::MAX).min(KIB - 1),
+    }
+}
+
+/// The `offset` a named record's 4 bytes hold ([`encode_named_offset`]).
+#[inline]
+pub fn decode_named_offset(v: u32) -> u64 {
+    const KIB: u32 = 1 << 31;
+    if v & KIB == 0 {
+        v as u64
+    } else {
+        ((v & !KIB) as u64) << 10
     }
 }
 

@@ -495,6 +495,17 @@ impl<'a> RecordView<'a> {
     pub fn arg(&self) -> u64 {
         u64_at(self.slot, 40)
     }
+    /// As [`Record::offset`].
+    #[inline]
+    pub fn offset(&self) -> u64 {
+        if self.slot[70] == 0 {
+            u64_at(self.slot, 80)
+        } else {
+            crate::trace::format::decode_named_offset(u32::from_le_bytes(
+                self.slot[76..80].try_into().expect("4"),
+            ))
+        }
+    }
     /// As [`Record::modeled_ns`].
     #[inline]
     pub fn modeled_ns(&self) -> u64 {
@@ -541,7 +552,7 @@ impl<'a> RecordView<'a> {
             ino: self.ino(),
             parent: self.parent(),
             arg: u64_at(b, 40),
-            offset: if b[70] == 0 { u64_at(b, 80) } else { 0 },
+            offset: self.offset(),
             injected_ns: u64_at(b, 48),
             modeled_ns: self.modeled_ns(),
             pid: self.pid(),

@@ -1087,7 +1087,12 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
     // `analyze` tells the S3 admin the same: pages and deletes in phase 2, beside the local
     // stats the listing made in key order, and what they cost at the prices given.
     let o = bin()
-        .args(["analyze", "--json=-", "--s3-prices", "list=5,delete=1"])
+        .args([
+            "analyze",
+            "--json=-",
+            "--s3-prices",
+            "list=5,delete=1,storage=2",
+        ])
         .arg(trace)
         .output()
         .unwrap();
@@ -1106,6 +1111,15 @@ fn assert_recorded(trace: &std::path::Path, report: &serde_json::Value) {
     assert_eq!(s3["keys_deleted"], n("deleted_objects"), "{s3}");
     let cost = (5 * n("list_pages") + n("delete_requests")) as f64 / 1000.0;
     assert!((s3["cost"].as_f64().unwrap() - cost).abs() < 1e-9, "{s3}");
+    // The bytes: the deletes freed what the GC says it removed (the recorder knows their
+    // sizes from the listings it relayed), priced per GB-month.
+    let bytes = |k: &str| s3[k].as_u64().unwrap();
+    assert_eq!(bytes("bytes_deleted"), n("removed_bytes"), "{s3}");
+    assert!(bytes("bytes_listed") > bytes("bytes_deleted"), "{s3}");
+    let gb_month = |b: u64| 2.0 * b as f64 / (1u64 << 30) as f64;
+    let money = |k: &str| s3[k].as_f64().unwrap();
+    assert!((money("storage_cost") - gb_month(bytes("bytes_listed"))).abs() < 1e-12);
+    assert!((money("storage_saved") - gb_month(bytes("bytes_deleted"))).abs() < 1e-12);
     assert!(
         p2["lookups"]["count"].as_u64().unwrap() >= n("listed_objects"),
         "a local lookup per listed key: {}",

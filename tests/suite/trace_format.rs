@@ -923,7 +923,8 @@ fn names_that_are_not_utf8_read_back_byte_exact_and_are_escaped_when_shown() {
 }
 
 /// Issue 48, point 2: a read's or write's offset is kept where a name would be, and a record
-/// copied through `Record::to_raw` reads back the same, offset included.
+/// copied through `Record::to_raw` reads back the same, offset included; a named record's
+/// offset (issue 50: an S3 request's bytes) in the slot's 4 spare bytes.
 #[test]
 fn read_and_write_offsets_round_trip() {
     let dir = tempfile::tempdir().unwrap();
@@ -937,12 +938,29 @@ fn read_and_write_offsets_round_trip() {
     w.offset = u64::MAX - 511;
     sink.record(w);
     sink.record(rec(Op::Lookup, 3, b"name"));
+    // A named record (an S3 request's bytes): exact below 2 GiB, in KiB above.
+    for (seq, bytes) in [(4, 123_456_789), (5, (5 << 30) + 1023), (6, u64::MAX)] {
+        let mut s3 = rec(Op::S3List, seq, b".chunks/");
+        s3.offset = bytes;
+        sink.record(s3);
+    }
+    let mut digest = rec(Op::Lookup, 7, "07".repeat(32).as_bytes());
+    digest.offset = 99;
+    sink.record(digest);
     drop(sink);
     writer.finish().unwrap();
     let (recs, _) = read_all(&path);
     assert_eq!(
         recs.iter().map(|r| r.offset).collect::<Vec<_>>(),
-        [(7 << 30) + 4096, u64::MAX - 511, 0]
+        [
+            (7 << 30) + 4096,
+            u64::MAX - 511,
+            0,
+            123_456_789,
+            5 << 30,
+            ((1 << 31) - 1) << 10,
+            99
+        ]
     );
     let copy = dir.path().join("copy.trace");
     let (writer, sink) = TraceWriter::start(&copy, meta()).unwrap();
