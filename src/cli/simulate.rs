@@ -226,9 +226,16 @@ pub fn run(mut args: SimulateArgs) -> Result<Outcome> {
         surveyed,
         bucket,
     } = prepared;
-    if bucket.is_some() && args.s3_page_order.is_empty() {
-        // A survey of an S3 datastore: its GC is PBS 4's.
-        args.s3_page_order = vec![crate::gc::PageOrder::Key];
+    if let Some(objects) = &bucket {
+        if args.s3_page_order.is_empty() {
+            // A survey of an S3 datastore: its GC is PBS 4's.
+            args.s3_page_order = vec![crate::gc::PageOrder::Key];
+        }
+        tracing::info!(
+            "an S3 datastore: its bucket as the survey listed it, {} objects ({})",
+            thousands(objects.len() as u64),
+            human_bytes(objects.iter().map(|o| o.size).sum())
+        );
     }
     let bucket = match bucket {
         Some(objects) => sim::bucket::BucketSource::Objects(objects),
@@ -764,7 +771,13 @@ pub fn table(runs: &[SimRun], block_bytes: u64) -> Table {
     // The prefetch pass's share of phase 1, when a run has one.
     let pass = runs.iter().any(|r| r.counters.prefetch_listings > 0);
     // Reads and writes are the whole run's: say so when it swept too (the demo's are phase 1's).
-    let (reads, writes) = if runs.iter().any(|r| r.phase2_ns > 0) {
+    let (reads, writes) = if runs.iter().any(|r| r.s3.is_some()) {
+        // An S3 datastore's run has a phase 3 (the local markers' sweep).
+        (
+            "metadata reads, phases 1-3 (demand + prefetch)",
+            "block writes, 1-3",
+        )
+    } else if runs.iter().any(|r| r.phase2_ns > 0) {
         (
             "metadata reads, phases 1+2 (demand + prefetch)",
             "block writes, 1+2",
