@@ -535,25 +535,29 @@ fn scan_chunk_dirs(
             continue;
         }
         dir.push(chunk_subdir_name(prefix as u16));
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
+        let fd = match crate::fsutil::open_dir_following(&dir) {
+            Ok(fd) => fd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 r.missing_chunk_dirs.push(dir.display().to_string());
                 dir.pop();
                 continue;
             }
-            Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+            Err(e) => return Err(e).with_context(|| format!("opening {}", dir.display())),
         };
-        for entry in entries {
-            let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
-            let name = entry.file_name();
+        // getdents64 itself: glibc's readdir would take an ENOENT midway for the end.
+        let entries =
+            crate::fsutil::list_names(&fd).with_context(|| format!("listing {}", dir.display()))?;
+        for name in entries {
             let class = ChunkName::classify(name.as_encoded_bytes());
             if class == ChunkName::Ignored {
                 r.ignored_files += 1;
                 continue;
             }
+            let path = dir.join(&name);
             // lstat: does not change the atime, does not follow a symlink.
-            let Ok(meta) = entry.metadata() else { continue };
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
             if !meta.is_file() {
                 let what = crate::fsutil::file_type_name(meta.mode());
                 let referenced = match class {
@@ -561,7 +565,7 @@ fn scan_chunk_dirs(
                     _ => None,
                 };
                 r.irregular_chunks.push(Problem {
-                    path: entry.path().display().to_string(),
+                    path: path.display().to_string(),
                     problem: match referenced {
                         Some(_) => format!(
                             "{what}, not a regular file: not followed (a referenced chunk: its data is not in the store)"
@@ -600,7 +604,6 @@ fn scan_chunk_dirs(
                         }
                     }
                     if opts.deep && !(opts.markers && meta.size() == 0) {
-                        let path = entry.path();
                         let verdict = blob::read_file(&path, blob::MAX_CHUNK_FILE_SIZE)
                             .map_err(|e| e.kind.to_string())
                             .and_then(|raw| {

@@ -661,6 +661,23 @@ pub fn open_dir_noatime(
     open_dir_at(at, name, libc::O_NOFOLLOW)
 }
 
+/// The names in the open directory `fd` (not `.` and `..`), listed with `getdents64` itself:
+/// glibc's `readdir(3)` takes an `ENOENT` from `getdents64` for the end of the directory, so a
+/// listing that fails midway would read as a short one; here it is an error (an `ENOENT`
+/// included: the directory was there when it was opened).
+pub fn list_names(fd: &std::os::fd::OwnedFd) -> io::Result<Vec<std::ffi::OsString>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut names = Vec::new();
+    while getdents(fd.as_raw_fd(), &mut buf, &mut |name, _, _| {
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
+        }
+    })? {}
+    Ok(names)
+}
+
 /// Opens the directory at `path` to list it, following symbolic links as `opendir(3)` does
 /// (a datastore's root may be one), with `O_NOATIME` where permitted.
 pub fn open_dir_following(path: &Path) -> io::Result<std::os::fd::OwnedFd> {

@@ -398,3 +398,38 @@ fn chunk_inodes_follow_backup_history_on_tmpfs() {
         .windows(2)
         .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
 }
+
+/// A chunk directory whose listing fails midway with ENOENT (a FUSE daemon's error, a flaky
+/// disk) is an error of `check` naming it, not an empty directory whose referenced chunks it
+/// would call missing: glibc's readdir takes that ENOENT for the end of the directory, so
+/// `check` lists with getdents64 itself. The fault is a chunkscope mount's.
+#[test]
+fn a_chunk_directory_whose_listing_says_enoent_is_an_error_of_check() {
+    let dir = store_dir();
+    let (store, _) = gen(dir.path(), "s", &["--preset", "tiny"]);
+    let full = std::fs::read_dir(store.join(".chunks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|d| {
+            std::fs::read_dir(store.join(".chunks").join(d))
+                .unwrap()
+                .count()
+                > 0
+        })
+        .min()
+        .unwrap();
+    let rule = format!("readdir path=.chunks/{full} errno=ENOENT");
+    let m = Mount::start(&store, dir.path(), false, &["--fault", &rule]);
+    let o = bin().arg("check").arg(&m.mnt).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!(".chunks/{full}")), "{err}");
+    assert!(!err.contains("missing"), "no chunk called missing: {err}");
+    drop(m);
+    let o = bin().arg("check").arg(&store).output().unwrap();
+    assert!(
+        o.status.success(),
+        "the store itself is whole: {}",
+        stderr(&o)
+    );
+}
