@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::datastore::Digest;
+
 /// Key prefix of chunk objects (`.chunks/XXXX/<digest>`).
 pub const CHUNK_PREFIX: &str = ".chunks/";
 /// Key prefix of every other file of the datastore (`.cnt/<relative path>`).
@@ -17,6 +19,36 @@ pub const DELETE_BATCH_KEYS: usize = 100;
 /// Seconds the oldest queued key waits at most before PBS sends the batch
 /// (`S3_DELETE_DEFER_LIMIT_SECONDS`).
 pub const DELETE_DEFER_SECS: u64 = 300;
+
+/// What a chunk object's key names (`chunk_path_from_object_key`): a chunk (64 hex
+/// characters) or a bad copy (70 characters starting with 64 hex ones; the suffix is not
+/// parsed); anything else is no chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectName {
+    /// `<hex>`.
+    Chunk(Digest),
+    /// `<hex>` and six more characters (`.N.bad`).
+    Bad(Digest),
+}
+
+impl ObjectName {
+    /// The object's basename classified, `None` for no chunk.
+    pub fn classify(basename: &[u8]) -> Option<ObjectName> {
+        let digest = Digest::from_hex_bytes(basename.get(..64)?)?;
+        match basename.len() {
+            64 => Some(ObjectName::Chunk(digest)),
+            70 => Some(ObjectName::Bad(digest)),
+            _ => None,
+        }
+    }
+
+    /// Its chunk's digest.
+    pub fn digest(self) -> Digest {
+        match self {
+            ObjectName::Chunk(d) | ObjectName::Bad(d) => d,
+        }
+    }
+}
 
 /// The object key of a datastore-relative path that is not a chunk (a chunk's key is its
 /// relative path, `.chunks/XXXX/<hex>[.N.bad]`).

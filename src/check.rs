@@ -349,8 +349,8 @@ fn bucket_against_cache(
     local: &hashbrown::HashSet<Digest>,
     report: &CheckReport,
 ) -> Result<(hashbrown::HashSet<Digest>, BucketCheck)> {
+    use crate::bucket::ObjectName;
     use crate::bucket::{CHUNK_PREFIX, LIST_PAGE_KEYS};
-    use crate::gc::bucket::ObjectName;
     let mut check = BucketCheck {
         bucket: bucket.describe(),
         local_markers: report.chunks.empty_chunk_files,

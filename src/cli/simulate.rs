@@ -226,21 +226,7 @@ pub fn run(mut args: SimulateArgs) -> Result<Outcome> {
         surveyed,
         bucket,
     } = prepared;
-    if let Some(objects) = &bucket {
-        if args.s3_page_order.is_empty() {
-            // A survey of an S3 datastore: its GC is PBS 4's.
-            args.s3_page_order = vec![crate::gc::PageOrder::Key];
-        }
-        tracing::info!(
-            "an S3 datastore: its bucket as the survey listed it, {} objects ({})",
-            thousands(objects.len() as u64),
-            human_bytes(objects.iter().map(|o| o.size).sum())
-        );
-    }
-    let bucket = match bucket {
-        Some(objects) => sim::bucket::BucketSource::Objects(objects),
-        None => sim::bucket::BucketSource::Store,
-    };
+    let bucket = s3_source(&mut args, bucket);
     store.set_faults(Some(faults));
     if let Some(ttl) = args.dir_ttl {
         store.set_dir_ttl(super::seconds(ttl, "--dir-ttl")?);
@@ -312,6 +298,26 @@ pub fn run(mut args: SimulateArgs) -> Result<Outcome> {
     }
     print!("{}", table(&runs, params.block_bytes).text());
     Ok(Outcome::Ok)
+}
+
+/// The bucket an S3 datastore's runs use: the one a survey listed (the datastore's GC is then
+/// PBS 4's, in key order unless `--s3-page-order` says otherwise), else the store's chunk files.
+fn s3_source(
+    args: &mut SimulateArgs,
+    surveyed: Option<std::sync::Arc<[crate::survey::file::SurveyObject]>>,
+) -> sim::bucket::BucketSource {
+    let Some(objects) = surveyed else {
+        return sim::bucket::BucketSource::Store;
+    };
+    if args.s3_page_order.is_empty() {
+        args.s3_page_order = vec![crate::gc::PageOrder::Key];
+    }
+    tracing::info!(
+        "an S3 datastore: its bucket as the survey listed it, {} objects ({})",
+        thousands(objects.len() as u64),
+        human_bytes(objects.iter().map(|o| o.size).sum())
+    );
+    sim::bucket::BucketSource::Objects(objects)
 }
 
 /// One run to make: (strategy, batch size, prefetch jobs, variant label, an S3 datastore's

@@ -22,7 +22,9 @@ use anyhow::{anyhow, bail, Result};
 use super::log::TaskLog;
 use super::sweep::Guard;
 use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
-use crate::bucket::{Bucket, CHUNK_PREFIX, DELETE_BATCH_KEYS, DELETE_DEFER_SECS, LIST_PAGE_KEYS};
+use crate::bucket::{
+    Bucket, ObjectName, CHUNK_PREFIX, DELETE_BATCH_KEYS, DELETE_DEFER_SECS, LIST_PAGE_KEYS,
+};
 use crate::datastore::paths::chunk_subdir_name;
 use crate::datastore::Digest;
 use crate::store::{ChunkDir, ChunkStore, EntryStat};
@@ -40,35 +42,6 @@ pub enum PageOrder {
     /// The page's local files in inode order (each chunk directory the page names listed
     /// once for the inode numbers), objects without a local file last.
     Inode,
-}
-
-/// What a chunk object's key names (`chunk_path_from_object_key`): a chunk (64 hex
-/// characters) or a bad copy (70 characters starting with 64 hex ones; the suffix is not
-/// parsed); anything else is no chunk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ObjectName {
-    /// `<hex>`.
-    Chunk(Digest),
-    /// `<hex>` and six more characters (`.N.bad`).
-    Bad(Digest),
-}
-
-impl ObjectName {
-    /// The object's basename classified, `None` for no chunk.
-    pub fn classify(basename: &[u8]) -> Option<ObjectName> {
-        let digest = Digest::from_hex_bytes(basename.get(..64)?)?;
-        match basename.len() {
-            64 => Some(ObjectName::Chunk(digest)),
-            70 => Some(ObjectName::Bad(digest)),
-            _ => None,
-        }
-    }
-
-    fn digest(self) -> Digest {
-        match self {
-            ObjectName::Chunk(d) | ObjectName::Bad(d) => d,
-        }
-    }
 }
 
 /// One garbage collection of an S3 datastore (PBS 4, format document 3.7), `store` its local

@@ -15,9 +15,9 @@ use serde::Serialize;
 
 use super::file::{SurveyObject, SurveyWriter, BAD_SUFFIX};
 use super::table::ChunkTable;
+use crate::bucket::ObjectName;
 use crate::bucket::{Bucket, CHUNK_PREFIX, LIST_PAGE_KEYS};
 use crate::datastore::Digest;
-use crate::gc::bucket::ObjectName;
 
 /// What the survey found in an S3 datastore's bucket, against its local cache.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
