@@ -8,13 +8,14 @@
 #   the bucket on s3s-fs in OUT/buckets (tmpfs: S3's own latency is not the question here)
 #
 # The store is generated with the disk model off (as `chunkscope testbed` builds its image),
-# then the mount is restarted with the disk. Per order and run: the page cache dropped, then
-# `gc --dry-run --phase sweep` (the referenced set read from the indexes, nothing touched,
-# nothing deleted: each run sees the same store); phase 2's time is the GC's own
-# (`phase2_seconds`), the device's reads are the loop device's during the whole run.
-# The prediction: `survey --s3-bucket` of the store, then `simulate --survey` with the
-# filesystem's model on the same disk (its span fitted to the image) and a cache that holds
-# everything (the runs have the host's free memory as their page cache).
+# kept as a golden image and bucket, and each run starts from them: the image and the bucket
+# restored, the mount started with the disk, the page cache dropped, a whole GC (lru, the
+# S3 page order given). The phases' times are the GC's own; the device's reads are the loop
+# device's over the whole run. The prediction: `survey --s3-bucket` of the golden store, then
+# `simulate --survey` with the filesystem's model on the same disk (its span and geometry
+# fitted to the surveyed filesystem), the host's measured time per device read, and a cache
+# that holds everything (the runs have the host's free memory as their page cache); its
+# reads column is the model's reads.
 #
 #   bash benches/s3_page_order_disk.sh [SCALE] [RUNS] [DISK]   (as root; s3s-fs on the PATH)
 #   defaults: the small preset at scale 2 (about 106k chunk objects), 1 run, hdd-7200;
@@ -79,31 +80,53 @@ echo "gen --preset small --scale $SCALE --backend s3: $(( $(date +%s) - start ))
     "$(find "$OUT/buckets/pbs-disk/.chunks" -type f | wc -l) chunk objects," \
     "$(find "$STORE/.chunks" -type f | wc -l) local files; ext4 on $DISK, image $IMG"
 "$BIN" survey --s3-bucket pbs-disk --out "$OUT/store.survey" "$STORE" > "$OUT/survey.txt"
+# What a device read costs the host with the disk costing nothing (the filesystem, the loop
+# device, the FUSE round trip), as `chunkscope testbed` measures it: every 16th chunk
+# directory listed cold, then warm; the difference over the reads the loop device served.
+mount -o remount,noatime "$OUT/fs"
+for i in $(seq 0 16 65535); do printf '%s/.chunks/%04x\n' "$STORE" "$i"; done > "$OUT/dirs"
+pass() { xargs ls -f < "$OUT/dirs" > /dev/null; }
+sync; echo 3 > /proc/sys/vm/drop_caches
+before=$(reads); t0=$(date +%s%N); pass; t1=$(date +%s%N); served=$(( $(reads) - before ))
+pass; t2=$(date +%s%N)
+IO_NS=$(( ((t1 - t0) - (t2 - t1)) / (served > 0 ? served : 1) ))
+echo "the host's time per device read: $IO_NS ns ($served reads)"
 down
+# The golden copies each run starts from: the image, and the bucket as the server keeps it.
+cp --sparse=always "$OUT/backing/disk.img" "$OUT/golden.img"
+cp -a "$OUT/buckets/pbs-disk" "$OUT/golden-bucket"
 
-up "$DISK,span=$(numfmt --from=iec "$IMG")"
-mount -o relatime "$LOOP" "$OUT/fs"
-printf '%-6s %4s %12s %12s %14s %10s\n' order run phase2 "whole run" "device reads" "stats"
+printf '%-6s %4s %10s %10s %10s %14s %10s %9s\n' order run phase1 phase2 phase3 "device reads" stats listings
 for run in $(seq "$RUNS"); do
     for order in key inode; do
+        cp --sparse=always "$OUT/golden.img" "$OUT/backing/disk.img"
+        rm -rf "$OUT/buckets/pbs-disk"; cp -a "$OUT/golden-bucket" "$OUT/buckets/pbs-disk"
+        up "$DISK,span=$(numfmt --from=iec "$IMG")"
+        mount -o relatime "$LOOP" "$OUT/fs"
         sync; echo 3 > /proc/sys/vm/drop_caches
-        before=$(reads); t0=$(date +%s.%N)
-        "$BIN" gc --dry-run --phase sweep --no-atime-check --s3-bucket pbs-disk \
-            --s3-page-order "$order" --json="$OUT/$order.$run.json" "$STORE" > "$OUT/$order.$run.log" 2>&1
-        t1=$(date +%s.%N); after=$(reads)
-        jq -r --arg o "$order" --arg r "$run" --arg whole "$(echo "$t1 - $t0" | bc)" \
-            --arg reads "$(( after - before ))" \
-            '[$o, $r, "\(.counters.phase2_seconds * 100 | round / 100) s",
-              "\($whole | tonumber * 10 | round / 10) s", $reads, .counters.stat_calls] | @tsv' \
-            "$OUT/$order.$run.json" |
-            awk -F'\t' '{ printf "%-6s %4s %12s %12s %14s %10s\n", $1, $2, $3, $4, $5, $6 }'
+        before=$(reads)
+        "$BIN" gc --no-atime-check --s3-bucket pbs-disk --s3-page-order "$order" \
+            --json="$OUT/$order.$run.json" "$STORE" > "$OUT/$order.$run.log" 2>&1
+        after=$(reads)
+        down
+        jq -r --arg o "$order" --arg r "$run" --arg reads "$(( after - before ))" '
+            .counters | [$o, $r, "\(.phase1_seconds * 10 | round / 10) s",
+              "\(.phase2_seconds * 10 | round / 10) s", "\(.phase3_seconds * 10 | round / 10) s",
+              $reads, .stat_calls, .sweep_listings] | @tsv' "$OUT/$order.$run.json" |
+            awk -F'\t' '{ printf "%-6s %4s %10s %10s %10s %14s %10s %9s\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
     done
 done
-down
 
-echo "predicted (simulate --survey --model ext4-hdd, disk $DISK over the image, --cache 16GiB):"
-"$BIN" simulate --survey "$OUT/store.survey" --strategy lru --s3-page-order key,inode --phase sweep \
-    --model ext4-hdd --cache 16GiB --json="$OUT/predicted.json" > /dev/null 2>&1
-jq -r '.[] | [.variant, "phase 2 \(.phase2_ns / 1e9 * 100 | round / 100) s",
-             "stats \(.counters.stat_calls)", "listings \(.counters.sweep_listings)"] | @tsv' \
-    "$OUT/predicted.json"
+# The model: ext4-hdd with the host's time per read (replay prints a preset as a model file;
+# any trace will do).
+"$BIN" simulate --preset tiny --strategy lru --trace "$OUT/any.trace" > /dev/null 2>&1
+"$BIN" replay "$OUT/any.trace" --model ext4-hdd --print-model |
+    jq --argjson ns "$IO_NS" '.io_ns = $ns' > "$OUT/model.json"
+echo "predicted (simulate --survey, ext4-hdd with $IO_NS ns a read on the host: disk $DISK over the surveyed filesystem, --cache 16GiB):"
+"$BIN" simulate --survey "$OUT/store.survey" --strategy lru --s3-page-order key,inode \
+    --model "$OUT/model.json" --cache 16GiB --json="$OUT/predicted.json" > /dev/null 2>&1
+jq -r '.[] | [(.variant | sub("s3 "; "") | sub(" order"; "")), "-",
+              "\(.phase1_ns / 1e8 | round / 10) s", "\(.phase2_ns / 1e8 | round / 10) s",
+              "\(.s3.phase3_ns / 1e8 | round / 10) s", .model.misses, .counters.stat_calls,
+              .counters.sweep_listings] | @tsv' "$OUT/predicted.json" |
+    awk -F'\t' '{ printf "%-6s %4s %10s %10s %10s %14s %10s %9s\n", $1, $2, $3, $4, $5, $6, $7, $8 }'

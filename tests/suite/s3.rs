@@ -370,6 +370,22 @@ fn s3_rules(store: &std::path::Path, c: &chunkscope::s3::Client, gc_start: i64) 
     before
 }
 
+/// `gen` options for an S3 datastore with every case of §3.7 in it: half of tiny (1,385
+/// chunks, two pages: s3s-fs walks the bucket for each), objects without a local file, local
+/// files without an object, stale `.using` markers and bad copies.
+const MIXED_CACHE: &[&str] = &[
+    "--scale",
+    "0.5",
+    "--s3-no-marker",
+    "0.05",
+    "--s3-no-object",
+    "3",
+    "--s3-stale-using",
+    "4",
+    "--bad",
+    "3",
+];
+
 fn gc_s3(
     server: &S3Server,
     store: &std::path::Path,
@@ -415,18 +431,7 @@ fn a_survey_of_an_s3_datastore_predicts_its_gc_and_simulate_runs_it() {
         dir.path(),
         bucket,
         bucket,
-        &[
-            "--scale",
-            "0.5",
-            "--s3-no-marker",
-            "0.05",
-            "--s3-no-object",
-            "3",
-            "--s3-stale-using",
-            "4",
-            "--bad",
-            "3",
-        ],
+        MIXED_CACHE,
     );
     let c = server.client(bucket);
     let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
@@ -540,19 +545,7 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
             dir.path(),
             bucket,
             bucket,
-            &[
-                // Half of tiny: 1,385 chunks, two pages (s3s-fs walks the bucket for each).
-                "--scale",
-                "0.5",
-                "--s3-no-marker",
-                "0.05",
-                "--s3-no-object",
-                "3",
-                "--s3-stale-using",
-                "4",
-                "--bad",
-                "3",
-            ],
+            MIXED_CACHE,
         );
         let c = server.client(bucket);
         let start = chunkscope::fsutil::now_epoch_coarse();
