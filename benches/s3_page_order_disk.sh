@@ -19,7 +19,8 @@
 #
 #   bash benches/s3_page_order_disk.sh [SCALE] [RUNS] [DISK]   (as root; s3s-fs on the PATH)
 #   defaults: the small preset at scale 2 (about 106k chunk objects), 1 run, hdd-7200;
-#   IMG=8G the image's size; KEEP=1 keeps OUT (named on standard error)
+#   IMG=8G the image's size; KEEP=1 keeps OUT (named on standard error); ORDERS="key" runs
+#   one order; TRACE=1 traces the disk (OUT/ORDER.RUN.disk.trace, the GC's phases marked)
 set -euo pipefail
 SCALE=${1:-2}
 RUNS=${2:-1}
@@ -56,7 +57,7 @@ export AWS_ENDPOINT_URL=$(sed -n 's/.*server is running at //p' "$OUT/server.log
 # The disk mount (DISK, or none), the loop device and the filesystem on it.
 up() {
     "$BIN" mount --store "$OUT/backing" --mountpoint "$OUT/disk" ${1:+--disk "$1"} \
-        > "$OUT/mount.log" 2>&1 &
+        ${2:+--trace "$2"} > "$OUT/mount.log" 2>&1 &
     MOUNT=$!
     for _ in $(seq 300); do mountpoint -q "$OUT/disk" && break; sleep 0.1; done
     mountpoint -q "$OUT/disk" || { echo "the disk mount did not come up: $(cat "$OUT/mount.log")" >&2; exit 2; }
@@ -98,14 +99,15 @@ cp -a "$OUT/buckets/pbs-disk" "$OUT/golden-bucket"
 
 printf '%-6s %4s %10s %10s %10s %14s %10s %9s\n' order run phase1 phase2 phase3 "device reads" stats listings
 for run in $(seq "$RUNS"); do
-    for order in key inode; do
+    for order in ${ORDERS:-key inode}; do
         cp --sparse=always "$OUT/golden.img" "$OUT/backing/disk.img"
         rm -rf "$OUT/buckets/pbs-disk"; cp -a "$OUT/golden-bucket" "$OUT/buckets/pbs-disk"
-        up "$DISK,span=$(numfmt --from=iec "$IMG")"
+        up "$DISK,span=$(numfmt --from=iec "$IMG")" "${TRACE:+$OUT/$order.$run.disk.trace}"
         mount -o relatime "$LOOP" "$OUT/fs"
         sync; echo 3 > /proc/sys/vm/drop_caches
         before=$(reads)
         "$BIN" gc --no-atime-check --s3-bucket pbs-disk --s3-page-order "$order" \
+            ${TRACE:+--mark-mount "$OUT/disk"} \
             --json="$OUT/$order.$run.json" "$STORE" > "$OUT/$order.$run.log" 2>&1
         after=$(reads)
         down
@@ -114,6 +116,15 @@ for run in $(seq "$RUNS"); do
               "\(.phase2_seconds * 10 | round / 10) s", "\(.phase3_seconds * 10 | round / 10) s",
               $reads, .stat_calls, .sweep_listings] | @tsv' "$OUT/$order.$run.json" |
             awk -F'\t' '{ printf "%-6s %4s %10s %10s %10s %14s %10s %9s\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+        if [ -n "${TRACE:-}" ]; then
+            # Per phase, the disk's reads and writes and the time its model held them.
+            "$BIN" trace export --format csv "$OUT/$order.$run.disk.trace" 2> /dev/null | awk -F, '
+                NR > 1 && $4 == "marker" { split($13, m, " "); if (m[2] == "start") ph = m[1]; next }
+                NR > 1 && ($4 == "read" || $4 == "write") { n[ph, $4]++; t[ph, $4] += $10 }
+                END { for (p = 1; p <= 3; p++) { k = "phase" p
+                    printf "         %s: %d reads (the disk %.1f s), %d writes (%.1f s)\n", k,
+                        n[k, "read"], t[k, "read"] / 1e9, n[k, "write"], t[k, "write"] / 1e9 } }'
+        fi
     done
 done
 
