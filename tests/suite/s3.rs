@@ -426,13 +426,7 @@ fn a_survey_of_an_s3_datastore_predicts_its_gc_and_simulate_runs_it() {
     let server = S3Server::start();
     let dir = store_dir();
     let bucket = "pbs-survey";
-    let (store, truth) = gen_s3(
-        &server,
-        dir.path(),
-        bucket,
-        bucket,
-        MIXED_CACHE,
-    );
+    let (store, truth) = gen_s3(&server, dir.path(), bucket, bucket, MIXED_CACHE);
     let c = server.client(bucket);
     let before = s3_rules(&store, &c, chunkscope::fsutil::now_epoch_coarse());
     let file = dir.path().join("s3.survey");
@@ -540,13 +534,7 @@ fn an_s3_gc_deletes_exactly_what_the_rules_of_pbs_4_give() {
         ("pbs-mounted", true, "key"),
         ("pbs-inode-order", false, "inode"),
     ] {
-        let (store, truth) = gen_s3(
-            &server,
-            dir.path(),
-            bucket,
-            bucket,
-            MIXED_CACHE,
-        );
+        let (store, truth) = gen_s3(&server, dir.path(), bucket, bucket, MIXED_CACHE);
         let c = server.client(bucket);
         let start = chunkscope::fsutil::now_epoch_coarse();
         let before = s3_rules(&store, &c, start);
