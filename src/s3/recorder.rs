@@ -538,13 +538,7 @@ fn count(hay: &[u8], needle: &[u8]) -> u64 {
 
 /// The text of the first `<tag>...</tag>` in `xml`.
 fn element<'x>(xml: &'x [u8], tag: &str) -> Option<&'x [u8]> {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let start = xml.windows(open.len()).position(|w| w == open.as_bytes())? + open.len();
-    let len = xml[start..]
-        .windows(close.len())
-        .position(|w| w == close.as_bytes())?;
-    Some(&xml[start..start + len])
+    elements(xml, tag).next()
 }
 
 /// The text of each `<tag>...</tag>` in `xml`, in order.

@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use super::markers::{MarkerKind, MarkerName};
 use crate::bucket::{Bucket, DeleteOutcome, ListPage, Listed, S3Error, CHUNK_PREFIX};
 use crate::datastore::Digest;
 use crate::store::{ChunkDir, ChunkStore};
@@ -84,21 +85,19 @@ impl SimBucket {
                         continue;
                     };
                     dir.list(&mut |name, _| {
-                        let digest = name.get(..64).and_then(Digest::from_hex_bytes);
-                        let bad_suffix = match name.get(64..) {
-                            Some([]) => None,
-                            Some(s) if s.len() == BAD_SUFFIX && s.ends_with(b".bad") => {
-                                Some(s.try_into().expect("6 bytes"))
-                            }
-                            _ => return, // `.using`, temporary files: local only
+                        let Some(m) = MarkerName::parse(name) else {
+                            return; // temporary files: local only
                         };
-                        if let Some(digest) = digest {
-                            objects.push(SurveyObject {
-                                digest,
-                                bad_suffix,
-                                size: 0,
-                            });
-                        }
+                        let bad_suffix = match m.kind {
+                            MarkerKind::Chunk => None,
+                            MarkerKind::Bad(_) => Some(name[64..].try_into().expect("6 bytes")),
+                            MarkerKind::Using => return, // local only
+                        };
+                        objects.push(SurveyObject {
+                            digest: m.digest,
+                            bad_suffix,
+                            size: 0,
+                        });
                     })?;
                 }
                 objects.sort_unstable_by_key(order);

@@ -255,6 +255,14 @@ enum Found {
 }
 
 impl SimDir<'_> {
+    /// The inode of what a lookup found.
+    fn ino(&self, found: Found) -> u64 {
+        match found {
+            Found::Chunk(i) => self.store.ino_of(&self.store.chunks[i as usize]),
+            Found::Marker(_, m) => m.ino,
+        }
+    }
+
     /// The chunk or marker named `name` in this directory, with the lookup a `*at` call
     /// makes; the lookup's errno when it fails (ENOENT: no such file).
     fn lookup(&self, st: &mut State, name: &[u8]) -> Result<Found, i32> {
@@ -267,10 +275,7 @@ impl SimDir<'_> {
                 let m = MarkerName::parse(name).filter(|m| m.digest.prefix() == self.prefix)?;
                 st.markers.get(&m).map(|found| Found::Marker(m, found))
             });
-        let ino = found.map(|f| match f {
-            Found::Chunk(i) => self.store.ino_of(&self.store.chunks[i as usize]),
-            Found::Marker(_, m) => m.ino,
-        });
+        let ino = found.map(|f| self.ino(f));
         st.req(Req::lookup(
             self.ino,
             Name::Bytes(name),
@@ -388,10 +393,7 @@ impl ChunkDir for SimDir<'_> {
         let mut st = self.store.lock();
         let errno = io::Error::from_raw_os_error;
         let found = self.lookup(&mut st, name).map_err(errno)?;
-        let ino = match found {
-            Found::Chunk(i) => self.store.ino_of(&self.store.chunks[i as usize]),
-            Found::Marker(_, m) => m.ino,
-        };
+        let ino = self.ino(found);
         st.req(Req {
             parent: self.ino,
             name: Name::Bytes(name),
@@ -545,10 +547,8 @@ impl ChunkStore for SimStore {
             Some(_) => None,
             None => st.markers.get(&name).map(|m| m.ino),
         };
-        let mut hex = [0u8; 70];
-        hex::encode_to_slice(digest.0, &mut hex[..64]).expect("64 bytes for 32");
-        hex[64..64 + suffix.len()].copy_from_slice(suffix);
-        let named = Name::Bytes(&hex[..64 + suffix.len()]);
+        let mut buf = [0u8; 70];
+        let named = Name::Bytes(name.write(&mut buf));
         let at = At::ChunkDir(prefix);
         match st.req(Req::lookup(dir, named, at, there)) {
             Ok(()) => return Ok(false),
