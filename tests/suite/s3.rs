@@ -519,6 +519,30 @@ fn a_survey_of_an_s3_datastore_predicts_its_gc_and_simulate_runs_it() {
         "nothing referenced deleted"
     );
     assert_eq!(after.len(), before.keys.len() - before.doomed.len());
+
+    // A bucket that is not there: an error naming it, and no survey file, not half of one.
+    let none = dir.path().join("none.survey");
+    let o = bin()
+        .args(["survey", "--s3-bucket", "no-such-bucket", "--out"])
+        .arg(&none)
+        .arg(&store)
+        .envs(server.env())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("s3://no-such-bucket"), "{}", stderr(&o));
+    assert!(!none.exists());
+    let leftovers = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".tmp-")
+        })
+        .count();
+    assert_eq!(leftovers, 0, "no temporary survey file left");
 }
 
 /// The GC of an S3 datastore deletes exactly the objects §3.7's rules give (computed by the
