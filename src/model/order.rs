@@ -136,8 +136,11 @@ pub fn sample_dir_entries(store: &std::path::Path) -> std::io::Result<u64> {
     for i in 0..SAMPLES {
         let prefix = (i * CHUNK_SUBDIRS / SAMPLES) as u16;
         let dir = store.join(CHUNK_DIR).join(chunk_subdir_name(prefix));
-        match std::fs::read_dir(&dir) {
-            Ok(rd) => total += rd.count() as u64,
+        // getdents64 itself: glibc's readdir would take an ENOENT midway for the end.
+        let listed =
+            crate::fsutil::open_dir_following(&dir).and_then(|fd| crate::fsutil::list_names(&fd));
+        match listed {
+            Ok(names) => total += names.len() as u64,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
                 return Err(std::io::Error::new(
@@ -160,10 +163,15 @@ pub fn scan_creation_order(store: &Path) -> Result<Vec<u64>> {
     // A directory bound (same device) inside the store again is walked once, not forever.
     let mut seen: hashbrown::HashSet<u64> = hashbrown::HashSet::from([root.ino()]);
     while let Some(dir) = stack.pop() {
-        let rd = std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?;
-        for e in rd {
-            let e = e.with_context(|| format!("listing {}", dir.display()))?;
-            let Ok(m) = e.metadata() else { continue }; // vanished
+        // getdents64 itself: glibc's readdir would take an ENOENT midway for the end.
+        let names = crate::fsutil::open_dir_following(&dir)
+            .and_then(|fd| crate::fsutil::list_names(&fd))
+            .with_context(|| format!("listing {}", dir.display()))?;
+        for name in names {
+            let path = dir.join(name);
+            let Ok(m) = std::fs::symlink_metadata(&path) else {
+                continue; // vanished
+            };
             if m.dev() != root.dev() {
                 continue;
             }
@@ -171,8 +179,8 @@ pub fn scan_creation_order(store: &Path) -> Result<Vec<u64>> {
                 if !seen.insert(m.ino()) {
                     continue;
                 }
-                dirs.push((e.path(), m.ino()));
-                stack.push(e.path());
+                dirs.push((path.clone(), m.ino()));
+                stack.push(path);
             } else {
                 files.push((m.mtime(), m.mtime_nsec(), m.ino()));
             }
