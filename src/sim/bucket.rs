@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::markers::{MarkerKind, MarkerName};
-use crate::bucket::{Bucket, DeleteOutcome, ListPage, Listed, S3Error, CHUNK_PREFIX};
+use crate::bucket::{Bucket, DeleteOutcome, ListPage, Listed, S3Error};
 use crate::datastore::Digest;
 use crate::store::{ChunkDir, ChunkStore};
 use crate::survey::file::{SurveyObject, BAD_SUFFIX};
@@ -53,22 +53,6 @@ pub struct SimBucket {
 /// An object's place in key order: its digest, then a chunk before its bad copies.
 fn order(o: &SurveyObject) -> (Digest, Option<[u8; BAD_SUFFIX]>) {
     (o.digest, o.bad_suffix)
-}
-
-/// The object a key names (`.chunks/XXXX/<hex>[.N.bad]`), sizeless; `None` for any other key.
-fn parse_key(key: &str) -> Option<SurveyObject> {
-    let name = key.strip_prefix(CHUNK_PREFIX)?.get(5..)?.as_bytes();
-    let digest = Digest::from_hex_bytes(name.get(..64)?)?;
-    let bad_suffix = match &name[64..] {
-        [] => None,
-        s if s.len() == BAD_SUFFIX => Some(s.try_into().expect("6 bytes")),
-        _ => return None,
-    };
-    Some(SurveyObject {
-        digest,
-        bad_suffix,
-        size: 0,
-    })
 }
 
 impl SimBucket {
@@ -182,8 +166,8 @@ impl Bucket for SimBucket {
         for k in keys {
             // S3 answers a key that is not there as deleted.
             c.keys_deleted += 1;
-            let Some(o) = parse_key(k) else { continue };
-            if let Ok(i) = self.objects.binary_search_by_key(&order(&o), order) {
+            // Found by its key, as a listing finds keys.
+            if let Ok(i) = self.objects.binary_search_by(|o| o.key().as_str().cmp(k)) {
                 if !Self::is_deleted(&deleted, i) {
                     deleted[i / 64] |= 1 << (i % 64);
                     c.bytes_deleted += self.objects[i].size;
@@ -204,6 +188,7 @@ impl Bucket for SimBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bucket::CHUNK_PREFIX;
 
     fn bucket(objects: Vec<SurveyObject>) -> SimBucket {
         SimBucket {
