@@ -28,7 +28,7 @@ use crate::bucket::{
 use crate::datastore::paths::chunk_subdir_name;
 use crate::datastore::Digest;
 use crate::store::{ChunkDir, ChunkStore, EntryStat};
-use crate::units::human_bytes;
+use crate::units::HumanByte;
 use serde::Serialize;
 
 /// The order an S3 GC's phase 2 takes each listing page's objects in.
@@ -162,7 +162,7 @@ pub fn sweep_bucket<S: ChunkStore>(
             "warning: {} more referenced chunks kept that PBS would have removed ({} in all, {})",
             c.kept_referenced as usize - s.report.kept_referenced.len(),
             c.kept_referenced,
-            human_bytes(c.kept_referenced_bytes)
+            HumanByte(c.kept_referenced_bytes)
         ));
     }
     c.phase2_seconds = started.elapsed().as_secs_f64();

@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::bucket::Bucket;
 use crate::store::{ChunkStore, IndexOrder};
-use crate::units::{human_bytes, time_span};
+use crate::units::{HumanByte, TimeSpan};
 use log::TaskLog;
 
 /// Phase-1 strategies.
@@ -394,7 +394,7 @@ impl std::fmt::Display for Aborted {
                 c.unlinks,
                 c.removed_chunks,
                 c.removed_bad,
-                human_bytes(c.removed_bytes)
+                HumanByte(c.removed_bytes)
             )
         }
     }
@@ -688,7 +688,7 @@ fn announce<S: ChunkStore>(
     }
     log.info(&format!(
         "Using access time cutoff {}, minimum access time is {}",
-        time_span(cutoff as f64),
+        TimeSpan(cutoff.max(0) as u64),
         crate::time::rfc3339_utc(min_atime)
     ));
     // PBS logs the capacity exactly when the tuning option is set; the GC before the digest
@@ -793,15 +793,15 @@ fn summary(log: &mut TaskLog, c: &Counters, opts: &GcOptions) {
         log.info(&format!(
             "Kept referenced chunks PBS would have removed: {} ({})",
             c.kept_referenced,
-            human_bytes(c.kept_referenced_bytes)
+            HumanByte(c.kept_referenced_bytes)
         ));
     }
-    log.info(&format!("{verb} garbage: {}", human_bytes(c.removed_bytes)));
+    log.info(&format!("{verb} garbage: {}", HumanByte(c.removed_bytes)));
     log.info(&format!("{verb} chunks: {}", c.removed_chunks));
     if c.pending_bytes > 0 {
         log.info(&format!(
             "Pending removals: {} (in {} chunks)",
-            human_bytes(c.pending_bytes),
+            HumanByte(c.pending_bytes),
             c.pending_chunks
         ));
     }
@@ -819,12 +819,12 @@ fn summary(log: &mut TaskLog, c: &Counters, opts: &GcOptions) {
     }
     log.info(&format!(
         "Original data usage: {}",
-        human_bytes(c.index_data_bytes)
+        HumanByte(c.index_data_bytes)
     ));
     if c.index_data_bytes > 0 {
         log.info(&format!(
             "On-Disk usage: {} ({:.2}%)",
-            human_bytes(c.disk_bytes),
+            HumanByte(c.disk_bytes),
             c.disk_bytes as f64 * 100.0 / c.index_data_bytes as f64
         ));
     }
@@ -836,7 +836,7 @@ fn summary(log: &mut TaskLog, c: &Counters, opts: &GcOptions) {
     };
     log.info(&format!("Deduplication factor: {dedup:.2}"));
     if let Some(avg) = c.disk_bytes.checked_div(c.disk_chunks) {
-        log.info(&format!("Average chunk size: {}", human_bytes(avg)));
+        log.info(&format!("Average chunk size: {}", HumanByte(avg)));
     }
 }
 

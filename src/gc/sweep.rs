@@ -17,7 +17,7 @@ use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
 use crate::datastore::paths::{chunk_subdir_name, ChunkName, CHUNK_DIR};
 use crate::datastore::Digest;
 use crate::store::{ChunkDir, ChunkStore, EntryStat};
-use crate::units::human_bytes;
+use crate::units::HumanByte;
 
 /// What protects referenced chunks in the sweep.
 pub struct Guard<'a> {
@@ -89,7 +89,7 @@ pub fn sweep<S: ChunkStore>(
             "warning: {} more referenced chunks kept that PBS would have removed ({} in all, {})",
             c.kept_referenced as usize - report.kept_referenced.len(),
             c.kept_referenced,
-            human_bytes(c.kept_referenced_bytes)
+            HumanByte(c.kept_referenced_bytes)
         ));
     }
     c.phase2_seconds = started.elapsed().as_secs_f64();

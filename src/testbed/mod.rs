@@ -60,6 +60,15 @@ impl Fs {
         }
     }
 
+    /// The Debian package that brings its mkfs.
+    fn package(self) -> &'static str {
+        match self {
+            Fs::Ext4 => "e2fsprogs",
+            Fs::Xfs => "xfsprogs",
+            Fs::Btrfs => "btrfs-progs",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Fs::Ext4 => "ext4",
@@ -524,8 +533,11 @@ impl TestbedOptions {
     }
 }
 
+/// The tools a testbed runs, each with the Debian package that brings it (README.md's
+/// requirements table lists the same): a missing one is an error naming its package.
 fn check_tools(fs: Fs) -> Result<()> {
-    for tool in ["losetup", "cp", fs.mkfs().0] {
+    let mkfs = (fs.mkfs().0, fs.package());
+    for (tool, package) in [("losetup", "mount"), ("cp", "coreutils"), mkfs] {
         if Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .stdout(Stdio::null())
@@ -533,8 +545,8 @@ fn check_tools(fs: Fs) -> Result<()> {
             .map_or(true, |s| !s.success())
         {
             bail!(
-                "{tool} is not installed (the testbed needs util-linux, coreutils and the \
-                 {} tools)",
+                "{tool} is not installed: the testbed on {} needs it (Debian's {package}: \
+                 apt-get install {package})",
                 fs.name()
             );
         }

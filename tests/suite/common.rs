@@ -50,6 +50,80 @@ pub fn test_binary_for_others() -> Command {
     Command::new(exec_path_for_others(&std::env::current_exe().unwrap()))
 }
 
+/// One row of the README's requirements table (issue 61): which suite needs it, where it
+/// comes from (`apt`, `cargo`, `pip`), the package as that installer takes it, and the
+/// commands it brings (for `pip`, the Python modules).
+#[derive(Clone, Debug)]
+pub struct Requirement {
+    pub suite: String,
+    pub from: String,
+    pub package: String,
+    pub commands: Vec<String>,
+}
+
+/// The rows of the README's requirements table, the one list `.ci/run` installs.
+pub fn requirements() -> Vec<Requirement> {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let text = std::fs::read_to_string(&readme).unwrap();
+    let begin = text
+        .find("<!-- requirements: begin")
+        .expect("README.md has its requirements table");
+    let end = text[begin..]
+        .find("<!-- requirements: end")
+        .expect("README.md's requirements table ends")
+        + begin;
+    text[begin..end]
+        .lines()
+        .filter(|l| l.starts_with("| default |") || l.starts_with("| long |"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            assert_eq!(cells.len(), 7, "README.md requirements row: {l}");
+            Requirement {
+                suite: cells[1].to_string(),
+                from: cells[2].to_string(),
+                package: cells[3].to_string(),
+                commands: cells[4].split_whitespace().map(str::to_string).collect(),
+            }
+        })
+        .collect()
+}
+
+/// `cmd`, which a test needs: its path, or a failure naming the package that brings it, as
+/// the README's requirements table lists it (a test never skips in silence). A command the
+/// table does not list fails too: the table is the whole list.
+pub fn require(cmd: &str) -> PathBuf {
+    require_in(cmd, &std::env::var_os("PATH").unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`require`] on the directories of `path` (a PATH's value): the command's path, or what to
+/// say.
+pub fn require_in(cmd: &str, path: &std::ffi::OsStr) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let row = requirements()
+        .into_iter()
+        .find(|r| r.from != "pip" && r.commands.iter().any(|c| c == cmd))
+        .ok_or_else(|| {
+            format!(
+                "`{cmd}` is not in README.md's requirements table: add the package that brings it"
+            )
+        })?;
+    let found = std::env::split_paths(path).map(|d| d.join(cmd)).find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    found.ok_or_else(|| {
+        let install = match row.from.as_str() {
+            "apt" => format!("apt-get install {}", row.package),
+            "cargo" => format!("cargo install --locked {}", row.package),
+            other => format!("{other} install {}", row.package),
+        };
+        format!(
+            "this test needs `{cmd}`, which is not on the PATH: install {} ({install}; README.md, \
+             Requirements, the {} suite's rows; `bash .ci/run` installs the whole table)",
+            row.package, row.suite
+        )
+    })
+}
+
 pub fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run chunkscope")
 }
@@ -136,6 +210,15 @@ impl TmpfsMount {
         flags: libc::c_ulong,
         size: Option<u64>,
     ) -> std::io::Result<TmpfsMount> {
+        TmpfsMount::try_mount(dir, c"tmpfs", flags, size)
+    }
+
+    fn try_mount(
+        dir: &Path,
+        fstype: &std::ffi::CStr,
+        flags: libc::c_ulong,
+        size: Option<u64>,
+    ) -> std::io::Result<TmpfsMount> {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
         let data = size.map(|n| std::ffi::CString::new(format!("size={n}")).unwrap());
@@ -144,7 +227,7 @@ impl TmpfsMount {
             libc::mount(
                 c"chunkscope-test".as_ptr(),
                 c.as_ptr(),
-                c"tmpfs".as_ptr(),
+                fstype.as_ptr(),
                 flags,
                 data.as_ref()
                     .map_or(std::ptr::null(), |d| d.as_ptr().cast()),
@@ -713,28 +796,13 @@ pub fn index_files(store: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The S3 server the tests run (`s3s-fs`, which `.ci/run` installs with `cargo install`):
-/// `$CHUNKSCOPE_S3S_FS`, else `s3s-fs` on the PATH, else in cargo's bin directory.
+/// The S3 server the tests run (`s3s-fs`, the README's requirements table says how to
+/// install it): `$CHUNKSCOPE_S3S_FS`, else `s3s-fs` on the PATH.
 pub fn s3_server_exe() -> PathBuf {
-    if let Some(p) = std::env::var_os("CHUNKSCOPE_S3S_FS") {
-        return PathBuf::from(p);
+    match std::env::var_os("CHUNKSCOPE_S3S_FS") {
+        Some(p) => PathBuf::from(p),
+        None => require("s3s-fs"),
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let cargo_bin = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .map(|c| c.join("bin"));
-    std::env::split_paths(&path)
-        .chain(cargo_bin)
-        .map(|d| d.join("s3s-fs"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "the S3 tests need the s3s-fs server: `bash .ci/run` installs it, or run \
-                 `cargo install s3s-fs@0.14.1 --features binary --locked` (or set \
-                 CHUNKSCOPE_S3S_FS to one)"
-            )
-        })
 }
 
 /// A real S3 server on loopback, its objects in a directory of its own; killed (by the pid

@@ -261,16 +261,7 @@ const CHROMIUM: [&str; 9] = [
 
 /// Runs headless Chromium with `args` and a profile of its own, at most 90 s.
 fn chromium(args: &[&str]) -> std::process::Output {
-    let exe = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|c| {
-            std::env::var_os("PATH")
-                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(c).is_file()))
-        })
-        .expect(
-            "headless Chromium is needed for the report's browser test: apt-get install \
-             chromium (.ci/run installs it)",
-        );
+    let exe = require("chromium");
     let profile = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(exe)
         .args(CHROMIUM)

@@ -153,7 +153,7 @@ fn a_loop_device_attached_with_direct_io_works_through_the_mount() {
     assert_eq!(back.len(), 32 << 20, "the whole device reads back");
     assert!(back[..data.len()] == data[..], "read back differs");
     // mkfs writes through it (what the testbed does with the image).
-    let o = Command::new("mkfs.ext4")
+    let o = Command::new(require("mkfs.ext4"))
         .args(["-q", "-F", &lo.0])
         .output()
         .unwrap();
@@ -172,7 +172,10 @@ fn a_loop_device_attached_with_direct_io_works_through_the_mount() {
 /// `O_DIRECT` open there with EINVAL): the open through the mount falls back to buffered I/O
 /// on the backing file and tells the kernel to keep no pages of it, and direct reads through
 /// the mount return the file's bytes.
+/// In the long suite: of the filesystems that refuse direct I/O, the mount needs one with file
+/// handles (ramfs and cramfs have none), and squashfs's image needs mksquashfs.
 #[test]
+#[ignore = "long suite: needs mksquashfs (squashfs-tools; README.md, Requirements)"]
 fn a_backing_store_without_direct_io_gets_the_documented_fallback() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
@@ -183,12 +186,12 @@ fn a_backing_store_without_direct_io_gets_the_documented_fallback() {
     let data = pattern(256 << 10, 9);
     std::fs::write(src.join("image"), &data).unwrap();
     let image = dir.path().join("store.sqfs");
-    let o = Command::new("mksquashfs")
+    let o = Command::new(require("mksquashfs"))
         .arg(&src)
         .arg(&image)
         .args(["-quiet", "-noappend"])
         .output()
-        .expect("mksquashfs (squashfs-tools; .ci/run installs it)");
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();

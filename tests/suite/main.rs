@@ -31,6 +31,7 @@ mod mount_scripts;
 mod overlay;
 mod passthrough;
 mod phases;
+mod requirements;
 mod s3;
 mod simulate;
 mod survey;

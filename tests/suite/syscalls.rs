@@ -141,7 +141,7 @@ fn an_strace_of_a_gc_imports_as_its_trace() {
 
 /// Runs `chunkscope gc --strategy lru ARGS STORE` under the strace.
 fn strace_gc(store: &Path, log: &Path, json: &Path, args: &[&str]) {
-    let o = Command::new("strace")
+    let o = Command::new(require("strace"))
         .args([
             "-f",
             "-tt",
@@ -158,7 +158,7 @@ fn strace_gc(store: &Path, log: &Path, json: &Path, args: &[&str]) {
         .arg(format!("--json={}", json.display()))
         .arg(store)
         .output()
-        .expect("strace (.ci/run installs it)");
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -301,7 +301,7 @@ impl Drop for Reap {
 /// GC waits on a FIFO until the script has attached (its header line), then runs; the
 /// script stops at the GC's exit.
 #[test]
-#[ignore = "long suite (CI runs it with --ignored): needs bpftrace (.ci/run installs it) and tracefs"]
+#[ignore = "long suite (CI runs it with --ignored): needs bpftrace (README.md, Requirements) and tracefs"]
 fn a_bpftrace_log_of_a_gc_imports_as_its_trace() {
     use std::io::{BufRead, Write};
     let _tracefs = Tracefs::ensure();
@@ -324,7 +324,7 @@ fn a_bpftrace_log_of_a_gc_imports_as_its_trace() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-scripts/gc-syscalls.bt");
     let log = tmp.path().join("gc.bpf.log");
     let mut bt = Reap(
-        Command::new("bpftrace")
+        Command::new(require("bpftrace"))
             .env("BPFTRACE_STRLEN", "200")
             // 16 MiB a CPU (the default is 256 KiB): room for a burst while this test's
             // neighbours hold the CPUs. The import fails if bpftrace says it lost events.
@@ -334,7 +334,7 @@ fn a_bpftrace_log_of_a_gc_imports_as_its_trace() {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("bpftrace (.ci/run installs it)"),
+            .unwrap(),
     );
     // Copy its output to the log; start the GC once the header says it is attached, then
     // copy the rest in large reads and writes (a write a line slowed bpftrace's draining of
