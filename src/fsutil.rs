@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Opens `path` read-only with `O_NOATIME`.
 ///
@@ -676,6 +676,20 @@ pub fn list_names(fd: &std::os::fd::OwnedFd) -> io::Result<Vec<std::ffi::OsStrin
         }
     })? {}
     Ok(names)
+}
+
+/// Where the symbolic link at `path` leads when it leads to a directory (`None`: not a link,
+/// a dangling one, or one to anything else). Neither stat changes an atime.
+pub fn link_to_dir(path: &Path) -> io::Result<Option<PathBuf>> {
+    if !std::fs::symlink_metadata(path)?.is_symlink() {
+        return Ok(None);
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(Some(std::fs::read_link(path)?)),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Opens the directory at `path` to list it, following symbolic links as `opendir(3)` does

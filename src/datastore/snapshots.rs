@@ -59,6 +59,28 @@ pub trait Tree {
     /// Entries of `dir` in raw readdir order ("." and ".." excluded, names that are not UTF-8
     /// left out: they match none of PBS's name patterns).
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>>;
+
+    /// Where `path`, an entry listed as [`EntryKind::Other`], leads if it is a symbolic link
+    /// to a directory. A tree without links (the simulator's) has none.
+    fn link_to_dir(&self, path: &Path) -> io::Result<Option<PathBuf>> {
+        let _ = path;
+        Ok(None)
+    }
+}
+
+/// The error for a symbolic link to a directory inside the snapshot tree (a namespace, type,
+/// group or snapshot directory moved elsewhere and linked back, say). PBS's GC follows no link:
+/// its scan (walkdir, links not followed) and its namespace, group and snapshot iterators
+/// (directories only) both pass it by, so it removes the chunks that only the indexes below
+/// the link reference. The walk stops instead, before any sweep.
+pub fn linked_dir_error(path: &Path, target: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is a symbolic link to a directory ({}): PBS's GC follows no link, so it would pass \
+         by every index below it and remove the chunks only those reference; stopping before \
+         the sweep, nothing removed. Put the directory itself in place of the link to go on",
+        path.display(),
+        target.display()
+    )
 }
 
 /// Bytes of one `getdents64` call of a listing: glibc's `readdir` buffer, so a traced walk
@@ -74,6 +96,10 @@ const LISTING_BUFFER: usize = 32 * 1024;
 pub struct Fs;
 
 impl Tree for Fs {
+    fn link_to_dir(&self, path: &Path) -> io::Result<Option<PathBuf>> {
+        crate::fsutil::link_to_dir(path)
+    }
+
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
         let fd = crate::fsutil::open_dir_following(dir)?;
         // glibc's `opendir` stats the directory it opened (to size its buffer): PBS's walk
@@ -321,6 +347,22 @@ fn read_walked_dir(
     }
 }
 
+/// An entry of the walk that is neither a directory nor a file: an error if it is a symbolic
+/// link to a directory ([`linked_dir_error`]). A link with an index's name is an index (its
+/// open fails, as in PBS); a link to anything else, or to nothing, holds no index.
+fn refuse_linked_dir(tree: &dyn Tree, path: &Path, kind: EntryKind) -> Result<()> {
+    if kind != EntryKind::Other {
+        return Ok(());
+    }
+    match tree.link_to_dir(path) {
+        Ok(Some(target)) => Err(linked_dir_error(path, &target)),
+        Ok(None) => Ok(()),
+        // Gone meanwhile: as if listed a moment later.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("looking at {}", path.display())),
+    }
+}
+
 /// Step A: every path below `root` whose name is an index's (`*.fidx`, `*.didx`), whatever it
 /// is (a link, a FIFO, a directory: opening it fails, and the GC with it, as in PBS), hidden
 /// entries pruned, symlinks not followed. A directory that vanished meanwhile is skipped once
@@ -339,6 +381,8 @@ pub fn list_index_files(tree: &dyn Tree, root: &Path) -> Result<BTreeSet<PathBuf
             let path = dir.join(&name);
             if IndexKind::from_path(&path).is_some() {
                 found.insert(path.clone());
+            } else {
+                refuse_linked_dir(tree, &path, ty)?;
             }
             if ty.is_dir() {
                 stack.push((path, depth + 1));
@@ -370,6 +414,8 @@ pub fn walk_index_files(tree: &dyn Tree, root: &Path) -> Result<Vec<PathBuf>> {
             let path = dir.join(&name);
             if IndexKind::from_path(&path).is_some() {
                 found.push(path.clone());
+            } else {
+                refuse_linked_dir(tree, &path, ty)?;
             }
             if ty.is_dir() {
                 walk(tree, root, &path, depth + 1, found)?;

@@ -109,6 +109,9 @@ pub fn sweep_bucket<S: ChunkStore>(
     let mut token: Option<String> = None;
     let mut dir: Option<(u16, S::Dir<'_>)> = None;
     loop {
+        // As the sweep of a filesystem store, every page: the local store is still the one
+        // opened (a mount over it meanwhile stops the run before deleting anything more).
+        store.check_identity(false)?;
         let page = bucket
             .list_page(CHUNK_PREFIX, token.as_deref(), LIST_PAGE_KEYS)
             .map_err(|e| anyhow!("listing the bucket {} failed - {e}", bucket.describe()))?;

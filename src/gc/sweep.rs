@@ -79,6 +79,12 @@ pub fn sweep<S: ChunkStore>(
     };
     let mut batch = Batch::default();
     for prefix in 0..dirs {
+        // The store the sweep lists through its open descriptors must still be the one at
+        // its path: a mount put over the root or `.chunks` meanwhile (or the store moved)
+        // stops it here, before sweeping anything more, not at its end.
+        if prefix > 0 && prefix % IDENTITY_CHECK_DIRS == 0 {
+            sweep.store.check_identity(false)?;
+        }
         sweep.dir(prefix, &mut batch)?;
         sweep.log.progress(prefix as u64 + 1, dirs as u64);
     }
@@ -95,6 +101,11 @@ pub fn sweep<S: ChunkStore>(
     c.phase2_seconds = started.elapsed().as_secs_f64();
     Ok(())
 }
+
+/// Chunk directories swept between two checks that the store is still the one opened (256
+/// checks a sweep: two `stat`s of paths each on a directory, a read of the mount table on a
+/// chunkscope mount, which sends the mount no request).
+pub const IDENTITY_CHECK_DIRS: usize = 256;
 
 /// One getdents call's names, back to back, and where each ends (kept from one call to the
 /// next, so the sweep allocates nothing per directory).

@@ -52,6 +52,29 @@ enum Identity {
     Fuse(u64),
 }
 
+/// Of the mount table `info` (`/proc/self/mountinfo`), the mount of device `id`
+/// (`major:minor`): `None` when there is none; `Some(Some(what))` when another mount stands
+/// over its root or over its `.chunks` (a bind mount, say: a path through it no longer
+/// reaches the store), `Some(None)` when it is there as it was.
+fn mounted_over(info: &str, id: &str) -> Option<Option<String>> {
+    // Fields: mount id, parent id, major:minor, root, mount point, ...
+    let lines: Vec<Vec<&str>> = info.lines().map(|l| l.split(' ').collect()).collect();
+    let ours = lines.iter().find(|f| f.get(2) == Some(&id))?;
+    let (mount_id, point) = (ours[0], ours[4]);
+    let chunks = format!("{point}/{CHUNK_DIR}");
+    let over = lines
+        .iter()
+        .find(|f| f.len() > 4 && f[1] == mount_id && (f[4] == point || f[4] == chunks.as_str()));
+    Some(over.map(|f| {
+        let what = if f[4] == point {
+            "another mount"
+        } else {
+            "a mount on .chunks"
+        };
+        format!("{what} (device {})", f[2])
+    }))
+}
+
 /// Where a directory is: its device and its mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Place {
@@ -523,14 +546,18 @@ impl ChunkStore for DirStore {
                 let (major, minor) = (libc::major(dev), libc::minor(dev));
                 let id = format!("{major}:{minor}");
                 let info = std::fs::read_to_string("/proc/self/mountinfo")?;
-                if !info
-                    .lines()
-                    .any(|l| l.split(' ').nth(2) == Some(id.as_str()))
-                {
+                let Some(over) = mounted_over(&info, &id) else {
                     anyhow::bail!(
                         "the store vanished under the GC: the mount {} (device {id}) is no \
                          longer mounted (unmounted or detached): stopped before sweeping \
                          anything more",
+                        self.root.display()
+                    );
+                };
+                if let Some(what) = over {
+                    anyhow::bail!(
+                        "the store vanished under the GC: {what} was mounted over the mount \
+                         {} (device {id}) it opened: stopped before sweeping anything more",
                         self.root.display()
                     );
                 }
@@ -640,6 +667,32 @@ impl ChunkStore for DirStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mount over a chunkscope mount's root or its `.chunks` is found in the mount table,
+    /// whatever its device; a mount of another filesystem elsewhere is not one.
+    #[test]
+    fn a_mount_over_the_store_s_mount_is_found_in_the_mount_table() {
+        let base = "\
+22 1 8:1 / / rw - ext4 /dev/sda1 rw
+40 22 0:50 / /mnt/cs rw - fuse.chunkscope chunkscope rw
+41 22 0:51 / /mnt/other rw - tmpfs t rw
+";
+        assert_eq!(mounted_over(base, "0:50"), Some(None));
+        assert_eq!(mounted_over(base, "0:99"), None);
+        let over_root = format!("{base}42 40 0:51 / /mnt/cs rw - tmpfs t rw\n");
+        assert_eq!(
+            mounted_over(&over_root, "0:50"),
+            Some(Some("another mount (device 0:51)".into()))
+        );
+        let over_chunks = format!("{base}43 40 8:1 /x /mnt/cs/.chunks rw - ext4 /dev/sda1 rw\n");
+        assert_eq!(
+            mounted_over(&over_chunks, "0:50"),
+            Some(Some("a mount on .chunks (device 8:1)".into()))
+        );
+        // A mount below a chunk directory is the layout check's, not this one's.
+        let below = format!("{base}44 40 8:1 /x /mnt/cs/.chunks/0000 rw - ext4 /dev/sda1 rw\n");
+        assert_eq!(mounted_over(&below, "0:50"), Some(None));
+    }
     use crate::store::CHUNK_ENTRIES_PER_GETDENTS;
     use std::os::unix::fs::MetadataExt;
 

@@ -53,6 +53,10 @@ fn kind_of(dir: &std::os::fd::OwnedFd, name: &[u8], d_type: u8) -> io::Result<En
 }
 
 impl Tree for SurveyTree<'_> {
+    fn link_to_dir(&self, path: &Path) -> io::Result<Option<PathBuf>> {
+        crate::fsutil::link_to_dir(path)
+    }
+
     fn read_dir(&self, dir: &Path) -> io::Result<Vec<(String, EntryKind)>> {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;

@@ -13,6 +13,9 @@
 //! directory bound over one of this store's while the sweep runs (after the layout check),
 //! and an index path that is not a regular file (a symbolic link to a valid index outside
 //! the store, a dangling one, a FIFO, a directory, a device): the GC stops before its sweep.
+//! Issue 63 adds a namespace, type, group or snapshot directory moved aside and put back as a
+//! symbolic link (the GC stops before its sweep, naming it) or bound back over an empty
+//! directory (read through; nothing referenced may be lost either way).
 //!
 //! CI runs a few cases; hunt longer with
 //!
@@ -74,6 +77,26 @@ enum Hostile {
     BoundDuringSweep,
     /// An index file replaced by something that is not a regular file of the store.
     Index(IndexKind),
+    /// A directory of the snapshot tree moved aside and put back as a symbolic link (the GC
+    /// stops before its sweep, naming it) or bound back over an empty directory (read
+    /// through; through a chunkscope mount the overlay refuses to cross into it).
+    Tree(Level, Back),
+}
+
+/// A level of the snapshot tree.
+#[derive(Clone, Copy, Debug)]
+enum Level {
+    Namespace,
+    Type,
+    Group,
+    Snapshot,
+}
+
+/// How a directory moved aside comes back.
+#[derive(Clone, Copy, Debug)]
+enum Back {
+    Symlink,
+    Mount,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -90,13 +113,17 @@ impl Hostile {
     /// True when no GC may run at all (a chunk directory is not the store's own, an index
     /// cannot be read).
     fn stops_the_gc(self) -> bool {
-        !matches!(self, Hostile::SymlinkedChunk | Hostile::BoundDuringSweep)
+        !matches!(
+            self,
+            Hostile::SymlinkedChunk | Hostile::BoundDuringSweep | Hostile::Tree(_, Back::Mount)
+        )
     }
 
     /// What the GC's error says when it stops for this.
     fn refusal(self) -> &'static str {
         match self {
             Hostile::Index(_) => "can't open index",
+            Hostile::Tree(..) => "is a symbolic link to a directory",
             _ => "not the store's own",
         }
     }
@@ -105,7 +132,8 @@ impl Hostile {
 /// A hostile layout applied to `store` with `other`'s files; undone on drop (and on panic),
 /// so that the store can be checked as it was.
 struct Applied {
-    _bind: Option<Bind>,
+    /// Undone first, before `undo` puts moved directories back.
+    bind: Option<Bind>,
     undo: Vec<(std::path::PathBuf, std::path::PathBuf)>,
     /// For [`Hostile::BoundDuringSweep`]: the other store's directory and this store's, to
     /// bind when the sweep starts.
@@ -114,8 +142,10 @@ struct Applied {
 
 impl Applied {
     fn new(h: Hostile, store: &Path, other: &Path, aside: &Path) -> Applied {
-        if let Hostile::Index(kind) = h {
-            return Applied::index(kind, store, aside);
+        match h {
+            Hostile::Index(kind) => return Applied::index(kind, store, aside),
+            Hostile::Tree(level, back) => return Applied::tree(level, back, store, aside),
+            _ => {}
         }
         let p = shared_chunk_dir(store, other);
         let (mine, theirs) = (
@@ -132,7 +162,7 @@ impl Applied {
         let mut bind = None;
         let mut later = None;
         match h {
-            Hostile::Index(_) => unreachable!("above"),
+            Hostile::Index(_) | Hostile::Tree(..) => unreachable!("above"),
             Hostile::BoundDuringSweep => later = Some((theirs, mine)),
             Hostile::SymlinkedDir => {
                 std::fs::rename(&mine, aside).unwrap();
@@ -151,10 +181,45 @@ impl Applied {
                 undo.push((aside.to_path_buf(), chunk));
             }
         }
+        Applied { bind, undo, later }
+    }
+
+    /// The store's directory at `level` (the first one listed; a store without namespaces
+    /// gives its first type directory) moved to `aside` and put back as `back` says.
+    fn tree(level: Level, back: Back, store: &Path, aside: &Path) -> Applied {
+        let first = |d: &Path| -> Option<std::path::PathBuf> {
+            std::fs::read_dir(d)
+                .ok()?
+                .map(|e| e.unwrap().path())
+                .find(|p| p.is_dir())
+        };
+        let ty = ["vm", "ct", "host"]
+            .iter()
+            .map(|t| store.join(t))
+            .find(|p| p.is_dir())
+            .expect("a type directory");
+        let group = first(&ty).expect("a group");
+        let dir = match level {
+            Level::Namespace => first(&store.join("ns")).unwrap_or(ty),
+            Level::Type => ty,
+            Level::Group => group,
+            Level::Snapshot => first(&group).expect("a snapshot"),
+        };
+        std::fs::rename(&dir, aside).unwrap();
+        let bind = match back {
+            Back::Symlink => {
+                std::os::unix::fs::symlink(aside, &dir).unwrap();
+                None
+            }
+            Back::Mount => {
+                std::fs::create_dir(&dir).unwrap();
+                Some(Bind::new(aside, &dir))
+            }
+        };
         Applied {
-            _bind: bind,
-            undo,
-            later,
+            bind,
+            undo: vec![(aside.to_path_buf(), dir)],
+            later: None,
         }
     }
 
@@ -171,7 +236,7 @@ impl Applied {
             IndexKind::Device => node(libc::S_IFCHR | 0o644, libc::makedev(1, 3)),
         }
         Applied {
-            _bind: None,
+            bind: None,
             undo: vec![(aside.to_path_buf(), index)],
             later: None,
         }
@@ -220,6 +285,7 @@ fn gc_binding_at_the_sweep(
 
 impl Drop for Applied {
     fn drop(&mut self) {
+        drop(self.bind.take());
         for (aside, place) in self.undo.drain(..) {
             if std::fs::symlink_metadata(&place).is_ok_and(|m| m.is_dir()) {
                 let _ = std::fs::remove_dir(&place);
@@ -285,6 +351,14 @@ fn case() -> impl Strategy<Value = Case> {
                 Hostile::Index(IndexKind::Fifo),
                 Hostile::Index(IndexKind::Dir),
                 Hostile::Index(IndexKind::Device),
+                Hostile::Tree(Level::Namespace, Back::Symlink),
+                Hostile::Tree(Level::Type, Back::Symlink),
+                Hostile::Tree(Level::Group, Back::Symlink),
+                Hostile::Tree(Level::Snapshot, Back::Symlink),
+                Hostile::Tree(Level::Namespace, Back::Mount),
+                Hostile::Tree(Level::Type, Back::Mount),
+                Hostile::Tree(Level::Group, Back::Mount),
+                Hostile::Tree(Level::Snapshot, Back::Mount),
             ]),
         ),
     )

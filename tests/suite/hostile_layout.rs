@@ -432,3 +432,188 @@ fn the_creation_order_scan_walks_a_directory_bound_inside_the_store_once() {
     // s, vm, 100 and loop (the bound directory is the store itself: ranked as s), one file.
     assert_eq!(inos.len(), 4, "{inos:?}");
 }
+
+/// A store's first namespace (`ns/<name>`), a type directory of the root namespace, a group
+/// in it and that group's first snapshot (in readdir order: any will do).
+fn tree_levels(x: &Path) -> [PathBuf; 4] {
+    let first = |d: &Path| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap_or_else(|| panic!("a directory in {}", d.display()))
+    };
+    let ty = x.join("vm");
+    let group = first(&ty);
+    let snapshot = first(&group);
+    [first(&x.join("ns")), ty, group, snapshot]
+}
+
+/// Issue 63, point 1: a namespace, type, group or snapshot directory moved elsewhere and put
+/// back as a symbolic link (absolute or relative). PBS's GC follows no link, so it passes the
+/// indexes below it by and removes the chunks only they reference; before, chunkscope did too
+/// (exit 0, 1,009 referenced chunks gone for a namespace). Now the GC stops before its sweep
+/// naming the link (exit 2, nothing removed), whatever the phases or the dry run; `check` and
+/// `survey` stop naming it too; through a mount as directly. Nothing here depends on inode
+/// numbers.
+#[test]
+fn a_tree_directory_that_is_a_symlink_stops_the_gc_before_its_sweep() {
+    let dir = store_dir();
+    let (x, _) = gen(dir.path(), "x", &["--preset", "tiny", "--seed", "5"]);
+    let [ns, _, group, snapshot] = tree_levels(&x);
+    let chunks = |s: &Path| fingerprint(&s.join(".chunks"));
+    let before = chunks(&x);
+    for (level, relative) in [
+        (ns.clone(), false),
+        (group, true),
+        (snapshot, false),
+        (x.join("vm"), true),
+    ] {
+        let aside = dir.path().join("aside");
+        std::fs::rename(&level, &aside).unwrap();
+        if relative {
+            let up = "../".repeat(level.strip_prefix(&x).unwrap().components().count() - 1);
+            std::os::unix::fs::symlink(format!("{up}../aside"), &level).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&aside, &level).unwrap();
+        }
+        assert!(
+            std::fs::metadata(&level).unwrap().is_dir(),
+            "the link leads"
+        );
+        let name = format!("{} is a symbolic link to a directory", level.display());
+        for args in [&[][..], &["--phase", "sweep"], &["--dry-run"]] {
+            let (code, report, out) = gc(&x, args);
+            assert_eq!(code, 2, "{level:?} {args:?}: {out}");
+            assert!(
+                out.contains(&name) && out.contains("PBS's GC follows no link"),
+                "{level:?} {args:?}: {out}"
+            );
+            assert_eq!(report["report"]["counters"]["unlinks"], 0, "{args:?}");
+        }
+        assert_same_files(&before, &chunks(&x), "nothing removed");
+        let o = run(&["check", x.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+        assert!(stderr(&o).contains(&name), "check: {}", stderr(&o));
+        let o = run(&["survey", x.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+        assert!(stderr(&o).contains(&name), "survey: {}", stderr(&o));
+        std::fs::remove_file(&level).unwrap();
+        std::fs::rename(&aside, &level).unwrap();
+    }
+    // Through a mount: the link is the mount's entry, its target outside the mount.
+    let aside = dir.path().join("aside");
+    std::fs::rename(&ns, &aside).unwrap();
+    std::os::unix::fs::symlink(&aside, &ns).unwrap();
+    let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
+    let m = Mount::start(&x, mount_dir.path(), false, &[]);
+    let (code, report, out) = gc(&m.mnt, &[]);
+    assert_eq!(code, 2, "{out}");
+    let rel = ns.strip_prefix(&x).unwrap().display().to_string();
+    assert!(
+        out.contains(&format!("{rel} is a symbolic link to a directory")),
+        "{out}"
+    );
+    assert_eq!(report["report"]["counters"]["unlinks"], 0);
+    drop(m);
+    assert_same_files(&before, &chunks(&x), "nothing removed through the mount");
+    std::fs::remove_file(&ns).unwrap();
+    std::fs::rename(&aside, &ns).unwrap();
+    let (code, _, out) = gc(&x, &[]);
+    assert_eq!(code, 0, "the store whole again: {out}");
+}
+
+/// Issue 63, point 1: a namespace, group or snapshot directory that is a mount point (its
+/// directory, moved aside, bound back over an empty one) is read through: the GC reads every index below
+/// it and removes exactly the garbage the generator made, and `check` finds every referenced
+/// chunk afterwards. Nothing here depends on inode numbers.
+#[test]
+fn a_tree_directory_that_is_a_mount_point_is_read_through() {
+    let dir = store_dir();
+    let (x, truth) = gen(dir.path(), "x", &["--preset", "tiny", "--seed", "5"]);
+    let [ns, ty, group, _] = tree_levels(&x);
+    // A snapshot of another group than the one bound (a rename out of a bound directory
+    // would cross into another mount).
+    let snapshot = std::fs::read_dir(&ty)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|g| *g != group)
+        .find_map(|g| {
+            std::fs::read_dir(g)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .next()
+        })
+        .expect("a second group with a snapshot");
+    let mut binds = Vec::new();
+    for (i, at) in [ns, group, snapshot].into_iter().enumerate() {
+        let aside = dir.path().join(format!("aside{i}"));
+        std::fs::rename(&at, &aside).unwrap();
+        std::fs::create_dir(&at).unwrap();
+        binds.push(Bind::new(&aside, &at));
+    }
+    let (code, report, out) = gc(&x, &["--strategy", "lru"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        report["counters"]["removed_chunks"], truth["garbage"]["removable"],
+        "{out}"
+    );
+    assert_eq!(report["counters"]["index_file_count"], truth["index_files"]);
+    let (code, r) = check(&x, false);
+    assert_eq!(code, 0, "every referenced chunk is there: {r}");
+}
+
+/// Issue 63, point 9: the README says a store whose root or `.chunks` is no longer the
+/// directory opened stops the run; before, a directory bound over either while the sweep ran
+/// went unseen (the sweep went on through its open descriptors, exit 0). Now the sweep checks
+/// every 256 chunk directories and stops with one message, directly and through a mount (the
+/// bind then stands over the mount's root or its `.chunks`); the other store loses nothing.
+#[test]
+fn a_directory_bound_over_the_store_or_its_chunks_during_the_sweep_stops_it() {
+    use chunkscope::gc::{self, log::TaskLog, GcOptions, GcPhase, Hooks};
+    use chunkscope::store::dir::DirStore;
+    let dir = store_dir();
+    let (x, y, _) = two_stores(dir.path());
+    let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
+    let m = Mount::start(&x, mount_dir.path(), false, &[]);
+    for (target, over) in [
+        (x.clone(), x.join(".chunks")),
+        (x.clone(), x.clone()),
+        (m.mnt.clone(), m.mnt.join(".chunks")),
+        (m.mnt.clone(), m.mnt.clone()),
+    ] {
+        let from = if over.ends_with(".chunks") {
+            y.join(".chunks")
+        } else {
+            y.clone()
+        };
+        let y_before = fingerprint(&y);
+        let store = DirStore::open(&target).unwrap();
+        let mut log = TaskLog::new(Box::new(std::io::sink()), false);
+        let opts = GcOptions {
+            atime_check: false,
+            ..GcOptions::default()
+        };
+        let mut bind = None;
+        let mut boundary = |b: gc::Boundary| {
+            if b.phase == GcPhase::Sweep && b.start {
+                bind = Some(Bind::new(&from, &over));
+            }
+            Ok(())
+        };
+        let hooks = Hooks {
+            boundary: Some(&mut boundary),
+            ..Hooks::default()
+        };
+        let e = gc::run(&store, &opts, &mut log, hooks).expect_err("the sweep must stop");
+        drop(bind);
+        drop(store);
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("aborted in phase 2") && msg.contains("the store vanished under the GC"),
+            "{over:?}: {msg}"
+        );
+        assert_same_files(&y_before, &fingerprint(&y), "the other store lost nothing");
+    }
+    drop(m);
+}

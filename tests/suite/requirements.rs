@@ -245,7 +245,7 @@ fn long_suite_tools() -> BTreeSet<String> {
 /// long rows' tools (and the long rows' cargo binaries out of reach): every test passes. Then
 /// two long-suite tests whose tools are missing fail, each naming its package.
 #[test]
-#[ignore = "long suite: builds a copy of the checkout and runs its default suite whole (about 10 minutes; .ci/run runs it alone)"]
+#[ignore = "long suite: builds a copy of the checkout and runs its default suite whole (10 to 15 minutes; .ci/run runs it alone)"]
 fn the_readme_test_command_passes_without_the_long_suite_s_tools() {
     let tmp = tempfile::tempdir().unwrap();
     let clone = tmp.path().join("chunkscope");
