@@ -14,6 +14,7 @@
 //! * [`live`]: a mount's live counters (requests, errors, latency histograms per operation).
 //! * [`model`]: the metadata cost model (layout, block cache, prefetch, write-back), pure.
 //! * [`replay`]: a recorded trace through any cost model, offline.
+//! * [`redact`]: signatures, credentials and a URL's password kept out of what is shown.
 //! * `s3`: S3-backed datastores (PBS 4): the bucket's address and client (feature `s3`).
 //! * [`sim`]: the GC strategies on an in-memory store built from the generator's history.
 //! * [`survey`]: a real store's layout and references read without a mount, for the simulator.
@@ -48,6 +49,7 @@ pub mod model;
 #[cfg(feature = "fuse")]
 pub mod overlay;
 pub mod progress;
+pub mod redact;
 pub mod replay;
 pub mod rng;
 #[cfg(feature = "s3")]

@@ -70,6 +70,8 @@ where
         let mut text = String::new();
         ctx.field_format()
             .format_fields(Writer::new(&mut text), event)?;
+        // A signed URL or a URL's password in it is hidden: a log is read by many.
+        let text = crate::redact::redact(&text);
         writeln!(w, "chunkscope: {level}{}", escape_controls(&text))
     }
 }
@@ -137,6 +139,7 @@ pub fn final_error(e: &anyhow::Error) {
         _ => {}
     }
     let text = format!("{e:#}");
+    let text = crate::redact::redact(&text).into_owned();
     let text = escape_controls(&text);
     let _ = writeln!(std::io::stderr(), "chunkscope: error: {text}");
 }

@@ -48,8 +48,10 @@ impl<'a> TaskLog<'a> {
         self
     }
 
-    /// A line of the task log (above the bar, when there is one).
+    /// A line of the task log (above the bar, when there is one), a secret in it (a signed
+    /// URL in an S3 error) hidden ([`crate::redact`]).
     pub fn info(&mut self, line: &str) {
+        let line = &*crate::redact::redact(line);
         if let Some(tap) = &mut self.tap {
             tap(line);
         }

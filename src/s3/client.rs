@@ -210,7 +210,8 @@ impl Client {
             op,
             what: what.to_string(),
             status: 0,
-            code: format!("{e} from {}", self.target.endpoint),
+            // An HTTP library's error may quote the presigned URL it was given.
+            code: crate::redact::redact(&format!("{e} from {}", self.target.endpoint)).into_owned(),
             message: String::new(),
         })?;
         let status = response.status().as_u16();

@@ -117,8 +117,10 @@ pub struct Upstream {
 impl Upstream {
     /// The server of an `http://HOST[:PORT]` endpoint URL (https is not relayed: the
     /// recorder would have to end TLS, and sign again).
-    pub fn from_endpoint(url: &str) -> Result<Upstream> {
-        let rest = match url.strip_prefix("http://") {
+    pub fn from_endpoint(endpoint: &str) -> Result<Upstream> {
+        // Every message below names the endpoint; a password in it is never shown.
+        let url = &*crate::redact::redact(endpoint);
+        let rest = match endpoint.strip_prefix("http://") {
             Some(rest) => rest,
             None if url.starts_with("https://") => bail!(
                 "S3 endpoint {url}: the recorder relays plain http only (it does not end TLS); \
@@ -129,6 +131,12 @@ impl Upstream {
         let authority = rest.split('/').next().unwrap_or_default();
         if authority.is_empty() {
             bail!("S3 endpoint {url:?}: no host");
+        }
+        if authority.contains('@') {
+            bail!(
+                "S3 endpoint {url:?} carries a user or password: S3 does not take them from \
+                 the URL; give the server's address alone"
+            );
         }
         let with_port = if authority
             .rsplit_once(':')
@@ -319,10 +327,11 @@ impl Relay {
                 Ok(r) => (r, req.close),
                 Err(e) => {
                     self.counters.unreachable.fetch_add(1, Ordering::Relaxed);
+                    // The target of a presigned request holds its signature: never shown.
                     tracing::warn!(
                         "{} {}: the S3 server {} failed: {e}",
                         head.method,
-                        head.target,
+                        crate::redact::redact(&head.target),
                         self.upstream.authority
                     );
                     upstream = None;
@@ -338,7 +347,10 @@ impl Relay {
             recorded.bytes = self.bytes_of(&recorded, &reply, dec.cut);
             if let Err(e) = self.sink.record(&recorded) {
                 self.counters.lost.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("a record of {} was lost: {e:#}", head.target);
+                tracing::warn!(
+                    "a record of {} was lost: {e:#}",
+                    crate::redact::redact(&head.target)
+                );
             }
             if dec.cut {
                 // Half the reply, then the connection closed: a reply the client cannot read.

@@ -98,15 +98,24 @@ impl Target {
             ),
         };
         let endpoint = endpoint.trim_end_matches('/').to_string();
+        // Every message below names the endpoint; a password in it is never shown.
+        let shown = crate::redact::redact(&endpoint).into_owned();
         let url: url::Url = endpoint
             .parse()
-            .with_context(|| format!("S3 endpoint {endpoint:?} is not a URL"))?;
+            .with_context(|| format!("S3 endpoint {shown:?} is not a URL"))?;
+        if !url.username().is_empty() || url.password().is_some() {
+            bail!(
+                "S3 endpoint {shown:?} carries a user or password: S3 does not take them from \
+                 the URL (they would be shown wherever the endpoint is); give the server's \
+                 address alone and the keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            );
+        }
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            bail!("S3 endpoint {endpoint:?}: give it as http://HOST[:PORT] or https://HOST[:PORT]");
+            bail!("S3 endpoint {shown:?}: give it as http://HOST[:PORT] or https://HOST[:PORT]");
         }
         if url.path() != "/" || url.query().is_some() {
             bail!(
-                "S3 endpoint {endpoint:?} has a path; give the server's address alone and the \
+                "S3 endpoint {shown:?} has a path; give the server's address alone and the \
                  bucket with --s3-bucket"
             );
         }

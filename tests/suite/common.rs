@@ -125,7 +125,44 @@ pub fn require_in(cmd: &str, path: &std::ffi::OsStr) -> Result<PathBuf, String> 
 }
 
 pub fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run chunkscope")
+    let o = bin().args(args).output().expect("run chunkscope");
+    assert_no_secrets(&stdout(&o));
+    assert_no_secrets(&stderr(&o));
+    o
+}
+
+/// Issue 63, point 5: no output of chunkscope holds a secret: the value of a presigned
+/// request's signature, credential or session token, the test S3 server's secret key, or a
+/// URL's user and password. [`run`] and [`gc`] check every command's output with it.
+pub fn assert_no_secrets(text: &str) {
+    assert!(
+        !text.contains(S3_SECRET_KEY),
+        "the S3 secret key was shown:\n{text}"
+    );
+    let lower = text.to_ascii_lowercase();
+    for param in [
+        "x-amz-signature=",
+        "x-amz-credential=",
+        "x-amz-security-token=",
+        "awsaccesskeyid=",
+    ] {
+        for (i, _) in lower.match_indices(param) {
+            assert!(
+                text[i + param.len()..].starts_with("***"),
+                "a signed request's {param} was shown:\n{text}"
+            );
+        }
+    }
+    for (i, _) in text.match_indices("://") {
+        let authority = text[i + 3..]
+            .split(|c: char| c == '/' || c.is_whitespace() || c == '"')
+            .next()
+            .unwrap_or("");
+        assert!(
+            !authority.contains('@') || authority.starts_with("***@"),
+            "a URL's user or password was shown:\n{text}"
+        );
+    }
 }
 
 pub fn stdout(o: &Output) -> String {
@@ -514,6 +551,7 @@ pub fn gc(store: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
     let o = run(&a);
     let report = std::fs::read(&json)
         .ok()
+        .inspect(|b| assert_no_secrets(&String::from_utf8_lossy(b)))
         .map(|b| serde_json::from_slice(&b).unwrap())
         .unwrap_or(serde_json::Value::Null);
     (o.status.code().unwrap(), report, stdout(&o) + &stderr(&o))
