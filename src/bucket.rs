@@ -20,24 +20,34 @@ pub const DELETE_BATCH_KEYS: usize = 100;
 /// (`S3_DELETE_DEFER_LIMIT_SECONDS`).
 pub const DELETE_DEFER_SECS: u64 = 300;
 
-/// What a chunk object's key names (`chunk_path_from_object_key`): a chunk (64 hex
-/// characters) or a bad copy (70 characters starting with 64 hex ones; the suffix is not
-/// parsed); anything else is no chunk.
+/// What a chunk object's key names: a chunk (`.chunks/XXXX/<hex>`) or a bad copy
+/// (`.chunks/XXXX/<hex>.N.bad`); any other key is no chunk's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjectName {
     /// `<hex>`.
     Chunk(Digest),
-    /// `<hex>` and six more characters (`.N.bad`).
+    /// `<hex>.N.bad`.
     Bad(Digest),
 }
 
 impl ObjectName {
-    /// The object's basename classified, `None` for no chunk.
-    pub fn classify(basename: &[u8]) -> Option<ObjectName> {
-        let digest = Digest::from_hex_bytes(basename.get(..64)?)?;
-        match basename.len() {
-            64 => Some(ObjectName::Chunk(digest)),
-            70 => Some(ObjectName::Bad(digest)),
+    /// The object at `key`, if `key` is the canonical key of a chunk or a bad copy:
+    /// `.chunks/XXXX/<digest>` or `.chunks/XXXX/<digest>.N.bad`, the digest in lowercase hex
+    /// and `XXXX` its first four characters, as PBS writes them. Any other key under
+    /// `.chunks/` (another directory, uppercase hex, another suffix) is no chunk's object:
+    /// neither proof that a chunk exists nor garbage a GC may delete.
+    pub fn from_key(key: &str) -> Option<ObjectName> {
+        let rest = key.strip_prefix(CHUNK_PREFIX)?.as_bytes();
+        let (dir, base) = (rest.get(..4)?, rest.get(5..)?);
+        if rest[4] != b'/' || base.get(..4)? != dir {
+            return None;
+        }
+        let digest = Digest::from_lowercase_hex(base.get(..64)?)?;
+        match &base[64..] {
+            [] => Some(ObjectName::Chunk(digest)),
+            [b'.', n, b'.', b'b', b'a', b'd'] if n.is_ascii_digit() => {
+                Some(ObjectName::Bad(digest))
+            }
             _ => None,
         }
     }
@@ -104,6 +114,103 @@ pub struct ListPage {
     pub next: Option<String>,
 }
 
+/// A bucket's listing under a prefix, page by page, each page checked as it comes: a
+/// server that answers with a page that does not advance (empty, yet more to follow; the
+/// continuation token it was asked with), a key out of order or listed before, or a key
+/// outside the prefix, ends the listing with an error naming its reply. Otherwise a lying or
+/// broken server could keep a GC listing forever, or have it delete one key many times.
+pub struct Listing<'a, B: Bucket + ?Sized> {
+    bucket: &'a B,
+    prefix: String,
+    page_keys: usize,
+    token: Option<String>,
+    last_key: Option<String>,
+    pages: u64,
+    done: bool,
+}
+
+impl<'a, B: Bucket + ?Sized> Listing<'a, B> {
+    /// The listing of `bucket` under `prefix`, `page_keys` keys a page.
+    pub fn new(bucket: &'a B, prefix: &str, page_keys: usize) -> Self {
+        Listing {
+            bucket,
+            prefix: prefix.to_string(),
+            page_keys,
+            token: None,
+            last_key: None,
+            pages: 0,
+            done: false,
+        }
+    }
+
+    /// Pages listed so far.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    /// The next page, `None` after the last.
+    pub fn next_page(&mut self) -> Result<Option<ListPage>, S3Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = self
+            .bucket
+            .list_page(&self.prefix, self.token.as_deref(), self.page_keys)?;
+        self.pages += 1;
+        let n = self.pages;
+        let broken = |why: String| S3Error {
+            op: "ListObjectsV2",
+            what: self.prefix.clone(),
+            status: 200,
+            code: "BrokenListing".into(),
+            message: format!("page {n} of the server's listing {why}: stopped"),
+        };
+        for o in &page.objects {
+            if !o.key.starts_with(&self.prefix) {
+                return Err(broken(format!(
+                    "holds {:?}, outside the prefix asked for",
+                    shown(&o.key)
+                )));
+            }
+            if let Some(last) = &self.last_key {
+                if o.key.as_str() <= last.as_str() {
+                    return Err(broken(format!(
+                        "holds {:?} after {:?}: out of order, or listed before",
+                        shown(&o.key),
+                        shown(last)
+                    )));
+                }
+            }
+            self.last_key = Some(o.key.clone());
+        }
+        match &page.next {
+            None => self.done = true,
+            Some(_) if page.objects.is_empty() => {
+                return Err(broken(
+                    "is empty, yet says more follow: it does not advance".to_string(),
+                ))
+            }
+            Some(t) if Some(t) == self.token.as_ref() => {
+                return Err(broken(format!(
+                    "gives back the continuation token it was asked with ({:?}): it does not \
+                     advance",
+                    shown(t)
+                )))
+            }
+            Some(t) => self.token = Some(t.clone()),
+        }
+        Ok(Some(page))
+    }
+}
+
+/// At most 100 characters of what a server sent, for a message.
+fn shown(s: &str) -> String {
+    match s.char_indices().nth(100) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 /// What a `DeleteObjects` request did, key by key.
 #[derive(Clone, Debug, Default)]
 pub struct DeleteOutcome {
@@ -130,4 +237,127 @@ pub trait Bucket {
     fn delete(&self, keys: &[String]) -> Result<DeleteOutcome, S3Error>;
     /// `PutObject` of `body` at `key` (the atime check's zero chunk).
     fn put(&self, key: &str, body: &[u8]) -> Result<(), S3Error>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    const HEX: &str = "00ab34567890abcdef1234567890abcdef1234567890abcdef1234567890abcd";
+
+    #[test]
+    fn only_a_chunk_s_canonical_key_names_it() {
+        let d = Digest::from_hex_bytes(HEX.as_bytes()).unwrap();
+        assert_eq!(
+            ObjectName::from_key(&format!(".chunks/00ab/{HEX}")),
+            Some(ObjectName::Chunk(d))
+        );
+        assert_eq!(
+            ObjectName::from_key(&format!(".chunks/00ab/{HEX}.0.bad")),
+            Some(ObjectName::Bad(d))
+        );
+        let upper = HEX.to_uppercase();
+        for key in [
+            format!(".chunks/{HEX}"),
+            format!(".chunks/0000/{HEX}"),
+            format!(".chunks/00AB/{upper}"),
+            format!(".chunks/00ab/{}", &upper),
+            format!(".chunks/00ab/{HEX}.x.bad"),
+            format!(".chunks/00ab/{HEX}.0.bad.1"),
+            format!(".chunks/00ab/{HEX}x"),
+            format!(".chunks/00ab//{HEX}"),
+            format!(".cnt/00ab/{HEX}"),
+            format!(".chunks/00ab/sub/{HEX}"),
+        ] {
+            assert_eq!(ObjectName::from_key(&key), None, "{key}");
+        }
+    }
+
+    /// A bucket answering pages from a script: each call the next page.
+    struct Scripted(RefCell<Vec<ListPage>>);
+
+    impl Bucket for Scripted {
+        fn describe(&self) -> String {
+            "scripted".into()
+        }
+        fn head(&self) -> Result<(), S3Error> {
+            Ok(())
+        }
+        fn list_page(&self, _: &str, _: Option<&str>, _: usize) -> Result<ListPage, S3Error> {
+            Ok(self.0.borrow_mut().remove(0))
+        }
+        fn delete(&self, _: &[String]) -> Result<DeleteOutcome, S3Error> {
+            unreachable!()
+        }
+        fn put(&self, _: &str, _: &[u8]) -> Result<(), S3Error> {
+            unreachable!()
+        }
+    }
+
+    fn page(keys: &[&str], next: Option<&str>) -> ListPage {
+        ListPage {
+            objects: keys
+                .iter()
+                .map(|k| Listed {
+                    key: k.to_string(),
+                    size: 1,
+                })
+                .collect(),
+            next: next.map(str::to_string),
+        }
+    }
+
+    fn listed(pages: Vec<ListPage>) -> Result<u64, String> {
+        let b = Scripted(RefCell::new(pages));
+        let mut l = Listing::new(&b, ".chunks/", 2);
+        let mut keys = 0;
+        loop {
+            match l.next_page() {
+                Ok(Some(p)) => keys += p.objects.len() as u64,
+                Ok(None) => return Ok(keys),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// Issue 63, point 4: a server whose listing does not advance ends it with an error
+    /// naming its reply, where a GC looped (2,207 requests in 120 s) and one sent the same key
+    /// a hundred times in one delete.
+    #[test]
+    fn a_listing_that_does_not_advance_is_an_error() {
+        let ok = listed(vec![
+            page(&[".chunks/a", ".chunks/b"], Some("t1")),
+            page(&[".chunks/c"], None),
+        ]);
+        assert_eq!(ok, Ok(3));
+        for (pages, says) in [
+            (
+                vec![
+                    page(&[".chunks/a"], Some("t")),
+                    page(&[".chunks/b"], Some("t")),
+                ],
+                "gives back the continuation token it was asked with",
+            ),
+            (
+                vec![
+                    page(&[".chunks/a"], Some("t1")),
+                    page(&[".chunks/a"], Some("t2")),
+                ],
+                "out of order, or listed before",
+            ),
+            (
+                vec![page(&[".chunks/b", ".chunks/a"], None)],
+                "out of order, or listed before",
+            ),
+            (
+                vec![page(&[], Some("t1"))],
+                "is empty, yet says more follow",
+            ),
+            (vec![page(&["elsewhere/a"], None)], "outside the prefix"),
+        ] {
+            let e = listed(pages).unwrap_err();
+            assert!(e.contains(says) && e.contains("ListObjectsV2"), "{e}");
+        }
+    }
 }

@@ -96,6 +96,12 @@ pub struct BucketCheck {
     pub chunk_object_bytes: u64,
     /// Objects of bad copies (`<hex>.N.bad`).
     pub bad_objects: u64,
+    /// Objects under `.chunks/` not at a chunk's canonical key (another directory, uppercase
+    /// hex, another suffix): no chunk's object, so none counts for a chunk; the first
+    /// [`FOREIGN_NAMED`] keys in `foreign_keys`. A problem.
+    pub foreign_objects: u64,
+    /// The first of them.
+    pub foreign_keys: Vec<String>,
     /// Local chunk files holding a whole chunk.
     pub local_whole: u64,
     /// Local zero-length markers.
@@ -162,7 +168,8 @@ impl ChunkScan {
 impl CheckReport {
     /// True when nothing referenced is lost or corrupt.
     pub fn ok(&self) -> bool {
-        self.corrupt_indexes.is_empty()
+        self.s3.as_ref().is_none_or(|b| b.foreign_objects == 0)
+            && self.corrupt_indexes.is_empty()
             && self.odd_chunk_dirs.is_empty()
             && self.manifest_problems.is_empty()
             && self.missing_chunks.is_empty()
@@ -171,6 +178,9 @@ impl CheckReport {
             && self.chunks.irregular_chunks.is_empty()
     }
 }
+
+/// Keys of objects not at a chunk's key that `check` names; the rest are counted.
+pub const FOREIGN_NAMED: usize = 100;
 
 #[derive(Default)]
 struct ScanPart {
@@ -358,16 +368,15 @@ fn bucket_against_cache(
         ..BucketCheck::default()
     };
     let mut objects = hashbrown::HashSet::new();
-    let mut token: Option<String> = None;
+    let mut listing = crate::bucket::Listing::new(bucket, CHUNK_PREFIX, LIST_PAGE_KEYS);
     loop {
-        let page = bucket
-            .list_page(CHUNK_PREFIX, token.as_deref(), LIST_PAGE_KEYS)
-            .map_err(|e| {
-                anyhow::anyhow!("listing the bucket {} failed - {e}", bucket.describe())
-            })?;
+        let page = listing.next_page().map_err(|e| {
+            anyhow::anyhow!("listing the bucket {} failed - {e}", bucket.describe())
+        })?;
+        let Some(page) = page else { break };
         for o in &page.objects {
-            let base = o.key.rsplit('/').next().unwrap_or("");
-            match ObjectName::classify(base.as_bytes()) {
+            // Only a chunk's canonical key is its object.
+            match ObjectName::from_key(&o.key) {
                 Some(ObjectName::Chunk(d)) => {
                     check.chunk_objects += 1;
                     check.chunk_object_bytes += o.size;
@@ -381,12 +390,13 @@ fn bucket_against_cache(
                     objects.insert(d);
                 }
                 Some(ObjectName::Bad(_)) => check.bad_objects += 1,
-                None => {}
+                None => {
+                    check.foreign_objects += 1;
+                    if check.foreign_keys.len() < FOREIGN_NAMED {
+                        check.foreign_keys.push(o.key.clone());
+                    }
+                }
             }
-        }
-        match page.next {
-            Some(t) => token = Some(t),
-            None => break,
         }
     }
     check.garbage_without_object = local

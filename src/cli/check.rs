@@ -101,6 +101,16 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
                 n(b.garbage_without_local_file),
                 n(b.garbage_without_object)
             );
+            if b.foreign_objects > 0 {
+                println!(
+                    "problem: {} objects under .chunks/ are not at a chunk's key \
+                     (.chunks/XXXX/<digest in lowercase hex>): no chunk's object, kept by a GC",
+                    n(b.foreign_objects)
+                );
+                for k in &b.foreign_keys {
+                    println!("  {k}");
+                }
+            }
         }
         if r.snapshots_without_manifest > 0 {
             println!(

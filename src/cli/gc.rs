@@ -539,10 +539,14 @@ fn print_counters(out: &mut dyn std::io::Write, opts: &GcOptions, c: &gc::Counte
     if opts.phases != Phases::Mark && opts.s3 {
         writeln!(
             out,
-            "  phase 2   {}, ListObjectsV2 pages {}, chunk objects {}, local stats {} ({} order{})",
+            "  phase 2   {}, ListObjectsV2 pages {}, chunk objects {}{}, local stats {} ({} order{})",
             crate::units::duration_ns((c.phase2_seconds * 1e9) as u64),
             n(c.list_pages),
             n(c.listed_objects),
+            match c.foreign_objects {
+                0 => String::new(),
+                f => format!(" (and {} not at a chunk's key, kept)", n(f)),
+            },
             n(c.stat_calls),
             match opts.s3_page_order {
                 gc::PageOrder::Key => "key",

@@ -257,6 +257,12 @@ fn print_bucket(b: &crate::survey::bucket::BucketSurvey, gc_would_stop: bool) {
             String::new()
         }
     );
+    if b.foreign_objects > 0 {
+        println!(
+            "                 {} objects under .chunks/ not at a chunk's key: no chunk's, kept",
+            n(b.foreign_objects)
+        );
+    }
     println!(
         "  referenced     {} objects, {} with no local file (phase 1 leaves a .using marker \
          for each){}",

@@ -15,6 +15,7 @@
 //! the removal counters count what the server says it deleted, and any key it did not delete,
 //! or a request that failed, stops the run with an error naming it.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
@@ -23,7 +24,7 @@ use super::log::TaskLog;
 use super::sweep::Guard;
 use super::{GcReport, KeptChunk, KeptReason, KEPT_NAMED};
 use crate::bucket::{
-    Bucket, ObjectName, CHUNK_PREFIX, DELETE_BATCH_KEYS, DELETE_DEFER_SECS, LIST_PAGE_KEYS,
+    Bucket, Listing, ObjectName, CHUNK_PREFIX, DELETE_BATCH_KEYS, DELETE_DEFER_SECS, LIST_PAGE_KEYS,
 };
 use crate::datastore::paths::chunk_subdir_name;
 use crate::datastore::Digest;
@@ -72,6 +73,65 @@ pub fn run_s3<S: ChunkStore>(
     super::run_with(store, Some(bucket), &opts, log, hooks)
 }
 
+/// The referenced chunks whose object the listing did not meet (a bucket that lost them, or a
+/// store whose cache was never uploaded), found again by their indexes, the rare case that
+/// pays for a second walk of them. One with no whole local copy either is nowhere: a warning
+/// naming it and an index that needs it, as a missing chunk of a filesystem store is (exit
+/// 1); one whole in the local cache alone is counted.
+fn unlisted_referenced<S: ChunkStore>(s: &mut BucketSweep<'_, '_, '_, S>) -> Result<()> {
+    use crate::datastore::IndexFile;
+    use crate::store::{IndexOrigin, Phase1Visitor};
+    struct Unlisted<'v, 'a, 'g, 'l, S> {
+        s: &'v mut BucketSweep<'a, 'g, 'l, S>,
+        failed: Option<anyhow::Error>,
+    }
+    impl<S: ChunkStore> Phase1Visitor for Unlisted<'_, '_, '_, '_, S> {
+        fn start(&mut self, _: usize) {}
+        fn index(&mut self, path: &Path, index: IndexFile, _: IndexOrigin) -> Result<()> {
+            let s = &mut *self.s;
+            let failed = &mut self.failed;
+            index.for_each_digest(&mut |d| -> Result<()> {
+                let Some(p) = s.guard.referenced.position(&d) else {
+                    return Ok(());
+                };
+                let (word, bit) = ((p / 64) as usize, 1u64 << (p % 64));
+                if s.listed[word] & bit != 0 {
+                    return Ok(());
+                }
+                s.listed[word] |= bit; // named once
+                match s.whole_local_copy(&d) {
+                    Ok(true) => s.report.counters.referenced_only_local += 1,
+                    Ok(false) => {
+                        s.report.counters.referenced_nowhere += 1;
+                        s.log.warn(&format!(
+                            "warning: referenced chunk {d} has no object in the bucket and no \
+                             whole local copy, required by {}",
+                            path.display()
+                        ));
+                    }
+                    Err(e) => *failed = Some(e),
+                }
+                Ok(())
+            })?;
+            self.failed.take().map_or(Ok(()), Err)
+        }
+    }
+    let store = s.store;
+    let mut v = Unlisted { s, failed: None };
+    store.walk_indexes(&mut v)?;
+    let only_local = v.s.report.counters.referenced_only_local;
+    if only_local > 0 {
+        v.s.log.info(&format!(
+            "Referenced chunks whose object is missing but whose whole copy is in the local \
+             cache: {only_local}"
+        ));
+    }
+    Ok(())
+}
+
+/// Objects not at a chunk's key named one by one in the task log; the rest are counted.
+const FOREIGN_NAMED: usize = 10;
+
 /// A key waiting in the delete queue.
 struct Queued {
     key: String,
@@ -105,16 +165,19 @@ pub fn sweep_bucket<S: ChunkStore>(
         report,
         queue: Vec::with_capacity(DELETE_BATCH_KEYS),
         oldest_queued: None,
+        listed: vec![0; guard.referenced.len().div_ceil(64) as usize],
     };
-    let mut token: Option<String> = None;
+    let mut listing = Listing::new(bucket, CHUNK_PREFIX, LIST_PAGE_KEYS);
     let mut dir: Option<(u16, S::Dir<'_>)> = None;
+    let mut foreign = Vec::new();
     loop {
         // As the sweep of a filesystem store, every page: the local store is still the one
         // opened (a mount over it meanwhile stops the run before deleting anything more).
         store.check_identity(false)?;
-        let page = bucket
-            .list_page(CHUNK_PREFIX, token.as_deref(), LIST_PAGE_KEYS)
+        let page = listing
+            .next_page()
             .map_err(|e| anyhow!("listing the bucket {} failed - {e}", bucket.describe()))?;
+        let Some(page) = page else { break };
         s.report.counters.list_pages += 1;
         let order = match page_order {
             PageOrder::Key => (0..page.objects.len()).collect(),
@@ -126,7 +189,13 @@ pub fn sweep_bucket<S: ChunkStore>(
         for i in order {
             let object = &page.objects[i];
             let basename = object.key.rsplit('/').next().unwrap_or("");
-            let Some(name) = ObjectName::classify(basename.as_bytes()) else {
+            // Only a chunk's canonical key is PBS's to judge; any other key under .chunks/
+            // (another directory, uppercase hex) is kept and named.
+            let Some(name) = ObjectName::from_key(&object.key) else {
+                s.report.counters.foreign_objects += 1;
+                if foreign.len() < FOREIGN_NAMED {
+                    foreign.push(object.key.clone());
+                }
                 continue;
             };
             s.report.counters.listed_objects += 1;
@@ -152,13 +221,26 @@ pub fn sweep_bucket<S: ChunkStore>(
                 s.flush()?;
             }
         }
-        match page.next {
-            Some(t) => token = Some(t),
-            None => break,
-        }
     }
     drop(dir);
     s.flush()?;
+    let listed: u64 = s.listed.iter().map(|w| w.count_ones() as u64).sum();
+    if listed < s.guard.referenced.len() {
+        unlisted_referenced(&mut s)?;
+    }
+    let foreign_count = s.report.counters.foreign_objects;
+    for key in &foreign {
+        s.log.warn(&format!(
+            "warning: object {key} is under {CHUNK_PREFIX} but not at a chunk's key \
+             ({CHUNK_PREFIX}XXXX/<digest in lowercase hex>): kept, not judged"
+        ));
+    }
+    if foreign_count > foreign.len() as u64 {
+        s.log.warn(&format!(
+            "warning: {} more objects not at a chunk's key kept ({foreign_count} in all)",
+            foreign_count - foreign.len() as u64
+        ));
+    }
     let c = &mut s.report.counters;
     if c.kept_referenced as usize > s.report.kept_referenced.len() {
         s.log.warn(&format!(
@@ -205,6 +287,9 @@ struct BucketSweep<'a, 'g, 'l, S> {
     report: &'a mut GcReport,
     queue: Vec<Queued>,
     oldest_queued: Option<Instant>,
+    /// A bit for each referenced chunk ([`crate::gc::referenced::SealedSet::position`]): set
+    /// when the listing met its object.
+    listed: Vec<u64>,
 }
 
 impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
@@ -214,8 +299,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
     fn inode_order(&mut self, objects: &[crate::bucket::Listed]) -> Result<Vec<usize>> {
         let mut by_dir: hashbrown::HashMap<u16, Vec<usize>> = hashbrown::HashMap::new();
         for (i, o) in objects.iter().enumerate() {
-            let base = o.key.rsplit('/').next().unwrap_or("");
-            if let Some(name) = ObjectName::classify(base.as_bytes()) {
+            if let Some(name) = ObjectName::from_key(&o.key) {
                 by_dir.entry(name.digest().prefix()).or_default().push(i);
             }
         }
@@ -274,7 +358,10 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
             .stat(basename.as_bytes())
             .map_err(|e| anyhow!("stat of {} failed - {e}", self.local_path(prefix, basename)))?;
         let referenced = match name {
-            ObjectName::Chunk(d) if self.guard.referenced.contains(&d) => Some(d),
+            ObjectName::Chunk(d) => self.guard.referenced.position(&d).map(|p| {
+                self.listed[(p / 64) as usize] |= 1 << (p % 64);
+                d
+            }),
             _ => None,
         };
         let Some(st) = st else {
@@ -494,10 +581,26 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
         Ok(())
     }
 
+    /// Whether the local cache holds chunk `d` whole (a regular file that is not a marker).
+    fn whole_local_copy(&mut self, d: &Digest) -> Result<bool> {
+        let Some(mut dir) = open_local(self.store, d.prefix())? else {
+            return Ok(false);
+        };
+        let name = d.to_hex();
+        self.report.counters.stat_calls += 1;
+        let st = dir.stat(name.as_bytes()).map_err(|e| {
+            anyhow!(
+                "stat of {} failed - {e}",
+                self.local_path(d.prefix(), &name)
+            )
+        })?;
+        Ok(st.is_some_and(|st| st.is_file && st.size > 0))
+    }
+
     /// Whether the local file of a queued key is there again.
     fn came_back(&mut self, key: &str) -> Result<bool> {
         let basename = key.rsplit('/').next().unwrap_or("");
-        let Some(name) = ObjectName::classify(basename.as_bytes()) else {
+        let Some(name) = ObjectName::from_key(key) else {
             return Ok(false);
         };
         let prefix = name.digest().prefix();

@@ -263,6 +263,14 @@ pub struct Counters {
     pub list_pages: u64,
     /// Phase 2: objects listed whose key names a chunk or a bad copy.
     pub listed_objects: u64,
+    /// Phase 2: referenced chunks with neither an object nor a whole local copy (each a
+    /// warning naming it).
+    pub referenced_nowhere: u64,
+    /// Phase 2: referenced chunks without an object whose whole copy is in the local cache.
+    pub referenced_only_local: u64,
+    /// Phase 2: objects under `.chunks/` not at a chunk's canonical key (another directory,
+    /// uppercase hex, another suffix): kept, named, a warning.
+    pub foreign_objects: u64,
     /// Phase 2: `DeleteObjects` requests sent.
     pub delete_requests: u64,
     /// Phase 2: objects the server says it deleted.

@@ -39,6 +39,8 @@ pub struct ReferencedSet {
 /// The referenced digests once every index was read: sorted, deduplicated, searchable.
 pub struct SealedSet {
     stripes: Vec<Stripe>,
+    /// Keys in the stripes before each one: a key's place among all ([`SealedSet::position`]).
+    before: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -120,8 +122,18 @@ impl ReferencedSet {
             s.starts
                 .extend((0..=256u64).map(|b| s.keys.partition_point(|&k| k >> 56 < b) as u32));
         }
+        let before = self
+            .stripes
+            .iter()
+            .scan(0u64, |n, s| {
+                let at = *n;
+                *n += s.keys.len() as u64;
+                Some(at)
+            })
+            .collect();
         SealedSet {
             stripes: self.stripes,
+            before,
         }
     }
 
@@ -142,6 +154,18 @@ impl SealedSet {
         s.keys[range[0] as usize..range[1] as usize]
             .binary_search(&key)
             .is_ok()
+    }
+
+    /// Where `d` stands among the keys held, `0..len()`, if it is one of them: a place for a
+    /// bit of one's own per referenced chunk (which of them a bucket's listing met).
+    #[inline]
+    pub fn position(&self, d: &Digest) -> Option<u64> {
+        let (stripe, key) = split(d);
+        let s = &self.stripes[stripe];
+        let range = &s.starts[stripe_dir(key)..stripe_dir(key) + 2];
+        let (from, to) = (range[0] as usize, range[1] as usize);
+        let i = s.keys[from..to].binary_search(&key).ok()?;
+        Some(self.before[stripe] + (from + i) as u64)
     }
 
     /// Distinct keys held.
@@ -202,6 +226,24 @@ mod tests {
             "{}",
             s.heap_bytes()
         );
+    }
+
+    /// Each digest held has a place of its own in `0..len()`; others have none.
+    #[test]
+    fn positions_number_the_digests_held() {
+        let mut s = ReferencedSet::new();
+        for i in 0..5_000 {
+            s.insert(&digest(i));
+        }
+        let s = s.seal();
+        let mut seen = vec![false; s.len() as usize];
+        for i in 0..5_000 {
+            let p = s.position(&digest(i)).expect("held") as usize;
+            assert!(!seen[p], "{i}: place {p} twice");
+            seen[p] = true;
+        }
+        assert!(seen.iter().all(|&x| x));
+        assert!((5_000..6_000).all(|i| s.position(&digest(i)).is_none()));
     }
 
     /// The set tells digests apart by their first 72 bits (the stripe's byte and the key's

@@ -154,18 +154,15 @@ impl Client {
         })
     }
 
-    /// Every object under `prefix`, page by page of `page_keys`.
+    /// Every object under `prefix`, page by page of `page_keys`, each page checked
+    /// ([`crate::bucket::Listing`]).
     pub fn list_all(&self, prefix: &str, page_keys: usize) -> Result<Vec<Listed>, S3Error> {
         let mut all = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self.list_page(prefix, token.as_deref(), page_keys)?;
+        let mut listing = crate::bucket::Listing::new(self, prefix, page_keys);
+        while let Some(page) = listing.next_page()? {
             all.extend(page.objects);
-            match page.next {
-                Some(t) => token = Some(t),
-                None => return Ok(all),
-            }
         }
+        Ok(all)
     }
 
     /// One `DeleteObjects` request for `keys` (at most 1,000), not quiet: the answer names

@@ -34,6 +34,9 @@ pub struct BucketSurvey {
     pub bad_objects: u64,
     /// Their bytes.
     pub bad_object_bytes: u64,
+    /// Objects under `.chunks/` not at a chunk's canonical key: no chunk's, and a GC keeps
+    /// them.
+    pub foreign_objects: u64,
     /// Chunk objects some index references.
     pub referenced_objects: u64,
     /// ... of them with no local file (a GC's phase 1 leaves a `.using` marker for each).
@@ -114,22 +117,22 @@ pub(super) fn survey_bucket(
         0,
         "listing the bucket {spinner} {pos} objects {rate}",
     );
-    let mut token: Option<String> = None;
+    let mut listing = crate::bucket::Listing::new(bucket, CHUNK_PREFIX, LIST_PAGE_KEYS);
     loop {
-        let page = bucket
-            .list_page(CHUNK_PREFIX, token.as_deref(), LIST_PAGE_KEYS)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "listing the bucket {} failed after {} pages - {e}",
-                    bucket.describe(),
-                    s.list_pages
-                )
-            })?;
+        let page = listing.next_page().map_err(|e| {
+            anyhow::anyhow!(
+                "listing the bucket {} failed after {} pages - {e}",
+                bucket.describe(),
+                s.list_pages
+            )
+        })?;
+        let Some(page) = page else { break };
         s.list_pages += 1;
         bar.inc(page.objects.len() as u64);
         for o in &page.objects {
             let base = o.key.rsplit('/').next().unwrap_or("");
-            let object = match ObjectName::classify(base.as_bytes()) {
+            // Only a chunk's canonical key is its object (what a GC judges, too).
+            let object = match ObjectName::from_key(&o.key) {
                 Some(ObjectName::Chunk(digest)) => {
                     classify(&mut s, local, &using, &mut has_object, digest, o.size);
                     SurveyObject {
@@ -149,15 +152,14 @@ pub(super) fn survey_bucket(
                         size: o.size,
                     }
                 }
-                None => continue,
+                None => {
+                    s.foreign_objects += 1;
+                    continue;
+                }
             };
             if let Some(w) = writer.as_deref_mut() {
                 w.object(&object)?;
             }
-        }
-        match page.next {
-            Some(t) => token = Some(t),
-            None => break,
         }
     }
     bar.finish_and_clear();
