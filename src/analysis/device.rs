@@ -70,7 +70,8 @@ pub fn device_phases(path: &Path) -> Result<Vec<DevicePhase>> {
     let mut last: Option<(u64, u64)> = None;
     let mut all = Vec::new(); // (phase or None, point) for sampling at the end
     let mut seen = hashbrown::HashSet::new(); // 4 KiB blocks read so far
-    for r in TraceReader::open(path)? {
+    let mut reader = TraceReader::open(path)?;
+    for r in reader.by_ref() {
         let r = r?;
         let op = r.op();
         if op == Some(Op::Marker) {
@@ -135,6 +136,7 @@ pub fn device_phases(path: &Path) -> Result<Vec<DevicePhase>> {
             },
         ));
     }
+    reader.warn_if_torn();
     if outside.reads + outside.writes > 0 {
         phases.push(outside);
     }

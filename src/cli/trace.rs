@@ -169,12 +169,7 @@ fn write_export(r: &mut TraceReader, format: Format, sink: impl Write + Send) ->
 }
 
 fn warn_truncated(r: &TraceReader) {
-    if let Some(bytes) = r.truncated_bytes() {
-        tracing::warn!(
-            "{}: its end is torn ({bytes} bytes ignored: a last record or block cut short); read up to it",
-            r.path().display()
-        );
-    }
+    r.warn_if_torn();
 }
 
 /// `trace import`.

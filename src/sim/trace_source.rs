@@ -145,6 +145,9 @@ impl TraceSource {
                 _ => {}
             }
         }
+        // A torn trace builds part of the store: said, so that its prediction is not taken
+        // for the whole store's.
+        ordered.reader().warn_if_torn();
         if g.root.is_none() {
             bail!(
                 "{}: no lookup of {CHUNK_DIR} in it: not a trace of a GC (a whole one: both \

@@ -295,6 +295,19 @@ impl TraceReader {
         self.truncated
     }
 
+    /// Says (a warning) that the trace's end was torn, if it was: every command that reads a
+    /// trace to its end calls this, so that a result built from part of a trace never passes
+    /// for the whole.
+    pub fn warn_if_torn(&self) {
+        if let Some(bytes) = self.truncated {
+            tracing::warn!(
+                "{}: its end is torn ({bytes} bytes ignored: a last record or block cut \
+                 short); read up to it",
+                self.path.display()
+            );
+        }
+    }
+
     /// The trace's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -300,7 +300,14 @@ fn a_disk_under_the_mount_makes_random_reads_cost_seeks_and_turns() {
             m.trace.as_ref().unwrap().to_str().unwrap(),
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("torn"), "{}", stderr(&o));
         let dev: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        // Issue 63, point 8: a torn copy is read up to its tear, and said to be torn.
+        let bytes = std::fs::read(m.trace.as_ref().unwrap()).unwrap();
+        let torn = m.trace.as_ref().unwrap().with_extension("torn");
+        std::fs::write(&torn, &bytes[..bytes.len() - 10]).unwrap();
+        let o = run_cmd(&["trace", "device", torn.to_str().unwrap()]);
+        assert!(stderr(&o).contains("its end is torn"), "{}", stderr(&o));
         let p = &dev[0];
         assert_eq!(p["label"], "outside phases");
         assert_eq!(p["reads"], 64);
