@@ -157,8 +157,7 @@ fn default_model(filesystem: &str) -> &'static str {
 
 /// A log read and checked against the survey's index files.
 fn observed(path: &std::path::Path, default: Strategy, index_files: u64) -> Result<Observed> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the task log {}", path.display()))?;
+    let text = crate::gc::curve::read_log(path)?;
     let curve = Curve::parse(path, &text)?;
     let strategy = match &curve.strategy {
         Some(s) => Strategy::from_str(s, false).map_err(|_| {

@@ -47,30 +47,91 @@ impl Curve {
         }
     }
 
-    /// The curve of a task-log file's text.
+    /// The curve of a task-log file's text. What cannot be one GC's log is an error naming
+    /// the line: a time before the line above's, a log more than a year long, a percentage
+    /// that is not a whole number from 0 to 100 or does not rise, a line of over
+    /// [`MAX_LINE`] bytes, or every line at one time (nothing to fit).
     pub fn parse(path: &Path, text: &str) -> Result<Curve> {
-        let mut lines = Vec::new();
+        let mut lines: Vec<(f64, &str)> = Vec::new();
+        let mut last_percent: [Option<u8>; 2] = [None, None];
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
+            let at = || format!("{} line {}", path.display(), n + 1);
+            if line.len() > MAX_LINE {
+                bail!(
+                    "{}: {} bytes long, over {MAX_LINE}: not a task-log line",
+                    at(),
+                    line.len()
+                );
+            }
             let (secs, message) = split_stamp(line).with_context(|| {
                 format!(
-                    "{} line {}: not a task-log line (`<RFC 3339 time>: <message>`, as PBS's \
+                    "{}: not a task-log line (`<RFC 3339 time>: <message>`, as PBS's \
                      task-log files and `chunkscope gc --task-log` have): {:?}",
-                    path.display(),
-                    n + 1,
+                    at(),
                     clip(line)
                 )
             })?;
+            if ["Start GC phase1", "Start GC phase2"]
+                .iter()
+                .any(|s| message.starts_with(s) && lines.iter().any(|l| l.1.starts_with(s)))
+            {
+                bail!(
+                    "{}: more than one garbage collection in one log (this line starts \
+                     another): give each its own file",
+                    at()
+                );
+            }
+            if let Some(&(before, _)) = lines.last() {
+                if secs < before {
+                    bail!(
+                        "{}: its time is {} s before the line above's: a task log's times \
+                         only advance",
+                        at(),
+                        before - secs
+                    );
+                }
+            }
+            if let Some(&(first, _)) = lines.first() {
+                if secs - first > MAX_SPAN_S {
+                    bail!(
+                        "{}: {:.0} days after the log's first line: one GC's log spans less \
+                         than a year",
+                        at(),
+                        (secs - first) / 86_400.0
+                    );
+                }
+            }
+            for (phase, prefix) in ["marked ", "processed "].into_iter().enumerate() {
+                let Some(rest) = message.strip_prefix(prefix) else {
+                    continue;
+                };
+                let Some((p, _)) = rest.split_once("% (") else {
+                    continue;
+                };
+                let p: u8 = p.parse().ok().filter(|&p| p <= 100).with_context(|| {
+                    format!("{}: {prefix}{p}%: not a percentage from 0 to 100", at())
+                })?;
+                if last_percent[phase].is_some_and(|l| p <= l) {
+                    bail!(
+                        "{}: {prefix}{p}% after {}%: a GC's percentages rise",
+                        at(),
+                        last_percent[phase].unwrap()
+                    );
+                }
+                last_percent[phase] = Some(p);
+            }
             lines.push((secs, message));
         }
-        let starts = |what: &str| lines.iter().filter(|l| l.1.starts_with(what)).count();
-        if starts("Start GC phase1") > 1 || starts("Start GC phase2") > 1 {
-            bail!(
-                "{}: more than one garbage collection in one log: give each its own file",
-                path.display()
-            );
+        if let (Some(first), Some(last)) = (lines.first(), lines.last()) {
+            if lines.len() > 2 && first.0 == last.0 {
+                bail!(
+                    "{}: every line has the same time: no progress to fit",
+                    path.display()
+                );
+            }
         }
         let curve = Curve::from_lines(lines.iter().map(|&(t, m)| (t, m)));
         if curve.started == 0 {
@@ -135,6 +196,43 @@ fn percent<'a>(msg: &'a str, prefix: &str) -> Option<(u8, &'a str)> {
 /// `12 of 171 index files)` → 171.
 fn parse_of(rest: &str) -> Option<u64> {
     rest.split_once(" of ")?.1.split(' ').next()?.parse().ok()
+}
+
+/// The longest task-log line read, in bytes (a PBS line is under a few hundred).
+pub const MAX_LINE: usize = 64 * 1024;
+/// The largest task-log file read, in bytes (a GC's log is some hundreds of lines; a
+/// warning a missing chunk, 400,000 of them fit).
+pub const MAX_LOG_BYTES: u64 = 64 << 20;
+/// The longest time one GC's log may span.
+const MAX_SPAN_S: f64 = 366.0 * 86_400.0;
+
+/// A task-log file's text, at most [`MAX_LOG_BYTES`] of it: a larger file is an error naming
+/// its size, before it is read.
+pub fn read_log(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)
+        .with_context(|| format!("reading the task log {}", path.display()))?;
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > MAX_LOG_BYTES {
+        bail!(
+            "{}: {} MiB, over {} MiB: not the task log of one garbage collection",
+            path.display(),
+            size >> 20,
+            MAX_LOG_BYTES >> 20
+        );
+    }
+    let mut text = String::new();
+    f.take(MAX_LOG_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading the task log {}", path.display()))?;
+    if text.len() as u64 > MAX_LOG_BYTES {
+        bail!(
+            "{}: over {} MiB: not the task log of one garbage collection",
+            path.display(),
+            MAX_LOG_BYTES >> 20
+        );
+    }
+    Ok(text)
 }
 
 fn clip(line: &str) -> String {
@@ -251,10 +349,11 @@ mod tests {
         assert!(format!("{e:#}").contains("x.log line 2"), "{e:#}");
         let e = Curve::parse(Path::new("y.log"), "2025-05-16T22:31:53Z: TASK OK\n").unwrap_err();
         assert!(format!("{e:#}").contains("no `Start GC phase1"), "{e:#}");
-        let two = format!("{PBS}{PBS}");
+        // A second GC an hour later: its start is the line named.
+        let two = format!("{PBS}{}", PBS.replace("T22:3", "T23:3"));
         let e = Curve::parse(Path::new("z.log"), &two).unwrap_err();
         assert!(
-            format!("{e:#}").contains("more than one garbage collection"),
+            format!("{e:#}").contains("z.log line 19: more than one garbage collection"),
             "{e:#}"
         );
     }

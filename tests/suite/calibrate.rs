@@ -121,10 +121,82 @@ fn calibrate_refuses_what_is_not_a_task_log_of_the_store() {
         "2025-05-16T22:31:51Z: Start GC phase1 (mark used chunks)\n\
          2025-05-16T22:31:55Z: marked 1% (9 of 900 index files)\n",
     );
+    // Issue 63, point 7: logs no GC could have written, each once fitted "4.0 ms a read"
+    // or 26.74 s a read with exit 0.
+    let gc_log = |lines: &[(&str, &str)]| -> String {
+        lines
+            .iter()
+            .map(|(t, m)| format!("2025-05-16T{t}Z: {m}\n"))
+            .collect()
+    };
+    let backwards = write(
+        "backwards.log",
+        &gc_log(&[
+            ("22:31:51", "Start GC phase1 (mark used chunks)"),
+            ("22:31:55", "marked 50% (2 of 4 index files)"),
+            ("22:31:53", "marked 100% (4 of 4 index files)"),
+        ]),
+    );
+    let still = write(
+        "still.log",
+        &gc_log(&[
+            ("22:31:51", "Start GC phase1 (mark used chunks)"),
+            ("22:31:51", "marked 50% (2 of 4 index files)"),
+            ("22:31:51", "marked 100% (4 of 4 index files)"),
+        ]),
+    );
+    let future = write(
+        "future.log",
+        "2025-05-16T22:31:51Z: Start GC phase1 (mark used chunks)\n\
+         2125-05-16T22:31:55Z: marked 100% (4 of 4 index files)\n",
+    );
+    let huge = write(
+        "huge.log",
+        &gc_log(&[
+            ("22:31:51", "Start GC phase1 (mark used chunks)"),
+            (
+                "22:31:55",
+                "marked 18446744073709551616% (2 of 4 index files)",
+            ),
+        ]),
+    );
+    let negative = write(
+        "negative.log",
+        &gc_log(&[
+            ("22:31:51", "Start GC phase1 (mark used chunks)"),
+            ("22:31:55", "marked -5% (2 of 4 index files)"),
+        ]),
+    );
+    let falling = write(
+        "falling.log",
+        &gc_log(&[
+            ("22:31:51", "Start GC phase1 (mark used chunks)"),
+            ("22:31:55", "marked 50% (2 of 4 index files)"),
+            ("22:31:56", "marked 25% (1 of 4 index files)"),
+        ]),
+    );
+    let sparse = dir.path().join("sparse.log");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
     for (log, want) in [
         (&garbage, "garbage.log line 2: not a task-log line"),
         (&no_gc, "no `Start GC phase1"),
         (&other, "marked 900 index files, the survey has"),
+        (&backwards, "backwards.log line 3: its time is 2 s before"),
+        (&still, "every line has the same time"),
+        (&future, "future.log line 2: 36524 days after"),
+        (
+            &huge,
+            "huge.log line 2: marked 18446744073709551616%: not a percentage",
+        ),
+        (
+            &negative,
+            "negative.log line 2: marked -5%: not a percentage",
+        ),
+        (&falling, "falling.log line 3: marked 25% after 50%"),
+        (&sparse, "sparse.log: 1024 MiB, over 64 MiB"),
     ] {
         let o = run(&[
             "calibrate",
