@@ -237,6 +237,17 @@ pub trait Bucket {
     fn delete(&self, keys: &[String]) -> Result<DeleteOutcome, S3Error>;
     /// `PutObject` of `body` at `key` (the atime check's zero chunk).
     fn put(&self, key: &str, body: &[u8]) -> Result<(), S3Error>;
+    /// `GetObject` of `key` (`check --deep` reads each referenced chunk's object). A bucket
+    /// that keeps no bodies (the simulator's) answers an error.
+    fn get(&self, key: &str) -> Result<Vec<u8>, S3Error> {
+        Err(S3Error {
+            op: "GetObject",
+            what: key.to_string(),
+            status: 0,
+            code: "NotServed".into(),
+            message: format!("{} keeps no object bodies", self.describe()),
+        })
+    }
 }
 
 #[cfg(test)]

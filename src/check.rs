@@ -102,6 +102,8 @@ pub struct BucketCheck {
     pub foreign_objects: u64,
     /// The first of them.
     pub foreign_keys: Vec<String>,
+    /// Referenced chunks' objects read and verified (`--deep`).
+    pub objects_verified: u64,
     /// Local chunk files holding a whole chunk.
     pub local_whole: u64,
     /// Local zero-length markers.
@@ -323,7 +325,8 @@ fn check_with(
         local.extend(part.local);
     }
     if let Some(bucket) = bucket {
-        let (objects, check) = bucket_against_cache(bucket, &referenced, &local, &report)?;
+        let (objects, check) =
+            bucket_against_cache(bucket, &referenced, &local, &mut report, opts.deep)?;
         found = objects;
         report.s3 = Some(check);
     }
@@ -352,12 +355,15 @@ fn check_with(
     Ok(report)
 }
 
-/// The bucket's chunk objects (their digests) and what they say against the local cache.
+/// The bucket's chunk objects (their digests) and what they say against the local cache;
+/// with `deep`, each referenced chunk's object read (`GetObject`) and its CRC and digest
+/// verified, a bad one a corrupt chunk of `report` named by its key.
 fn bucket_against_cache(
     bucket: &dyn crate::bucket::Bucket,
     referenced: &HashMap<Digest, u32>,
     local: &hashbrown::HashSet<Digest>,
-    report: &CheckReport,
+    report: &mut CheckReport,
+    deep: bool,
 ) -> Result<(hashbrown::HashSet<Digest>, BucketCheck)> {
     use crate::bucket::ObjectName;
     use crate::bucket::{CHUNK_PREFIX, LIST_PAGE_KEYS};
@@ -385,6 +391,22 @@ fn bucket_against_cache(
                             check.referenced_without_local_file += 1;
                         } else {
                             check.garbage_without_local_file += 1;
+                        }
+                    }
+                    if deep && referenced.contains_key(&d) {
+                        let verdict =
+                            bucket
+                                .get(&o.key)
+                                .map_err(|e| e.to_string())
+                                .and_then(|raw| {
+                                    blob::verify_chunk(&raw, &d).map_err(|e| e.to_string())
+                                });
+                        check.objects_verified += 1;
+                        if let Err(problem) = verdict {
+                            report.chunks.corrupt_chunks.push(Problem {
+                                path: o.key.clone(),
+                                problem,
+                            });
                         }
                     }
                     objects.insert(d);

@@ -434,24 +434,40 @@ pub fn mount_private_tmpfs(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// SIGINT and SIGTERM, blocked in the thread that made this, in every thread it starts
-/// afterwards and in the processes it spawns (make it before any other thread), to be
+/// The signals that end a process unless it handles them, and that chunkscope's long-running
+/// commands take as a request to stop cleanly: ^C (SIGINT), SIGTERM, the terminal going away
+/// (SIGHUP) and ^\ (SIGQUIT). Left to their default, each ended the process with its mounts,
+/// loop devices and children left behind.
+pub const TERMINATION_SIGNALS: [libc::c_int; 4] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// The [`TERMINATION_SIGNALS`] as a set.
+fn termination_set() -> libc::sigset_t {
+    // SAFETY: plain signal-set manipulation on a set of our own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in TERMINATION_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// The [`TERMINATION_SIGNALS`], blocked in the thread that made this, in every thread it
+/// starts afterwards and in the processes it spawns (make it before any other thread), to be
 /// handled on one thread of their own: the one that cleans up (unmounts) before the process
 /// ends.
 pub struct TerminationSignals(libc::sigset_t);
 
 impl TerminationSignals {
-    /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts from now on).
+    /// Blocks the [`TERMINATION_SIGNALS`] in this thread (and the threads it starts from now
+    /// on).
     pub fn block() -> TerminationSignals {
+        let set = termination_set();
         // SAFETY: plain signal-mask manipulation.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            TerminationSignals(set)
-        }
+        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        TerminationSignals(set)
     }
 
     /// Runs `f` on a thread named `name` each time one of the signals arrives.
@@ -469,18 +485,15 @@ impl TerminationSignals {
     }
 }
 
-/// Makes `cmd`'s process start with SIGINT and SIGTERM unblocked: a child inherits the
-/// mask of the thread that spawns it, and [`TerminationSignals::block`] blocks them there (a
-/// child with them blocked would run on through a Ctrl-C).
+/// Makes `cmd`'s process start with the [`TERMINATION_SIGNALS`] unblocked: a child inherits
+/// the mask of the thread that spawns it, and [`TerminationSignals::block`] blocks them there
+/// (a child with them blocked would run on through a Ctrl-C).
 pub fn unblock_termination_signals_in(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
+    let set = termination_set();
     // SAFETY: only sigprocmask (async-signal-safe) between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
+        cmd.pre_exec(move || {
             if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }

@@ -101,6 +101,12 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
                 n(b.garbage_without_local_file),
                 n(b.garbage_without_object)
             );
+            if b.objects_verified > 0 {
+                println!(
+                    "verified         {} referenced chunks' objects read (CRC and digest)",
+                    n(b.objects_verified)
+                );
+            }
             if b.foreign_objects > 0 {
                 println!(
                     "problem: {} objects under .chunks/ are not at a chunk's key \

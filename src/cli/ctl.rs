@@ -15,7 +15,8 @@ use crate::overlay::control::{default_socket, Client, Marked};
     chunkscope ctl /mnt/cs stats\n  \
     chunkscope ctl /mnt/cs drop-caches\n  \
     chunkscope ctl /mnt/cs rules\n  \
-    chunkscope ctl /mnt/cs release\n\n\
+    chunkscope ctl /mnt/cs release\n  \
+    chunkscope ctl /mnt/cs release --all\n\n\
     Each command returns after the mount acknowledged it: a marker is in the trace before\n\
     anything the caller does next.")]
 pub struct CtlArgs {
@@ -43,7 +44,12 @@ enum CtlCommand {
     Rules,
     /// Send every reply the mount holds now (injected delays and stalls, modelled time):
     /// whatever waits on the mount goes on.
-    Release,
+    Release {
+        /// And hold none from now on: the mount delays nothing any more (to stop whatever
+        /// runs on a slow `--disk` without waiting on it).
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 pub fn run(args: CtlArgs) -> Result<Outcome> {
@@ -66,9 +72,16 @@ pub fn run(args: CtlArgs) -> Result<Outcome> {
             println!("ok: the model's cache is empty");
         }
         CtlCommand::Rules => println!("{}", serde_json::to_string(&client.rules()?)?),
-        CtlCommand::Release => {
-            let n = client.release()?;
+        CtlCommand::Release { all } => {
+            let n = if all {
+                client.release_all()?
+            } else {
+                client.release()?
+            };
             println!("ok: released {n} held replies");
+            if all {
+                println!("ok: no reply is held from now on");
+            }
         }
     }
     Ok(Outcome::Ok)

@@ -22,10 +22,16 @@ use crate::testbed::{Fs, TestbedOptions};
     --disk ssd compares the reads only, in seconds.\n\n\
     Needs root (loop devices, mounts, drop_caches, a memory cgroup), losetup and the\n\
     filesystem's mkfs. Every mount, loop device and cgroup it makes is removed when it ends,\n\
-    also on an error and on ^C (exit 130; only a SIGKILL leaves them: then umount OUT/fs;\n\
-    losetup -d the loop device of OUT/disk/disk.img; umount OUT/disk). OUT keeps the images, each strategy's disk trace\n\
-    (OUT/S.trace: every read and write of the image with its offset, split by the GC's\n\
-    phase markers), its GC report (OUT/S.gc.json) and OUT/report.json.")]
+    also on an error and on ^C, SIGTERM, SIGHUP or SIGQUIT (exit 130; held replies of the\n\
+    disk are answered first). Only a SIGKILL leaves them; then, in this order: let the disk\n\
+    answer what it holds (chunkscope ctl OUT/disk release --all), kill the\n\
+    orphaned chunkscope gc (pgrep -af OUT/fs), umount OUT/fs, losetup -d the loop device\n\
+    of OUT/disk/disk.img (losetup -j OUT/disk/disk.img), umount OUT/disk (its chunkscope\n\
+    mount ends with it), umount OUT/backing (a tmpfs, when the images fit in memory), and\n\
+    rmdir /sys/fs/cgroup/memory/chunkscope-testbed-PID-* (or /sys/fs/cgroup/...). A second\n\
+    testbed on the same OUT is refused while one runs. OUT keeps the images, each\n\
+    strategy's disk trace (OUT/S.trace: every read and write of the image with its offset,\n\
+    split by the GC's phase markers), its GC report (OUT/S.gc.json) and OUT/report.json.")]
 pub struct TestbedArgs {
     /// The working directory (created): images, traces, reports.
     #[arg(long, value_name = "DIR")]

@@ -12,6 +12,7 @@
 //! | `drop-caches` | `ok`: the model's block cache is empty (a cold pool) from the next request on |
 //! | `rules` | `ok [json]`: each fault rule with the requests it matched and the times it fired |
 //! | `release` | `ok N`: every reply held now (an injected delay or stall, a modelled cost) is sent at once; N of them; `error ...` when nothing can hold a reply |
+//! | `release all` | `ok N`: as `release`, and every reply held from now on is sent at once too (the mount delays nothing any more: what a stop needs) |
 //! | `s3 OP STATUS ARG BYTES DURATION_NS INJECTED_NS INJECTED PID NAME_HEX` (INJECTED 0 or 1: a fault rule answered or cut it; PID the client's, 0 unknown: then the recorder's is recorded; NAME `-`: none) | `ok seq=N`: a request to an S3 bucket that `chunkscope s3-record` relayed, ending now, was recorded (see `trace::format`); `ok untraced` without a trace |
 //! | `layout` | `ok [json]`: the backing store's chunk directories that are not its own (symbolic links, other filesystems' mounts), checked on the backing store, so nothing of it reaches the trace; `error ...` when `.chunks` cannot be listed |
 //! | anything else | `error ...` |
@@ -166,10 +167,14 @@ fn answer(shared: &Shared, line: &str, pid: u32) -> String {
                 .unwrap_or_default();
             format!("ok {}", serde_json::to_string(&rules).unwrap_or_default())
         }
-        "release" => match &shared.timer {
+        "release" if matches!(rest.trim(), "" | "all") => match &shared.timer {
             Some(t) => {
                 let held = t.counts().held;
-                t.release();
+                if rest.trim() == "all" {
+                    t.release_from_now();
+                } else {
+                    t.release();
+                }
                 format!("ok {held}")
             }
             None => "error the mount holds no replies (no delay, stall, model time or disk)".into(),
@@ -505,6 +510,15 @@ impl Client {
     /// Sends every reply the mount holds now; returns how many it held.
     pub fn release(&mut self) -> Result<u64> {
         let reply = self.request("release")?;
+        reply
+            .parse()
+            .with_context(|| format!("the mount's release reply '{reply}' is not readable"))
+    }
+
+    /// Sends every reply the mount holds now, and holds none from now on (a stop's first
+    /// step); returns how many it held.
+    pub fn release_all(&mut self) -> Result<u64> {
+        let reply = self.request("release all")?;
         reply
             .parse()
             .with_context(|| format!("the mount's release reply '{reply}' is not readable"))

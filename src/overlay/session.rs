@@ -86,9 +86,17 @@ pub fn serve(
     let forced = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
     let forced_by_signal = forced.clone();
     let mut refused_at: Option<std::time::Instant> = None;
+    let timer = shared.timer.clone();
     signals.handle("signals", move || {
         tracing::debug!("a termination signal: unmounting {}", target.display());
         let again = refused_at.is_some_and(|t| t.elapsed() < FORCE_WINDOW);
+        if again {
+            // A forced stop answers every held reply first (and holds none from now on):
+            // a caller waiting on a modelled delay or a stall is answered, not cut off.
+            if let Some(t) = &timer {
+                t.release_from_now();
+            }
+        }
         let forcing = || {
             // Before the connection is aborted: the session ends at once, and its end must
             // see that it was forced.

@@ -82,6 +82,8 @@ struct Shared {
     stop: AtomicBool,
     /// Set by [`Timer::release`]: send everything held now.
     release: AtomicBool,
+    /// Set by [`Timer::release_from_now`]: hold nothing any more.
+    released: AtomicBool,
     pushed: AtomicU64,
     held: AtomicU64,
     interrupted: AtomicU64,
@@ -126,6 +128,11 @@ impl Timer {
     /// Sends `reply` after `delay` (at most [`MAX_HOLD`]), or answers it EINTR as soon as
     /// thread `tid` (the caller; 0 for none) has a signal pending that it does not block.
     pub fn hold(&self, delay: Duration, tid: u32, reply: Box<dyn Held>) {
+        let delay = if self.shared.released.load(Ordering::Acquire) {
+            Duration::ZERO
+        } else {
+            delay
+        };
         let n = self.shared.pushed.fetch_add(1, Ordering::Relaxed);
         self.shared.held.fetch_add(1, Ordering::Relaxed);
         let e = Entry {
@@ -148,6 +155,14 @@ impl Timer {
         self.shared.release.store(true, Ordering::Release);
         let _guard = self.shared.heap.lock();
         self.shared.cv.notify_all();
+    }
+
+    /// Sends every reply held now at once, and every later one as soon as it is held: what
+    /// a stop needs (a testbed unmounting the filesystem above a slow disk would otherwise
+    /// wait on each of its writes at the disk's rate).
+    pub fn release_from_now(&self) {
+        self.shared.released.store(true, Ordering::Release);
+        self.release();
     }
 
     /// What the timer has done so far.

@@ -302,4 +302,8 @@ impl bucket::Bucket for Client {
     fn put(&self, key: &str, body: &[u8]) -> Result<(), S3Error> {
         Client::put(self, key, body)
     }
+
+    fn get(&self, key: &str) -> Result<Vec<u8>, S3Error> {
+        Client::get(self, key)
+    }
 }

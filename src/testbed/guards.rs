@@ -57,6 +57,7 @@ impl DiskMount {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        super::interrupt::set_disk(Some(crate::overlay::control::socket_for(mnt)));
         Ok(m)
     }
 
@@ -76,6 +77,7 @@ impl DiskMount {
     }
 
     fn unmount(&self) {
+        super::interrupt::set_disk(None);
         if is_mounted(&self.mnt) {
             let _ = unmount(&self.mnt);
         }
@@ -217,5 +219,40 @@ impl Cgroup {
 impl Drop for Cgroup {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// `OUT/.testbed.lock`, held (`flock`) for the whole run: a second testbed on the same `--out`
+/// would mount over the first one's directories and take its images. Released when the
+/// process ends, however it ends.
+pub(super) struct OutLock(#[allow(dead_code)] std::fs::File);
+
+impl OutLock {
+    pub(super) fn take(out: &Path) -> Result<OutLock> {
+        use std::io::{Read, Seek, Write};
+        use std::os::fd::AsRawFd;
+        let path = out.join(".testbed.lock");
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        // SAFETY: flock on a descriptor of ours.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            bail!(
+                "{} is in use by another testbed (pid {}): wait for it to end, or give \
+                 another --out",
+                out.display(),
+                pid.trim()
+            );
+        }
+        f.set_len(0)?;
+        f.rewind()?;
+        write!(f, "{}", std::process::id())?;
+        Ok(OutLock(f))
     }
 }

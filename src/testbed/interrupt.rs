@@ -18,8 +18,11 @@ use anyhow::{bail, Result};
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// The pidfd of the step running, for the signal thread to end it.
 static RUNNING: Mutex<Option<OwnedFd>> = Mutex::new(None);
+/// The control socket of the disk mount under the image, while it runs.
+static DISK: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
 
-/// Takes SIGINT and SIGTERM from now on (call it before any thread is started).
+/// Takes the termination signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) from now on (call it
+/// before any thread is started).
 pub fn handle_signals() -> Result<()> {
     crate::fsutil::TerminationSignals::block().handle("testbed-signals", || {
         if !INTERRUPTED.swap(true, Ordering::SeqCst) {
@@ -28,9 +31,28 @@ pub fn handle_signals() -> Result<()> {
                  detaching the loop device and removing the cgroup"
             );
         }
+        // The disk first: every write the unmount of the filesystem makes goes through it,
+        // and a slow disk (`--disk ssd,rate=1`) would hold each for its time.
+        release_disk();
         end_running();
     })?;
     Ok(())
+}
+
+/// Names the disk mount's control socket (`None`: it ended), for [`release_disk`].
+pub(super) fn set_disk(socket: Option<std::path::PathBuf>) {
+    *DISK.lock().unwrap_or_else(|p| p.into_inner()) = socket;
+}
+
+/// Tells the disk mount to answer every held reply now and to hold none from now on.
+fn release_disk() {
+    let disk = DISK.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(socket) = disk.as_ref() {
+        match crate::overlay::control::Client::connect(socket).and_then(|mut c| c.release_all()) {
+            Ok(n) => tracing::info!("the disk mount answered {n} held replies and holds no more"),
+            Err(e) => tracing::warn!("releasing the disk mount's held replies: {e:#}"),
+        }
+    }
 }
 
 /// Whether the run was interrupted (the command exits with 130).

@@ -198,6 +198,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
     check_tools(o.fs)?;
     std::fs::create_dir_all(&o.out).with_context(|| format!("creating {}", o.out.display()))?;
     let out = o.out.canonicalize()?;
+    let _own = guards::OutLock::take(&out)?;
     let bed = Bed {
         exe,
         backing: out.join("backing"),

@@ -1391,9 +1391,16 @@ fn an_s3_gc_names_lost_chunks_keeps_foreign_keys_and_stops_at_a_linked_namespace
     }
     let outcome = c.delete_batch(std::slice::from_ref(&key)).unwrap();
     assert_eq!(outcome.deleted, std::slice::from_ref(&key));
+    // Another referenced chunk's object damaged in place: only --deep reads it.
+    let other = referenced.iter().find(|h| **h != hex).unwrap();
+    let damaged = format!(".chunks/{}/{other}", &other[..4]);
+    let mut body = c.get(&damaged).unwrap();
+    let last = body.len() - 1;
+    body[last] ^= 0xff;
+    c.put(&damaged, &body).unwrap();
 
     let o = bin()
-        .args(["check", "--json", "--s3-bucket", bucket])
+        .args(["check", "--json", "--deep", "--s3-bucket", bucket])
         .arg(&store)
         .envs(server.env())
         .output()
@@ -1401,6 +1408,14 @@ fn an_s3_gc_names_lost_chunks_keeps_foreign_keys_and_stops_at_a_linked_namespace
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["missing_chunks"][0]["path"], hex.as_str(), "{r}");
+    assert_eq!(
+        r["s3"]["objects_verified"].as_u64().unwrap() as usize,
+        referenced.len() - 1,
+        "every referenced chunk's object read but the lost one's"
+    );
+    let corrupt = r["corrupt_chunks"].as_array().unwrap();
+    assert_eq!(corrupt.len(), 1, "{r}");
+    assert_eq!(corrupt[0]["path"], damaged.as_str(), "{r}");
     assert_eq!(r["s3"]["foreign_objects"], 3, "{r}");
     let named: Vec<&str> = r["s3"]["foreign_keys"]
         .as_array()
