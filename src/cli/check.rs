@@ -85,38 +85,7 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
             n(r.chunks.ignored_files as u64)
         );
         if let Some(b) = &r.s3 {
-            println!("bucket           {}", b.bucket);
-            println!(
-                "objects          {} chunk objects ({}), {} bad copies",
-                n(b.chunk_objects),
-                crate::units::human_bytes(b.chunk_object_bytes),
-                n(b.bad_objects)
-            );
-            println!(
-                "local cache      {} whole, {} markers; {} referenced and {} unreferenced objects \
-                 without a local file, {} unreferenced local files without an object",
-                n(b.local_whole),
-                n(b.local_markers),
-                n(b.referenced_without_local_file),
-                n(b.garbage_without_local_file),
-                n(b.garbage_without_object)
-            );
-            if b.objects_verified > 0 {
-                println!(
-                    "verified         {} referenced chunks' objects read (CRC and digest)",
-                    n(b.objects_verified)
-                );
-            }
-            if b.foreign_objects > 0 {
-                println!(
-                    "problem: {} objects under .chunks/ are not at a chunk's key \
-                     (.chunks/XXXX/<digest in lowercase hex>): no chunk's object, kept by a GC",
-                    n(b.foreign_objects)
-                );
-                for k in &b.foreign_keys {
-                    println!("  {k}");
-                }
-            }
+            print_bucket(b);
         }
         if r.snapshots_without_manifest > 0 {
             println!(
@@ -164,4 +133,41 @@ pub fn run(args: CheckArgs) -> Result<Outcome> {
     } else {
         Outcome::ProblemsFound
     })
+}
+
+/// The bucket's lines of an S3 datastore's check.
+fn print_bucket(b: &crate::check::BucketCheck) {
+    let n = |v: u64| thousands(v);
+    println!("bucket           {}", b.bucket);
+    println!(
+        "objects          {} chunk objects ({}), {} bad copies",
+        n(b.chunk_objects),
+        crate::units::human_bytes(b.chunk_object_bytes),
+        n(b.bad_objects)
+    );
+    println!(
+        "local cache      {} whole, {} markers; {} referenced and {} unreferenced objects \
+         without a local file, {} unreferenced local files without an object",
+        n(b.local_whole),
+        n(b.local_markers),
+        n(b.referenced_without_local_file),
+        n(b.garbage_without_local_file),
+        n(b.garbage_without_object)
+    );
+    if b.objects_verified > 0 {
+        println!(
+            "verified         {} referenced chunks' objects read (CRC and digest)",
+            n(b.objects_verified)
+        );
+    }
+    if b.foreign_objects > 0 {
+        println!(
+            "problem: {} objects under .chunks/ are not at a chunk's key \
+             (.chunks/XXXX/<digest in lowercase hex>): no chunk's object, kept by a GC",
+            n(b.foreign_objects)
+        );
+        for k in &b.foreign_keys {
+            println!("  {k}");
+        }
+    }
 }

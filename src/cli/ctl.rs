@@ -16,7 +16,7 @@ use crate::overlay::control::{default_socket, Client, Marked};
     chunkscope ctl /mnt/cs drop-caches\n  \
     chunkscope ctl /mnt/cs rules\n  \
     chunkscope ctl /mnt/cs release\n  \
-    chunkscope ctl /mnt/cs release --all\n\n\
+    chunkscope ctl /mnt/cs release all\n\n\
     Each command returns after the mount acknowledged it: a marker is in the trace before\n\
     anything the caller does next.")]
 pub struct CtlArgs {
@@ -45,10 +45,10 @@ enum CtlCommand {
     /// Send every reply the mount holds now (injected delays and stalls, modelled time):
     /// whatever waits on the mount goes on.
     Release {
-        /// And hold none from now on: the mount delays nothing any more (to stop whatever
-        /// runs on a slow `--disk` without waiting on it).
-        #[arg(long)]
-        all: bool,
+        /// `all`: and hold none from now on: the mount delays nothing any more (to stop
+        /// whatever runs on a slow `--disk` without waiting on it).
+        #[arg(value_parser = ["all"])]
+        all: Option<String>,
     },
 }
 
@@ -73,6 +73,7 @@ pub fn run(args: CtlArgs) -> Result<Outcome> {
         }
         CtlCommand::Rules => println!("{}", serde_json::to_string(&client.rules()?)?),
         CtlCommand::Release { all } => {
+            let all = all.is_some();
             let n = if all {
                 client.release_all()?
             } else {

@@ -24,7 +24,7 @@ use crate::testbed::{Fs, TestbedOptions};
     filesystem's mkfs. Every mount, loop device and cgroup it makes is removed when it ends,\n\
     also on an error and on ^C, SIGTERM, SIGHUP or SIGQUIT (exit 130; held replies of the\n\
     disk are answered first). Only a SIGKILL leaves them; then, in this order: let the disk\n\
-    answer what it holds (chunkscope ctl OUT/disk release --all), kill the\n\
+    answer what it holds (chunkscope ctl OUT/disk release all), kill the\n\
     orphaned chunkscope gc (pgrep -af OUT/fs), umount OUT/fs, losetup -d the loop device\n\
     of OUT/disk/disk.img (losetup -j OUT/disk/disk.img), umount OUT/disk (its chunkscope\n\
     mount ends with it), umount OUT/backing (a tmpfs, when the images fit in memory), and\n\

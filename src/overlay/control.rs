@@ -516,7 +516,7 @@ impl Client {
     }
 
     /// Sends every reply the mount holds now, and holds none from now on (a stop's first
-    /// step); returns how many it held.
+    /// step: `ctl MNT release all`); returns how many it held.
     pub fn release_all(&mut self) -> Result<u64> {
         let reply = self.request("release all")?;
         reply

@@ -25,8 +25,57 @@ pub struct MountConfig {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
-/// Mounts `overlay` as `cfg` says and serves it until it is unmounted, or until SIGINT or
-/// SIGTERM (`signals`, blocked before any thread was started) unmount it. The control
+/// Takes the termination signals (`signals`) on a thread of their own: each asks the mount
+/// on `target` to stop; a busy one is refused and named, and a second signal within
+/// [`FORCE_WINDOW`] forces it, answering every held reply first (`forced` says how far).
+fn stop_on_signals(
+    signals: crate::fsutil::TerminationSignals,
+    target: PathBuf,
+    forced_by_signal: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    timer: Option<std::sync::Arc<super::timer::Timer>>,
+) -> Result<()> {
+    let mut refused_at: Option<std::time::Instant> = None;
+    signals.handle("signals", move || {
+        tracing::debug!("a termination signal: unmounting {}", target.display());
+        let again = refused_at.is_some_and(|t| t.elapsed() < FORCE_WINDOW);
+        if again {
+            // A forced stop answers every held reply first (and holds none from now on):
+            // a caller waiting on a modelled delay or a stall is answered, not cut off.
+            if let Some(t) = &timer {
+                t.release_from_now();
+            }
+        }
+        let forcing = || {
+            // Before the connection is aborted: the session ends at once, and its end must
+            // see that it was forced.
+            forced_by_signal.store(FORCING, std::sync::atomic::Ordering::SeqCst);
+        };
+        let stopped = stop(&target, again, forcing);
+        if forced_by_signal.load(std::sync::atomic::Ordering::SeqCst) == FORCING {
+            forced_by_signal.store(FORCED, std::sync::atomic::Ordering::SeqCst);
+        }
+        match stopped {
+            Ok(Stopped::Unmounted) => {}
+            Ok(Stopped::Busy(holders)) => {
+                refused_at = Some(std::time::Instant::now());
+                tracing::warn!(
+                    "not unmounting {}: it is busy ({}). Stop them first, or send \
+                     SIGINT/SIGTERM again within {} s to force it (held replies are then \
+                     answered, later requests fail, and the mount exits with an error)",
+                    target.display(),
+                    describe(&holders),
+                    FORCE_WINDOW.as_secs()
+                );
+            }
+            Ok(Stopped::Forced) => {}
+            Err(e) => tracing::error!("unmounting {}: {e}", target.display()),
+        }
+    })?;
+    Ok(())
+}
+
+/// Mounts `overlay` as `cfg` says and serves it until it is unmounted, or until a
+/// termination signal (`signals`, blocked before any thread was started) unmounts it. The control
 /// socket is bound before mounting (whoever sees the mount finds it) and removed after;
 /// `mounted` is told the socket's path once the mount is live. On return the overlay and the
 /// control thread have let go of the trace, so its writer can finish.
@@ -85,44 +134,7 @@ pub fn serve(
     // 0: not forced; FORCING: the connection is being aborted; FORCED: and the mount detached.
     let forced = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
     let forced_by_signal = forced.clone();
-    let mut refused_at: Option<std::time::Instant> = None;
-    let timer = shared.timer.clone();
-    signals.handle("signals", move || {
-        tracing::debug!("a termination signal: unmounting {}", target.display());
-        let again = refused_at.is_some_and(|t| t.elapsed() < FORCE_WINDOW);
-        if again {
-            // A forced stop answers every held reply first (and holds none from now on):
-            // a caller waiting on a modelled delay or a stall is answered, not cut off.
-            if let Some(t) = &timer {
-                t.release_from_now();
-            }
-        }
-        let forcing = || {
-            // Before the connection is aborted: the session ends at once, and its end must
-            // see that it was forced.
-            forced_by_signal.store(FORCING, std::sync::atomic::Ordering::SeqCst);
-        };
-        let stopped = stop(&target, again, forcing);
-        if forced_by_signal.load(std::sync::atomic::Ordering::SeqCst) == FORCING {
-            forced_by_signal.store(FORCED, std::sync::atomic::Ordering::SeqCst);
-        }
-        match stopped {
-            Ok(Stopped::Unmounted) => {}
-            Ok(Stopped::Busy(holders)) => {
-                refused_at = Some(std::time::Instant::now());
-                tracing::warn!(
-                    "not unmounting {}: it is busy ({}). Stop them first, or send \
-                     SIGINT/SIGTERM again within {} s to force it (their requests then fail, \
-                     and the mount exits with an error)",
-                    target.display(),
-                    describe(&holders),
-                    FORCE_WINDOW.as_secs()
-                );
-            }
-            Ok(Stopped::Forced) => {}
-            Err(e) => tracing::error!("unmounting {}: {e}", target.display()),
-        }
-    })?;
+    stop_on_signals(signals, target, forced_by_signal, shared.timer.clone())?;
     let ran = session.run().context("FUSE session");
     // The control thread's handle on the trace must go before the writer can finish.
     shared
