@@ -567,11 +567,16 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("CHUNKSCOPE_HUNT_CASES")
+/// Cases to draw: `$var`, else `default`.
+fn cases_from(var: &str, default: u32) -> u32 {
+    std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+        .unwrap_or(default)
+}
+
+fn cases() -> u32 {
+    cases_from("CHUNKSCOPE_HUNT_CASES", 4)
 }
 
 /// CI draws the same cases every run (seed 18); a hunt (`CHUNKSCOPE_HUNT_CASES`) draws new
@@ -738,10 +743,7 @@ fn run_s3_case(case: &S3Case) -> Result<(), TestCaseError> {
 }
 
 fn s3_cases() -> u32 {
-    std::env::var("CHUNKSCOPE_S3_HUNT_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8)
+    cases_from("CHUNKSCOPE_S3_HUNT_CASES", 8)
 }
 
 proptest! {

@@ -229,9 +229,30 @@ fn a_mount_forced_away_under_a_gc_stops_it_with_one_message() {
 /// nothing of `y`. Before issue 47 the sweep went through the bound directory (same device,
 /// `O_NOFOLLOW` passed) and removed `y`'s referenced chunks there with exit 0.
 fn bound_during_the_sweep(target: &Path, x: &Path, y: &Path, p: &str) -> String {
+    let y_before = fingerprint(&y.join(".chunks"));
+    let msg = gc_binding_at_the_sweep(
+        target,
+        &y.join(".chunks").join(p),
+        &x.join(".chunks").join(p),
+    );
+    assert_same_files(
+        &y_before,
+        &fingerprint(&y.join(".chunks")),
+        "the other store lost nothing",
+    );
+    assert!(msg.contains("aborted in phase 2"), "{msg}");
+    assert!(
+        msg.contains(&format!(".chunks/{p} is a mount point")),
+        "{msg}"
+    );
+    msg
+}
+
+/// A GC of `target` (in this process) that must stop: `from` is bound over `over` as its
+/// sweep starts (after the layout check), and undone when it has ended. Its error.
+fn gc_binding_at_the_sweep(target: &Path, from: &Path, over: &Path) -> String {
     use chunkscope::gc::{self, log::TaskLog, GcOptions, GcPhase, Hooks};
     use chunkscope::store::dir::DirStore;
-    let y_before = fingerprint(&y.join(".chunks"));
     let store = DirStore::open(target).unwrap();
     let mut log = TaskLog::new(Box::new(std::io::sink()), false);
     let opts = GcOptions {
@@ -241,10 +262,7 @@ fn bound_during_the_sweep(target: &Path, x: &Path, y: &Path, p: &str) -> String 
     let mut bind = None;
     let mut boundary = |b: gc::Boundary| {
         if b.phase == GcPhase::Sweep && b.start {
-            bind = Some(Bind::new(
-                &y.join(".chunks").join(p),
-                &x.join(".chunks").join(p),
-            ));
+            bind = Some(Bind::new(from, over));
         }
         Ok(())
     };
@@ -254,18 +272,7 @@ fn bound_during_the_sweep(target: &Path, x: &Path, y: &Path, p: &str) -> String 
     };
     let e = gc::run(&store, &opts, &mut log, hooks).expect_err("the sweep must stop");
     drop(bind);
-    assert_same_files(
-        &y_before,
-        &fingerprint(&y.join(".chunks")),
-        "the other store lost nothing",
-    );
-    let msg = format!("{e:#}");
-    assert!(msg.contains("aborted in phase 2"), "{msg}");
-    assert!(
-        msg.contains(&format!(".chunks/{p} is a mount point")),
-        "{msg}"
-    );
-    msg
+    format!("{e:#}")
 }
 
 /// Issue 47, point 1: a directory bound over a chunk directory while the sweep runs, directly
@@ -570,8 +577,6 @@ fn a_tree_directory_that_is_a_mount_point_is_read_through() {
 /// bind then stands over the mount's root or its `.chunks`); the other store loses nothing.
 #[test]
 fn a_directory_bound_over_the_store_or_its_chunks_during_the_sweep_stops_it() {
-    use chunkscope::gc::{self, log::TaskLog, GcOptions, GcPhase, Hooks};
-    use chunkscope::store::dir::DirStore;
     let dir = store_dir();
     let (x, y, _) = two_stores(dir.path());
     let mount_dir = tempfile::tempdir_in(dir.path()).unwrap();
@@ -588,27 +593,7 @@ fn a_directory_bound_over_the_store_or_its_chunks_during_the_sweep_stops_it() {
             y.clone()
         };
         let y_before = fingerprint(&y);
-        let store = DirStore::open(&target).unwrap();
-        let mut log = TaskLog::new(Box::new(std::io::sink()), false);
-        let opts = GcOptions {
-            atime_check: false,
-            ..GcOptions::default()
-        };
-        let mut bind = None;
-        let mut boundary = |b: gc::Boundary| {
-            if b.phase == GcPhase::Sweep && b.start {
-                bind = Some(Bind::new(&from, &over));
-            }
-            Ok(())
-        };
-        let hooks = Hooks {
-            boundary: Some(&mut boundary),
-            ..Hooks::default()
-        };
-        let e = gc::run(&store, &opts, &mut log, hooks).expect_err("the sweep must stop");
-        drop(bind);
-        drop(store);
-        let msg = format!("{e:#}");
+        let msg = gc_binding_at_the_sweep(&target, &from, &over);
         assert!(
             msg.contains("aborted in phase 2") && msg.contains("the store vanished under the GC"),
             "{over:?}: {msg}"
