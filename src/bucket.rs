@@ -143,11 +143,6 @@ impl<'a, B: Bucket + ?Sized> Listing<'a, B> {
         }
     }
 
-    /// Pages listed so far.
-    pub fn pages(&self) -> u64 {
-        self.pages
-    }
-
     /// The next page, `None` after the last.
     pub fn next_page(&mut self) -> Result<Option<ListPage>, S3Error> {
         if self.done {
@@ -165,6 +160,9 @@ impl<'a, B: Bucket + ?Sized> Listing<'a, B> {
             code: "BrokenListing".into(),
             message: format!("page {n} of the server's listing {why}: stopped"),
         };
+        // Each key after the one before it (the previous page's last for the first): one
+        // comparison a key, and one copy a page.
+        let mut before = self.last_key.as_deref();
         for o in &page.objects {
             if !o.key.starts_with(&self.prefix) {
                 return Err(broken(format!(
@@ -172,16 +170,17 @@ impl<'a, B: Bucket + ?Sized> Listing<'a, B> {
                     shown(&o.key)
                 )));
             }
-            if let Some(last) = &self.last_key {
-                if o.key.as_str() <= last.as_str() {
-                    return Err(broken(format!(
-                        "holds {:?} after {:?}: out of order, or listed before",
-                        shown(&o.key),
-                        shown(last)
-                    )));
-                }
+            if let Some(last) = before.filter(|last| o.key.as_str() <= *last) {
+                return Err(broken(format!(
+                    "holds {:?} after {:?}: out of order, or listed before",
+                    shown(&o.key),
+                    shown(last)
+                )));
             }
-            self.last_key = Some(o.key.clone());
+            before = Some(&o.key);
+        }
+        if let Some(last) = page.objects.last() {
+            self.last_key = Some(last.key.clone());
         }
         match &page.next {
             None => self.done = true,

@@ -606,6 +606,10 @@ mod tests {
 /// One mount of `/proc/self/mountinfo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountEntry {
+    /// The mount's id.
+    pub id: u64,
+    /// The id of the mount it stands on.
+    pub parent: u64,
     /// The device, `major:minor`.
     pub dev: String,
     /// Where it is mounted (escapes undone).
@@ -631,6 +635,8 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
             let f: Vec<&str> = line.split(' ').collect();
             let sep = f.iter().position(|&x| x == "-")?;
             Some(MountEntry {
+                id: f.first()?.parse().ok()?,
+                parent: f.get(1)?.parse().ok()?,
                 dev: f.get(2)?.to_string(),
                 point: std::ffi::OsString::from_vec(unescape(f.get(4)?)).into(),
                 fstype: f.get(sep + 1)?.to_string(),

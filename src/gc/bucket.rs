@@ -94,11 +94,9 @@ fn unlisted_referenced<S: ChunkStore>(s: &mut BucketSweep<'_, '_, '_, S>) -> Res
                 let Some(p) = s.guard.referenced.position(&d) else {
                     return Ok(());
                 };
-                let (word, bit) = ((p / 64) as usize, 1u64 << (p % 64));
-                if s.listed[word] & bit != 0 {
-                    return Ok(());
+                if !s.mark_listed(p) {
+                    return Ok(()); // listed, or named already
                 }
-                s.listed[word] |= bit; // named once
                 match s.whole_local_copy(&d) {
                     Ok(true) => s.report.counters.referenced_only_local += 1,
                     Ok(false) => {
@@ -359,7 +357,7 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
             .map_err(|e| anyhow!("stat of {} failed - {e}", self.local_path(prefix, basename)))?;
         let referenced = match name {
             ObjectName::Chunk(d) => self.guard.referenced.position(&d).map(|p| {
-                self.listed[(p / 64) as usize] |= 1 << (p % 64);
+                self.mark_listed(p);
                 d
             }),
             _ => None,
@@ -579,6 +577,14 @@ impl<S: ChunkStore> BucketSweep<'_, '_, '_, S> {
             );
         }
         Ok(())
+    }
+
+    /// Sets the bit of the referenced chunk at `p`; whether it was clear.
+    fn mark_listed(&mut self, p: u64) -> bool {
+        let (word, bit) = ((p / 64) as usize, 1u64 << (p % 64));
+        let clear = self.listed[word] & bit == 0;
+        self.listed[word] |= bit;
+        clear
     }
 
     /// Whether the local cache holds chunk `d` whole (a regular file that is not a marker).

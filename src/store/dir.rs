@@ -57,21 +57,19 @@ enum Identity {
 /// over its root or over its `.chunks` (a bind mount, say: a path through it no longer
 /// reaches the store), `Some(None)` when it is there as it was.
 fn mounted_over(info: &str, id: &str) -> Option<Option<String>> {
-    // Fields: mount id, parent id, major:minor, root, mount point, ...
-    let lines: Vec<Vec<&str>> = info.lines().map(|l| l.split(' ').collect()).collect();
-    let ours = lines.iter().find(|f| f.get(2) == Some(&id))?;
-    let (mount_id, point) = (ours[0], ours[4]);
-    let chunks = format!("{point}/{CHUNK_DIR}");
-    let over = lines
+    let mounts = crate::fsutil::parse_mountinfo(info);
+    let ours = mounts.iter().find(|m| m.dev == id)?;
+    let chunks = ours.point.join(CHUNK_DIR);
+    let over = mounts
         .iter()
-        .find(|f| f.len() > 4 && f[1] == mount_id && (f[4] == point || f[4] == chunks.as_str()));
-    Some(over.map(|f| {
-        let what = if f[4] == point {
+        .find(|m| m.parent == ours.id && (m.point == ours.point || m.point == chunks));
+    Some(over.map(|m| {
+        let what = if m.point == ours.point {
             "another mount"
         } else {
             "a mount on .chunks"
         };
-        format!("{what} (device {})", f[2])
+        format!("{what} (device {})", m.dev)
     }))
 }
 
