@@ -17,7 +17,8 @@ use crate::testbed::{Fs, TestbedOptions};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     chunkscope testbed --out /tmp/tb --strategy naive,batched\n  \
-    chunkscope testbed --out /tmp/tbx --fs xfs --disk ssd --strategy lru\n\n\
+    chunkscope testbed --out /tmp/tbx --fs xfs --disk ssd --strategy lru\n  \
+    chunkscope testbed --out /tmp/tbz --fs zfs --memory 64MiB\n\n\
     Every strategy on the default hdd-7200 disk takes about 8 minutes on the tiny preset;\n\
     --disk ssd compares the reads only, in seconds.\n\n\
     Needs root (loop devices, mounts, drop_caches, a memory cgroup), losetup and the\n\
@@ -28,7 +29,11 @@ use crate::testbed::{Fs, TestbedOptions};
     orphaned chunkscope gc (pgrep -af OUT/fs), umount OUT/fs, losetup -d the loop device\n\
     of OUT/disk/disk.img (losetup -j OUT/disk/disk.img), umount OUT/disk (its chunkscope\n\
     mount ends with it), umount OUT/backing (a tmpfs, when the images fit in memory), and\n\
-    rmdir /sys/fs/cgroup/memory/chunkscope-testbed-PID-* (or /sys/fs/cgroup/...). A second\n\
+    rmdir /sys/fs/cgroup/memory/chunkscope-testbed-PID-* (or /sys/fs/cgroup/...). On zfs\n\
+    there is no loop device and no OUT/fs mount on the host: zfs-fuse runs in a mount\n\
+    namespace of its own (its own /etc/zfs/zfsrc and socket; a zfs-fuse of the host is\n\
+    never touched), the pool's filesystem is mounted there only, and the daemon gets\n\
+    SIGKILL when the testbed dies; its image is OUT/disk/vdev/disk.img. A second\n\
     testbed on the same OUT is refused while one runs. OUT keeps the images, each\n\
     strategy's disk trace (OUT/S.trace: every read and write of the image with its offset,\n\
     split by the GC's phase markers), its GC report (OUT/S.gc.json) and OUT/report.json.")]
@@ -58,14 +63,15 @@ pub struct TestbedArgs {
     #[arg(long, default_value = "2GiB")]
     image: String,
     /// The GC's memory limit, its page cache included (a memory cgroup); 0 for none. The
-    /// model's cache is set to it.
+    /// model's cache is set to it; on zfs it is also the ARC's maximum (16 MiB at least).
     #[arg(long, default_value = "256MiB")]
     memory: String,
     /// The strategies, run in this order.
     #[arg(long, value_enum, value_delimiter = ',', default_value = Strategy::all_names())]
     strategy: Vec<Strategy>,
     /// The cost model to compare (a preset or a model file); by default the filesystem's:
-    /// `ext4-hdd` on ext4 (and btrfs, which has no model of its own yet), `xfs-hdd` on xfs.
+    /// `ext4-hdd` on ext4 (and btrfs, which has no model of its own yet), `xfs-hdd` on xfs,
+    /// `zfs-hdd` on zfs.
     #[arg(long)]
     model: Option<String>,
     /// Fit the model to this strategy's task log as an admin would fit their pool's
@@ -112,6 +118,7 @@ pub fn run(args: TestbedArgs) -> Result<Outcome> {
             match args.fs {
                 Fs::Xfs => "xfs-hdd",
                 Fs::Ext4 | Fs::Btrfs => "ext4-hdd",
+                Fs::Zfs => "zfs-hdd",
             }
             .to_string()
         }),

@@ -87,6 +87,15 @@ fn end_running() {
 /// Runs `cmd` to its end with its output captured, as [`Command::output`] does, ended early
 /// by an interrupt (then an error).
 pub(super) fn output(cmd: &mut Command) -> std::io::Result<Output> {
+    output_within(cmd, None)
+}
+
+/// [`output`], the process killed (SIGKILL, by its pidfd) once `limit` has passed: then an
+/// error of kind `TimedOut`.
+pub(super) fn output_within(
+    cmd: &mut Command,
+    limit: Option<std::time::Duration>,
+) -> std::io::Result<Output> {
     let interrupted = || std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted");
     if was_interrupted() {
         return Err(interrupted());
@@ -109,10 +118,52 @@ pub(super) fn output(cmd: &mut Command) -> std::io::Result<Output> {
             end_running();
         }
     }
+    // The watchdog holds a pidfd of its own: a pidfd names its process and never one that
+    // took its pid after it was reaped.
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let expired = std::sync::Arc::new(AtomicBool::new(false));
+    let watchdog = limit.map(|limit| {
+        // SAFETY: pidfd_open on the pid of a child not yet reaped.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+        let expired = expired.clone();
+        std::thread::spawn(move || {
+            if fd < 0 {
+                return;
+            }
+            // SAFETY: a new descriptor, owned by this thread.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(limit) {
+                expired.store(true, Ordering::SeqCst);
+                // SAFETY: our pidfd; a signal to a process that ended is ESRCH.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    )
+                };
+            }
+        })
+    });
     let out = child.wait_with_output();
+    let _ = done.send(());
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
     RUNNING.lock().unwrap_or_else(|p| p.into_inner()).take();
     if was_interrupted() {
         return Err(interrupted());
+    }
+    if expired.load(Ordering::SeqCst) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "still running after {:?}: killed",
+                limit.unwrap_or_default()
+            ),
+        ));
     }
     out
 }

@@ -24,8 +24,10 @@
 
 mod guards;
 mod interrupt;
+mod zfs;
 
 pub use interrupt::{handle_signals, was_interrupted};
+pub use zfs::ZfsSettings;
 
 use guards::{Cgroup, DiskMount, FsMount, Loop};
 
@@ -49,23 +51,32 @@ pub enum Fs {
     Xfs,
     /// Btrfs (`mkfs.btrfs`, btrfs-progs).
     Btrfs,
+    /// ZFS (Debian's zfs-fuse: pool version 23 in a userspace daemon, its vdev the image).
+    Zfs,
 }
 
 impl Fs {
-    fn mkfs(self) -> (&'static str, &'static [&'static str]) {
+    /// Its mkfs and the testbed's own options to it (ZFS: `zpool create`, see [`zfs`]).
+    fn mkfs(self) -> Option<(&'static str, &'static [&'static str])> {
         match self {
-            Fs::Ext4 => ("mkfs.ext4", &["-q", "-F"]),
-            Fs::Xfs => ("mkfs.xfs", &["-q", "-f"]),
-            Fs::Btrfs => ("mkfs.btrfs", &["-q", "-f"]),
+            Fs::Ext4 => Some(("mkfs.ext4", &["-q", "-F"])),
+            Fs::Xfs => Some(("mkfs.xfs", &["-q", "-f"])),
+            Fs::Btrfs => Some(("mkfs.btrfs", &["-q", "-f"])),
+            Fs::Zfs => None,
         }
     }
 
-    /// The Debian package that brings its mkfs.
-    fn package(self) -> &'static str {
+    /// The tools it needs beyond the testbed's own, with the Debian package of each.
+    fn tools(self) -> Vec<(&'static str, &'static str)> {
         match self {
-            Fs::Ext4 => "e2fsprogs",
-            Fs::Xfs => "xfsprogs",
-            Fs::Btrfs => "btrfs-progs",
+            Fs::Ext4 => vec![("mkfs.ext4", "e2fsprogs")],
+            Fs::Xfs => vec![("mkfs.xfs", "xfsprogs")],
+            Fs::Btrfs => vec![("mkfs.btrfs", "btrfs-progs")],
+            Fs::Zfs => vec![
+                ("zfs-fuse", "zfs-fuse"),
+                ("zpool", "zfs-fuse"),
+                ("zfs", "zfs-fuse"),
+            ],
         }
     }
 
@@ -74,6 +85,16 @@ impl Fs {
             Fs::Ext4 => "ext4",
             Fs::Xfs => "xfs",
             Fs::Btrfs => "btrfs",
+            Fs::Zfs => "zfs",
+        }
+    }
+
+    /// The image's place under the backing directory: ZFS's in a directory of its own,
+    /// which `zpool import -d` searches (the golden copy beside it would be a second pool).
+    fn image_in_backing(self) -> &'static str {
+        match self {
+            Fs::Zfs => "vdev/disk.img",
+            _ => "disk.img",
         }
     }
 }
@@ -188,8 +209,21 @@ pub struct Report {
     pub survey: PathBuf,
     /// The model `calibrate` fitted to one strategy's task log, and what it predicts.
     pub calibrated: Option<Calibrated>,
+    /// On zfs: the daemon's and the pool's settings, as run.
+    pub zfs: Option<ZfsReport>,
     /// What this machine disturbs, for whoever reads the figures.
     pub notes: Vec<String>,
+}
+
+/// The ZFS testbed's settings and the commands that applied them.
+#[derive(Clone, Debug, Serialize)]
+pub struct ZfsReport {
+    /// The settings.
+    pub settings: ZfsSettings,
+    /// zfs-fuse's command line.
+    pub daemon_args: Vec<String>,
+    /// `zpool create`'s arguments.
+    pub create_args: Vec<String>,
 }
 
 /// Builds the testbed in `o.out`, runs every strategy, writes `report.json` there and
@@ -201,6 +235,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
     let _own = guards::OutLock::take(&out)?;
     let bed = Bed {
         exe,
+        fs: o.fs,
         backing: out.join("backing"),
         disk_mnt: out.join("disk"),
         fs_dir: out.join("fs"),
@@ -251,6 +286,21 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         measured_ranking: rank(&|r| r.phases[0].measured_s),
         predicted_ranking: rank(&|r| r.phases[0].predicted_s),
         runs,
+        zfs: (o.fs == Fs::Zfs).then(|| {
+            let settings = ZfsSettings::for_memory(o.memory_bytes);
+            ZfsReport {
+                daemon_args: settings.daemon_args(),
+                create_args: settings
+                    .create_args(
+                        &out.join("disk").join(Fs::Zfs.image_in_backing()),
+                        &out.join("fs"),
+                    )
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+                settings,
+            }
+        }),
         notes: vec![
             "The VM's memory reclaim evicts cached blocks after about a minute whatever the \
              cgroup allows: device_rereads counts blocks read again within a run."
@@ -314,15 +364,47 @@ fn ranking_agrees_by(runs: &[RunResult], predicted: impl Fn(&PhaseResult) -> f64
 /// The testbed's places.
 struct Bed<'a> {
     exe: &'a Path,
+    fs: Fs,
     out: PathBuf,
     backing: PathBuf,
     disk_mnt: PathBuf,
     fs_dir: PathBuf,
 }
 
+/// The filesystem of a run, mounted: ext4, XFS or Btrfs on a loop device (unmounted and
+/// detached on drop), or a ZFS pool in its zfs-fuse daemon (exported and stopped by
+/// [`Mounted::finish`]; only stopped on drop).
+enum Mounted {
+    Block { _fs: FsMount, lo: Loop },
+    Zfs(zfs::Daemon),
+}
+
+impl Mounted {
+    /// `cmd` sees the filesystem (ZFS: enters the daemon's mount namespace).
+    fn enter<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        match self {
+            Mounted::Block { .. } => cmd,
+            Mounted::Zfs(d) => d.enter(cmd),
+        }
+    }
+
+    /// Unmounted cleanly: ZFS exported (its write-back done) and its daemon stopped.
+    fn finish(self) -> Result<()> {
+        match self {
+            Mounted::Block { .. } => Ok(()),
+            Mounted::Zfs(d) => d.stop(),
+        }
+    }
+}
+
 impl Bed<'_> {
     fn image(&self) -> PathBuf {
-        self.backing.join("disk.img")
+        self.backing.join(self.fs.image_in_backing())
+    }
+
+    /// The image as the filesystem opens it: through the disk mount.
+    fn image_on_disk(&self) -> PathBuf {
+        self.disk_mnt.join(self.fs.image_in_backing())
     }
 
     fn golden(&self) -> PathBuf {
@@ -331,6 +413,37 @@ impl Bed<'_> {
 
     fn store(&self) -> PathBuf {
         self.fs_dir.join("store")
+    }
+
+    fn zfs_dir(&self) -> PathBuf {
+        self.out.join("zfs")
+    }
+
+    /// The filesystem on the image (made by `mkfs` or `zpool create` when `create`), mounted.
+    fn mount_fs(&self, o: &TestbedOptions, create: bool) -> Result<Mounted> {
+        if o.fs == Fs::Zfs {
+            let settings = ZfsSettings::for_memory(o.memory_bytes);
+            let needed = [self.disk_mnt.as_path(), self.out.as_path(), self.exe];
+            let mut d = zfs::Daemon::start(&self.zfs_dir(), &settings, &needed)?;
+            if create {
+                d.create(&settings, &self.image_on_disk(), &self.fs_dir)?;
+            } else {
+                let dir = self.image_on_disk();
+                d.import(dir.parent().unwrap_or(&self.disk_mnt))?;
+            }
+            return Ok(Mounted::Zfs(d));
+        }
+        let lo = Loop::attach(&self.image_on_disk())?;
+        if let (true, Some((mkfs, args))) = (create, o.fs.mkfs()) {
+            command(
+                Command::new(mkfs)
+                    .args(args)
+                    .args(&o.mkfs_options)
+                    .arg(&lo.dev),
+            )?;
+        }
+        let fs = FsMount::mount(&lo.dev, &self.fs_dir)?;
+        Ok(Mounted::Block { _fs: fs, lo })
     }
 
     /// The image with a filesystem and the store, generated once (through the mount without
@@ -343,23 +456,18 @@ impl Bed<'_> {
             o.fs.name(),
             crate::units::human_bytes(o.image_bytes)
         );
+        if let Some(dir) = image.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
         std::fs::File::create(&image)
             .and_then(|f| f.set_len(o.image_bytes))
             .with_context(|| format!("creating {}", image.display()))?;
         let disk = DiskMount::start(exe, &self.backing, &self.disk_mnt, None, None)?;
-        let lo = Loop::attach(&self.disk_mnt.join("disk.img"))?;
-        let (mkfs, args) = o.fs.mkfs();
-        command(
-            Command::new(mkfs)
-                .args(args)
-                .args(&o.mkfs_options)
-                .arg(&lo.dev),
-        )?;
-        let fs = FsMount::mount(&lo.dev, &self.fs_dir)?;
+        let mut fs = self.mount_fs(o, true)?;
         let seed = o.seed.to_string();
         tracing::info!("generating the {} store", o.preset);
         command(
-            Command::new(exe)
+            fs.enter(&mut Command::new(exe))
                 .args(["-q", "gen", "--preset", &o.preset, "--seed", &seed, "--out"])
                 .arg(&store),
         )
@@ -375,34 +483,104 @@ impl Bed<'_> {
                 e
             }
         })?;
-        let host_io_ns = host_io_ns(&self.fs_dir, &store, &lo.dev)?;
-        tracing::info!(
-            "a device read through the filesystem, the loop device and the mount costs the \
-             host {} beyond the disk",
-            crate::units::duration_ns(host_io_ns)
-        );
-        let survey = self.out.join("store.survey");
-        tracing::info!("surveying the store");
-        command(
-            Command::new(exe)
-                .args(["-q", "survey", "--out"])
-                .arg(&survey)
-                .arg(&store)
-                .stdout(Stdio::null()),
-        )?;
-        let model = self.out.join("model.json");
-        write_model(o, Some(host_io_ns), &model)?;
-        let predicted = predict(exe, &survey, &model, o)?;
-        drop(fs);
-        drop(lo);
-        drop(disk);
+        // Listing a directory sets its atime: the survey and the host's read-time pass must
+        // leave the golden image as the generator made it.
+        let host_io_ns = match &mut fs {
+            Mounted::Block { lo, .. } => host_io_ns(&self.fs_dir, &store, &lo.dev)?,
+            Mounted::Zfs(d) => {
+                d.run("zfs", ["set", "atime=off", zfs::POOL])?;
+                0
+            }
+        };
+        self.survey(&fs)?;
+        if let Mounted::Zfs(d) = &mut fs {
+            d.run("zfs", ["set", "atime=on", zfs::POOL])?;
+        }
+        fs.finish()?;
+        disk.stop()?;
         command(
             Command::new("cp")
                 .arg("--sparse=always")
                 .arg(&image)
                 .arg(self.golden()),
         )?;
+        let host_io_ns = if o.fs == Fs::Zfs {
+            self.zfs_host_io_ns(o)?
+        } else {
+            host_io_ns
+        };
+        tracing::info!(
+            "a device read through the filesystem and the mount costs the host {} beyond the \
+             disk",
+            crate::units::duration_ns(host_io_ns)
+        );
+        let model = self.out.join("model.json");
+        write_model(o, Some(host_io_ns), &model)?;
+        let predicted = predict(exe, &self.out.join("store.survey"), &model, o)?;
         Ok((predicted, host_io_ns))
+    }
+
+    /// `survey` of the store into OUT/store.survey.
+    fn survey(&self, fs: &Mounted) -> Result<()> {
+        tracing::info!("surveying the store");
+        command(
+            fs.enter(&mut Command::new(self.exe))
+                .args(["-q", "survey", "--out"])
+                .arg(self.out.join("store.survey"))
+                .arg(self.store())
+                .stdout(Stdio::null()),
+        )
+    }
+
+    /// [`host_io_ns`] on ZFS, on a copy of the golden image (the pool's ARC is the daemon's,
+    /// cold only in a fresh daemon): the pool imported by a fresh daemon with atime off,
+    /// every 16th chunk directory listed cold between phase markers in the disk's trace,
+    /// then warm; the difference over the reads the trace holds between the markers.
+    fn zfs_host_io_ns(&self, o: &TestbedOptions) -> Result<u64> {
+        let trace = self.out.join("host-io.trace");
+        let disk = DiskMount::start(self.exe, &self.backing, &self.disk_mnt, None, Some(&trace))?;
+        let mut fs = self.mount_fs(o, false)?;
+        if let Mounted::Zfs(d) = &mut fs {
+            d.run("zfs", ["set", "atime=off", zfs::POOL])?;
+        }
+        drop_caches()?;
+        let dirs: Vec<PathBuf> = (0..4096u64)
+            .map(|i| self.store().join(format!(".chunks/{:04x}", i * 16)))
+            .collect();
+        let pass = || -> Result<u64> {
+            let started = std::time::Instant::now();
+            command(
+                fs.enter(&mut Command::new("ls"))
+                    .arg("-f")
+                    .args(&dirs)
+                    .stdout(Stdio::null()),
+            )?;
+            Ok(started.elapsed().as_nanos() as u64)
+        };
+        let socket = crate::overlay::control::socket_for(&self.disk_mnt);
+        let mark = |start: bool| -> Result<()> {
+            let m = crate::trace::marker::Marker::phase(1, start, "host-io");
+            crate::overlay::control::Client::connect(&socket)?.mark(&m.encode())?;
+            Ok(())
+        };
+        mark(true)?;
+        let cold = pass()?;
+        mark(false)?;
+        let warm = pass()?;
+        fs.finish()?;
+        disk.stop()?;
+        let phases = crate::analysis::device::device_phases(&trace)?;
+        let served = phases
+            .iter()
+            .find(|p| p.label == "phase 1")
+            .map_or(0, |p| p.reads);
+        if served == 0 {
+            bail!(
+                "{}: the disk served no read while the pool's directories were listed cold",
+                trace.display()
+            );
+        }
+        Ok(cold.saturating_sub(warm) / served)
     }
 
     /// One strategy from the golden image, cold: the GC in a memory cgroup, the disk traced;
@@ -426,8 +604,7 @@ impl Bed<'_> {
             Some(&o.disk_spec()),
             Some(&trace),
         )?;
-        let lo = Loop::attach(&self.disk_mnt.join("disk.img"))?;
-        let fs = FsMount::mount(&lo.dev, &self.fs_dir)?;
+        let mut fs = self.mount_fs(o, false)?;
         drop_caches()?;
         let cgroup = (o.memory_bytes > 0)
             .then(|| {
@@ -445,14 +622,17 @@ impl Bed<'_> {
             .arg(&task_log)
             .arg(self.store())
             .stdout(Stdio::null());
+        fs.enter(&mut gc);
         if let Some(cg) = &cgroup {
             cg.enter_on_exec(&mut gc)?;
         }
         tracing::info!("strategy {name}: gc");
         command(&mut gc)?;
+        if let Mounted::Zfs(d) = &mut fs {
+            d.check_alive()?;
+        }
         drop(cgroup);
-        drop(fs);
-        drop(lo);
+        fs.finish()?;
         disk.stop()?;
         let (phases, chunks) = measure(&trace, &gc_json)?;
         Ok((
@@ -537,8 +717,12 @@ impl TestbedOptions {
 /// The tools a testbed runs, each with the Debian package that brings it (README.md's
 /// requirements table lists the same): a missing one is an error naming its package.
 fn check_tools(fs: Fs) -> Result<()> {
-    let mkfs = (fs.mkfs().0, fs.package());
-    for (tool, package) in [("losetup", "mount"), ("cp", "coreutils"), mkfs] {
+    let mut tools = vec![("cp", "coreutils")];
+    if fs != Fs::Zfs {
+        tools.push(("losetup", "mount"));
+    }
+    tools.extend(fs.tools());
+    for (tool, package) in tools {
         if Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .stdout(Stdio::null())

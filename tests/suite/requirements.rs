@@ -66,7 +66,8 @@ fn every_tool_the_tests_and_chunkscope_run_is_a_row_of_the_readme_table() {
     let mut run = BTreeSet::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
-        let mut found: Vec<String> = ["Command::new(\"", "require(\"", "require_in(\""]
+        // `.run("zpool", ...)`: the ZFS testbed's commands in its daemon's namespace.
+        let mut found: Vec<String> = ["Command::new(\"", "require(\"", "require_in(\"", ".run(\""]
             .iter()
             .flat_map(|p| literals_after(&text, p))
             .map(str::to_string)
@@ -90,7 +91,9 @@ fn every_tool_the_tests_and_chunkscope_run_is_a_row_of_the_readme_table() {
         }
     }
     assert!(
-        run.iter().any(|(t, _)| t == "losetup") && run.iter().any(|(t, _)| t == "mkfs.xfs"),
+        ["losetup", "mkfs.xfs", "zpool", "zfs"]
+            .iter()
+            .all(|want| run.iter().any(|(t, _)| t == want)),
         "the scan finds the tools: {run:?}"
     );
     let unlisted: Vec<_> = run

@@ -1,0 +1,533 @@
+//! ZFS on the testbed: Debian's `zfs-fuse` (ZFS pool version 23 in a userspace daemon) with
+//! its vdev on the image on the disk mount.
+//!
+//! zfs-fuse reads `/etc/zfs/zfsrc`, listens on `/run/zfs/zfs_socket` and locks
+//! `/var/lock/zfs/zfs_lock`, each fixed in its code: one daemon a machine. The testbed's
+//! daemon runs in a mount namespace of its own (`unshare(CLONE_NEWNS)`, the host's mounts
+//! propagated in, none out) where its own directories are bound over those places (and
+//! `/var/lib/zfs`, the pool cache's): it reads the testbed's `zfsrc`
+//! (every option on its command line instead), never the system's, and a zfs-fuse daemon of
+//! the host (or of another testbed) is neither seen nor touched. `zpool`, `zfs`, the
+//! generator and the GC enter that namespace (`setns`) to reach the daemon and see the pool's
+//! filesystem, which is mounted there only, and the host's mounts it has no use for are
+//! detached there ([`foreign_mounts`]): when the daemon ends, however it ends (it also
+//! gets SIGKILL when the testbed dies), its namespace and the pool's mount go with it and
+//! nothing is left mounted on the host.
+
+use std::ffi::CString;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+/// The pool's name (private to the testbed's daemon).
+pub(super) const POOL: &str = "testbed";
+
+/// How long an export may take (it writes back what is dirty, at the disk model's pace)
+/// before the daemon is killed and the run fails naming it.
+pub(super) const EXPORT_LIMIT: Duration = Duration::from_secs(600);
+
+/// The daemon's and the pool's settings, each stated in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct ZfsSettings {
+    /// The ARC's maximum, MiB (`--max-arc-size`; the testbed's `--memory`, 16 at least);
+    /// `None`: zfs-fuse's own default.
+    pub arc_mib: Option<u64>,
+    /// zfs-fuse's vdev cache, MiB (`--vdev-cache-size`; its default 10): reads under 16 KiB
+    /// widened to 64 KiB and kept. 0 on the testbed: OpenZFS, what PBS runs, has had it off
+    /// since 0.7 and removed it in 2.2.
+    pub vdev_cache_mib: u64,
+    /// The kernel's FUSE attribute and entry timeouts, seconds: how long the kernel keeps
+    /// what the daemon answered to a lookup or a getattr (the VFS caches of a kernel ZFS keep
+    /// them until memory is reclaimed).
+    pub fuse_timeout_s: u64,
+    /// The pool's sector size, log2 bytes (`-o ashift`).
+    pub ashift: u8,
+    /// The dataset's record size.
+    pub recordsize: &'static str,
+    /// The dataset's compression.
+    pub compression: &'static str,
+    /// ZFS's file-level prefetch (zfetch) is on, as in OpenZFS by default.
+    pub prefetch: bool,
+    /// The vdev is opened with O_DIRECT (`--disable-block-cache`): every read reaches the
+    /// disk model.
+    pub direct_io: bool,
+}
+
+impl ZfsSettings {
+    /// The testbed's settings for a GC memory limit of `memory_bytes` (0: none).
+    pub(super) fn for_memory(memory_bytes: u64) -> ZfsSettings {
+        ZfsSettings {
+            arc_mib: (memory_bytes > 0).then(|| (memory_bytes >> 20).clamp(16, 16384)),
+            vdev_cache_mib: 0,
+            fuse_timeout_s: 3600,
+            ashift: 12,
+            recordsize: "128K",
+            compression: "off",
+            prefetch: true,
+            direct_io: true,
+        }
+    }
+
+    /// zfs-fuse's command line for these settings.
+    pub(super) fn daemon_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = ["--no-daemon", "--no-kstat-mount"]
+            .map(String::from)
+            .to_vec();
+        if self.direct_io {
+            a.push("--disable-block-cache".into());
+        }
+        if !self.prefetch {
+            a.push("--zfs-prefetch-disable".into());
+        }
+        if let Some(m) = self.arc_mib {
+            a.extend(["--max-arc-size".into(), m.to_string()]);
+        }
+        a.extend([
+            "--vdev-cache-size".into(),
+            self.vdev_cache_mib.to_string(),
+            "--fuse-attr-timeout".into(),
+            self.fuse_timeout_s.to_string(),
+            "--fuse-entry-timeout".into(),
+            self.fuse_timeout_s.to_string(),
+        ]);
+        a
+    }
+
+    /// `zpool create`'s arguments for a pool on `vdev` mounted on `mountpoint`.
+    pub(super) fn create_args(&self, vdev: &Path, mountpoint: &Path) -> Vec<std::ffi::OsString> {
+        let mut a: Vec<std::ffi::OsString> = vec![
+            "create".into(),
+            "-o".into(),
+            format!("ashift={}", self.ashift).into(),
+            "-o".into(),
+            "cachefile=none".into(),
+            "-O".into(),
+            "atime=on".into(),
+            "-O".into(),
+            format!("recordsize={}", self.recordsize).into(),
+            "-O".into(),
+            format!("compression={}", self.compression).into(),
+        ];
+        let mut mp = std::ffi::OsString::from("mountpoint=");
+        mp.push(mountpoint);
+        a.extend(["-O".into(), mp, POOL.into(), vdev.into()]);
+        a
+    }
+}
+
+/// A zfs-fuse daemon of the testbed's, in a mount namespace of its own: stopped on drop
+/// (SIGTERM, SIGKILL after 10 s) and reaped.
+pub(super) struct Daemon {
+    child: Option<Child>,
+    /// Its mount namespace (`/proc/PID/ns/mnt`), for the commands that enter it.
+    ns: std::fs::File,
+    log: PathBuf,
+    imported: bool,
+}
+
+/// The places zfs-fuse's code names, each bound over by a directory of the testbed's in the
+/// daemon's namespace: its configuration (`zfsrc`), its socket, its lock (one daemon a
+/// machine otherwise) and its pool cache.
+const PRIVATE: [(&str, &str); 4] = [
+    ("etc", "/etc/zfs"),
+    ("run", "/run/zfs"),
+    ("lock", "/run/lock/zfs"),
+    ("lib", "/var/lib/zfs"),
+];
+
+/// Prepared before the fork: the pre-exec code may not allocate.
+struct NsPaths {
+    root: CString,
+    /// Mounts of the host's to detach in the namespace, deepest first.
+    foreign: Vec<CString>,
+    binds: Vec<(CString, CString)>,
+}
+
+/// The system's own places, whose mounts the namespace keeps.
+const SYSTEM: [&str; 4] = ["/proc", "/sys", "/dev", "/run"];
+
+/// The mount points of `mounts` that the daemon's namespace has no use for, deepest first:
+/// all but the root, the system's places ([`SYSTEM`]) and the mounts that hold one of
+/// `needed` (a mount on `needed` itself or on a directory above it). A new namespace is a
+/// copy of every mount there is; where the host's mounts do not propagate (a private root,
+/// as in containers) each copy would hold its filesystem until the daemon ends, after the
+/// host unmounted it: another testbed's disk mount (whose unmount then waits for this
+/// daemon), an admin's USB disk.
+pub(super) fn foreign_mounts(
+    mounts: &[crate::fsutil::MountEntry],
+    needed: &[&Path],
+) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = mounts
+        .iter()
+        .map(|m| m.point.clone())
+        .filter(|p| {
+            p != Path::new("/")
+                && !SYSTEM.iter().any(|s| p.starts_with(s))
+                && !needed.iter().any(|n| n.starts_with(p))
+        })
+        .collect();
+    v.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    v
+}
+
+impl Daemon {
+    /// Starts the daemon with `settings`, its own `zfsrc`, socket and log under `dir`.
+    /// `needed`: the places the daemon and the commands entering its namespace use (the
+    /// image's disk mount, the testbed's OUT, chunkscope itself); the mounts holding them
+    /// are kept in the namespace, the host's others detached there.
+    pub(super) fn start(dir: &Path, settings: &ZfsSettings, needed: &[&Path]) -> Result<Daemon> {
+        let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).context("a path with a NUL");
+        let mut needed = needed.to_vec();
+        let tools: Vec<PathBuf> = [
+            "/usr",
+            "/etc",
+            "/lib",
+            "/lib64",
+            "/bin",
+            "/sbin",
+            "/var/lib/zfs",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        needed.extend(tools.iter().map(PathBuf::as_path));
+        let mounts = crate::fsutil::mounts().context("reading /proc/self/mountinfo")?;
+        let mut ns = NsPaths {
+            root: CString::new("/")?,
+            foreign: foreign_mounts(&mounts, &needed)
+                .iter()
+                .map(|p| c(p))
+                .collect::<Result<_>>()?,
+            binds: Vec::new(),
+        };
+        for (own, place) in PRIVATE {
+            let own = dir.join(own);
+            std::fs::create_dir_all(&own).with_context(|| format!("creating {}", own.display()))?;
+            // The place bound over, made when missing (an empty directory, as the package's
+            // own service makes it).
+            std::fs::create_dir_all(place).with_context(|| format!("creating {place}"))?;
+            ns.binds.push((c(&own)?, c(Path::new(place))?));
+        }
+        let etc = dir.join("etc");
+        std::fs::write(
+            etc.join("zfsrc"),
+            "# chunkscope testbed: zfs-fuse's options are all on its command line \
+             (report.json: zfs.daemon_args)\n",
+        )
+        .with_context(|| format!("writing {}", etc.join("zfsrc").display()))?;
+        let socket = dir.join("run/zfs_socket");
+        let _ = std::fs::remove_file(&socket);
+        let log = dir.join("daemon.log");
+        let log_file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = Command::new("zfs-fuse");
+        cmd.args(settings.daemon_args())
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file);
+        super::interrupt::detach_from_terminal(&mut cmd);
+        crate::fsutil::unblock_termination_signals_in(&mut cmd);
+        // SAFETY: only system calls (unshare, mount, prctl) between fork and exec, on
+        // strings made before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let ok = |r: libc::c_int| {
+                    if r == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                };
+                let none = std::ptr::null::<libc::c_char>();
+                ok(libc::unshare(libc::CLONE_NEWNS))?;
+                // The host's mounts (the disk mount) reach the namespace; none of its own
+                // reach the host.
+                ok(libc::mount(
+                    none,
+                    ns.root.as_ptr(),
+                    none,
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ))?;
+                // A mount detached with its parent before is EINVAL here: nothing to do.
+                for point in &ns.foreign {
+                    libc::umount2(point.as_ptr(), libc::MNT_DETACH);
+                }
+                for (src, dst) in &ns.binds {
+                    ok(libc::mount(
+                        src.as_ptr(),
+                        dst.as_ptr(),
+                        none,
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    ))?;
+                }
+                // The daemon ends with the testbed, even a testbed killed by SIGKILL.
+                ok(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .context("starting zfs-fuse (Debian's zfs-fuse: apt-get install zfs-fuse)")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !socket.exists() {
+            if let Ok(Some(st)) = child.try_wait() {
+                bail!(
+                    "zfs-fuse exited at its start ({st}): {}",
+                    log_tail(&log).unwrap_or_default()
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "zfs-fuse made no socket in 30 s: {}",
+                    log_tail(&log).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ns_path = format!("/proc/{}/ns/mnt", child.id());
+        let ns = match std::fs::File::open(&ns_path) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("opening {ns_path}: {e}");
+            }
+        };
+        let d = Daemon {
+            child: Some(child),
+            ns,
+            log,
+            imported: false,
+        };
+        if same_file(&d.ns, "/proc/self/ns/mnt") {
+            bail!("zfs-fuse runs in the testbed's own mount namespace, not one of its own");
+        }
+        Ok(d)
+    }
+
+    /// `cmd` runs in the daemon's mount namespace (its pool's filesystem, its socket).
+    pub(super) fn enter<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        let fd = self.ns.as_raw_fd();
+        // SAFETY: setns (a system call) between fork and exec, on a descriptor this daemon
+        // guard holds open; a forked child shares no filesystem context, as setns requires.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// Runs `program args` in the namespace to its end.
+    pub(super) fn run<S: AsRef<std::ffi::OsStr>>(
+        &mut self,
+        program: &str,
+        args: impl IntoIterator<Item = S>,
+    ) -> Result<()> {
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let r = super::command(self.enter(&mut cmd));
+        self.check_alive()?;
+        r
+    }
+
+    /// Creates the pool on `vdev`, its root dataset mounted on `mountpoint`.
+    pub(super) fn create(
+        &mut self,
+        settings: &ZfsSettings,
+        vdev: &Path,
+        mountpoint: &Path,
+    ) -> Result<()> {
+        self.run("zpool", settings.create_args(vdev, mountpoint))?;
+        self.imported = true;
+        Ok(())
+    }
+
+    /// Imports the pool from the image files in `dir`.
+    pub(super) fn import(&mut self, dir: &Path) -> Result<()> {
+        let mut a: Vec<std::ffi::OsString> = vec!["import".into(), "-d".into()];
+        a.extend([dir.as_os_str().to_owned(), POOL.into()]);
+        self.run("zpool", a)?;
+        self.imported = true;
+        Ok(())
+    }
+
+    /// Exports the pool (its write-back done) within [`EXPORT_LIMIT`].
+    pub(super) fn export(&mut self) -> Result<()> {
+        let mut cmd = Command::new("zpool");
+        cmd.args(["export", POOL]);
+        let shown = format!("{cmd:?}");
+        self.enter(&mut cmd);
+        let o = super::interrupt::output_within(&mut cmd, Some(EXPORT_LIMIT)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                anyhow::anyhow!(
+                    "{shown} hung ({e}): the daemon is stopped without it and the run \
+                     fails; its log: {}",
+                    self.log.display()
+                )
+            } else {
+                anyhow::anyhow!("running {shown}: {e}")
+            }
+        })?;
+        if !o.status.success() {
+            bail!(
+                "{shown} failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        self.imported = false;
+        Ok(())
+    }
+
+    /// An error naming the daemon's end if it has ended.
+    pub(super) fn check_alive(&mut self) -> Result<()> {
+        if let Some(c) = self.child.as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                self.child = None;
+                bail!(
+                    "zfs-fuse died ({st}): {}",
+                    log_tail(&self.log).unwrap_or_default()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the daemon (the pool exported first) and waits for it.
+    pub(super) fn stop(mut self) -> Result<()> {
+        if self.imported {
+            self.export()?;
+        }
+        match self.end(Duration::from_secs(30)) {
+            // It had ended before it was told to.
+            Some((st, false)) => bail!(
+                "zfs-fuse died ({st}): {}",
+                log_tail(&self.log).unwrap_or_default()
+            ),
+            // zfs-fuse exits with 1 on SIGTERM, its way of stopping.
+            _ => Ok(()),
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`; the daemon reaped. Its status, and whether it
+    /// was still running when told to end.
+    fn end(&mut self, grace: Duration) -> Option<(std::process::ExitStatus, bool)> {
+        let mut c = self.child.take()?;
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some((st, false));
+        }
+        // SAFETY: our child, not reaped yet: its pid is its own.
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + grace;
+        loop {
+            match c.try_wait() {
+                Ok(Some(st)) => return Some((st, true)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    tracing::warn!("zfs-fuse did not end on SIGTERM: killing it");
+                    let _ = c.kill();
+                    return c.wait().ok().map(|st| (st, true));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.end(Duration::from_secs(10));
+    }
+}
+
+fn same_file(f: &std::fs::File, other: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (f.metadata(), std::fs::metadata(other)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// The last lines of the daemon's log.
+fn log_tail(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(5)..].join(" / ");
+    Some(if tail.is_empty() {
+        format!("{} is empty", log.display())
+    } else {
+        format!("{}: {tail}", log.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(point: &str) -> crate::fsutil::MountEntry {
+        crate::fsutil::MountEntry {
+            id: 0,
+            parent: 0,
+            dev: String::new(),
+            point: point.into(),
+            fstype: String::new(),
+            source: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_namespace_keeps_the_root_the_system_and_what_holds_a_needed_place() {
+        let mounts: Vec<_> = [
+            "/",
+            "/proc",
+            "/sys/fs/cgroup/memory",
+            "/dev/pts",
+            "/run/user/1000/gvfs",
+            "/tmp",
+            "/tmp/a/tb/backing",
+            "/tmp/a/tb/disk",
+            "/tmp/b/tb/backing",
+            "/tmp/b/tb/disk",
+            "/tmp/b/tb/disk/deeper",
+            "/media/usb",
+            "/usr",
+        ]
+        .iter()
+        .map(|p| entry(p))
+        .collect();
+        let got = foreign_mounts(
+            &mounts,
+            &[
+                Path::new("/tmp/a/tb/disk/vdev"),
+                Path::new("/tmp/a/tb"),
+                Path::new("/usr/sbin"),
+            ],
+        );
+        assert_eq!(
+            got,
+            [
+                "/tmp/b/tb/disk/deeper",
+                "/tmp/a/tb/backing",
+                "/tmp/b/tb/backing",
+                "/tmp/b/tb/disk",
+                "/media/usb",
+            ]
+            .map(PathBuf::from)
+        );
+    }
+}
