@@ -716,7 +716,7 @@ pub(super) fn read_survey(
                 .suffix(".survey")
                 .tempfile()?;
             let opts = crate::survey::SurveyOptions {
-                layout: crate::survey::LayoutChoice::Auto { dnode_size: 512 },
+                layout: crate::survey::LayoutChoice::Auto { dnode_size: None },
                 cutoff_minutes: 1445,
                 now: crate::fsutil::now_epoch(),
                 out: Some(tmp.path().to_path_buf()),

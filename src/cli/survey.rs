@@ -52,9 +52,10 @@ pub struct SurveyArgs {
     /// How inode numbers map to metadata blocks.
     #[arg(long, value_enum, default_value = "auto")]
     layout: LayoutArg,
-    /// ZFS dnode size in bytes (the dataset's dnodesize; 512 is "legacy").
-    #[arg(long, default_value_t = 512, value_name = "BYTES")]
-    dnode_size: u64,
+    /// ZFS dnode size in bytes (512 is "legacy"; default: the dataset's `dnodesize` where
+    /// `zfs get` reads it, else 512).
+    #[arg(long, value_name = "BYTES")]
+    dnode_size: Option<u64>,
     /// ext4 inode size in bytes (default: the superblock's).
     #[arg(long, value_name = "BYTES")]
     inode_size: Option<u64>,
@@ -90,7 +91,7 @@ pub fn run(args: SurveyArgs) -> Result<Outcome> {
             dnode_size: args.dnode_size,
         },
         LayoutArg::Zfs => LayoutChoice::Zfs {
-            dnode_size: args.dnode_size,
+            dnode_size: args.dnode_size.unwrap_or(512),
         },
         LayoutArg::Ext4 => LayoutChoice::Ext4 {
             inode_size: args.inode_size,

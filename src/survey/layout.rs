@@ -19,8 +19,9 @@ pub enum LayoutChoice {
     /// From the filesystem the store is on: ZFS with `dnode_size`-byte dnodes, ext4 from its
     /// superblock, anything else as ZFS (stated in the report).
     Auto {
-        /// Bytes per dnode on ZFS (512 unless the dataset's `dnodesize` is larger).
-        dnode_size: u64,
+        /// Bytes per dnode on ZFS; `None`: the dataset's `dnodesize` where `zfs get` reads
+        /// it, else 512 (the pool version 23 of zfs-fuse has only 512-byte dnodes).
+        dnode_size: Option<u64>,
     },
     /// ZFS: `16 KiB / dnode_size` dnodes a block, in object-id order.
     Zfs {
@@ -43,9 +44,102 @@ const METADNODE_BLOCK: u64 = 16 * 1024;
 const ZFS_MAGIC: i64 = 0x2fc1_2fc1;
 const EXT4_MAGIC: i64 = 0xef53;
 const XFS_MAGIC: i64 = 0x5846_5342;
+const FUSE_MAGIC: i64 = 0x6573_5546;
 
-/// The name of the filesystem holding `root`, and its magic.
+/// The name of the filesystem holding `root`, and its magic; zfs-fuse's (a FUSE mount of
+/// type `fuse.zfs`) is ZFS's.
 fn filesystem(root: &Path) -> Result<(String, i64)> {
+    let (name, magic) = statfs_kind(root)?;
+    if magic == FUSE_MAGIC && mount_of(root).is_some_and(|m| m.fstype == "fuse.zfs") {
+        return Ok(("zfs".to_string(), ZFS_MAGIC));
+    }
+    Ok((name, magic))
+}
+
+/// The mount holding `root` (the one whose device `root` is on, the deepest such).
+fn mount_of(root: &Path) -> Option<crate::fsutil::MountEntry> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(root).ok()?.dev();
+    let want = format!("{}:{}", libc::major(dev), libc::minor(dev));
+    crate::fsutil::mounts()
+        .ok()?
+        .into_iter()
+        .filter(|m| m.dev == want && root.starts_with(&m.point))
+        .max_by_key(|m| m.point.as_os_str().len())
+}
+
+/// What `zfs get` says of the dataset holding `root`: its name, dnode size (bytes; `None`
+/// where the pool has no `dnodesize`, as version 23 has not: 512), record size and atime.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ZfsDataset {
+    /// The dataset (`pool/name`), the mount's source.
+    pub name: String,
+    /// `dnodesize` in bytes.
+    pub dnode_size: Option<u64>,
+    /// `recordsize`, bytes.
+    pub recordsize: Option<u64>,
+    /// `atime` (and `relatime` where the pool has it), as `zfs get` prints them.
+    pub atime: Option<String>,
+    /// Why nothing was read, when nothing was.
+    pub unread: Option<String>,
+}
+
+/// The dataset of the ZFS mount holding `root`, with what `zfs get -Hp` gives of it.
+fn zfs_dataset(root: &Path) -> ZfsDataset {
+    let Some(m) = mount_of(root) else {
+        return ZfsDataset {
+            unread: Some("no mount holds it in this process's mount table".into()),
+            ..ZfsDataset::default()
+        };
+    };
+    let mut d = ZfsDataset {
+        name: m.source.clone(),
+        ..ZfsDataset::default()
+    };
+    // One property a call: a pool version without one (`dnodesize`, `relatime`) fails the
+    // whole list.
+    let get = |prop: &str| -> std::result::Result<String, String> {
+        let o = std::process::Command::new("zfs")
+            .args(["get", "-Hp", "-o", "value", prop, &m.source])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("running zfs: {e}"))?;
+        if o.status.success() {
+            Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+        }
+    };
+    match get("recordsize") {
+        Ok(v) => d.recordsize = v.parse().ok(),
+        Err(e) => {
+            d.unread = Some(format!("zfs get {}: {e}", m.source));
+            return d;
+        }
+    }
+    d.dnode_size = get("dnodesize").ok().and_then(|v| parse_dnode_size(&v));
+    d.atime = get("atime").ok().map(|a| match get("relatime") {
+        Ok(r) if a == "on" && r == "on" => "relatime".to_string(),
+        _ => a,
+    });
+    d
+}
+
+/// `dnodesize`'s value in bytes: `legacy` 512, `auto` 1024 (what OpenZFS picks for a
+/// dataset with extended attributes in system attributes), `1k` ... `16k`, or a number.
+fn parse_dnode_size(v: &str) -> Option<u64> {
+    match v {
+        "legacy" => Some(512),
+        "auto" => Some(1024),
+        _ => v
+            .strip_suffix('k')
+            .and_then(|k| k.parse::<u64>().ok().map(|k| k << 10))
+            .or_else(|| v.parse().ok()),
+    }
+}
+
+/// `statfs`'s name and magic of the filesystem holding `root`.
+fn statfs_kind(root: &Path) -> Result<(String, i64)> {
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(root.as_os_str()))?;
     // SAFETY: a plain C struct; zeroes are a valid value.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -64,11 +158,16 @@ fn filesystem(root: &Path) -> Result<(String, i64)> {
         0x0102_1994 => "tmpfs",
         XFS_MAGIC => "xfs",
         0x9123_683e => "btrfs",
-        0x6573_5546 => "fuse",
+        FUSE_MAGIC => "fuse",
         0x6969 => "nfs",
         _ => "another filesystem",
     };
     Ok((name.to_string(), magic))
+}
+
+/// Whether `root` is on a FUSE mount (zfs-fuse's pools are).
+fn fs_is_fuse(root: &Path) -> bool {
+    statfs_kind(root).is_ok_and(|(_, m)| m == FUSE_MAGIC)
 }
 
 /// The ZFS layout of `dnode_size`-byte dnodes, described.
@@ -339,8 +438,26 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
         } => ext4(inode_size, inodes_per_group)?,
         LayoutChoice::Auto { dnode_size } => match magic {
             ZFS_MAGIC => {
-                let (l, d) = zfs(dnode_size)?;
-                (l, d, false)
+                let ds = zfs_dataset(root);
+                let size = dnode_size.or(ds.dnode_size).unwrap_or(512);
+                let (l, d) = zfs(size)?;
+                let mut said = vec![format!("dataset {}", ds.name)];
+                if let Some(r) = ds.recordsize {
+                    said.push(format!("recordsize {}", crate::units::human_bytes(r)));
+                }
+                if let Some(a) = &ds.atime {
+                    said.push(format!("atime {a}"));
+                }
+                if ds.unread.is_none() && ds.dnode_size.is_none() {
+                    said.push("no dnodesize property (an older pool: 512-byte dnodes)".into());
+                }
+                if let Some(why) = &ds.unread {
+                    said.push(format!(
+                        "its properties unread ({why}): dnodes of {size} bytes                          (--dnode-size to give them)"
+                    ));
+                }
+                let fuse = if fs_is_fuse(root) { " (zfs-fuse)" } else { "" };
+                (l, format!("{d}{fuse}; {}", said.join(", ")), false)
             }
             EXT4_MAGIC => ext4(None, None)?,
             XFS_MAGIC if xfs.is_some() => {
@@ -348,7 +465,7 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
                 (l, xfs_description(&x, &l, bytes), false)
             }
             _ => {
-                let (l, d) = zfs(dnode_size)?;
+                let (l, d) = zfs(dnode_size.unwrap_or(512))?;
                 let d = format!("{d}, assumed: {fs} has no inode blocks of its own (--layout zfs|ext4 to choose)");
                 (l, d, true)
             }
@@ -528,5 +645,24 @@ mod tests {
         let mut none = sb(524_288, 255);
         none[56] = 0;
         assert_eq!(ext4_placement(&none), None);
+    }
+}
+
+#[cfg(test)]
+mod zfs_tests {
+    use super::*;
+
+    #[test]
+    fn dnode_sizes_read_as_zfs_prints_them() {
+        for (v, want) in [
+            ("legacy", Some(512)),
+            ("auto", Some(1024)),
+            ("1k", Some(1024)),
+            ("16k", Some(16384)),
+            ("2048", Some(2048)),
+            ("-", None),
+        ] {
+            assert_eq!(parse_dnode_size(v), want, "{v}");
+        }
     }
 }

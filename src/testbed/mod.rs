@@ -207,12 +207,26 @@ pub struct Report {
     pub image_in_memory: bool,
     /// The survey of the store (`simulate --survey` it with a model file).
     pub survey: PathBuf,
+    /// What the survey found the filesystem to be, and its layout (from its report,
+    /// OUT/store.survey.json).
+    pub surveyed: Surveyed,
     /// The model `calibrate` fitted to one strategy's task log, and what it predicts.
     pub calibrated: Option<Calibrated>,
     /// On zfs: the daemon's and the pool's settings, as run.
     pub zfs: Option<ZfsReport>,
     /// What this machine disturbs, for whoever reads the figures.
     pub notes: Vec<String>,
+}
+
+/// What the survey of the store said of its filesystem.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+pub struct Surveyed {
+    /// The filesystem (`zfs`, `ext4`, ...).
+    pub filesystem: String,
+    /// Where its inodes' metadata lives, described.
+    pub layout: String,
+    /// The layout was assumed, not read.
+    pub layout_assumed: bool,
 }
 
 /// The ZFS testbed's settings and the commands that applied them.
@@ -282,6 +296,13 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         host_io_ns,
         image_in_memory: in_memory,
         survey: out.join("store.survey"),
+        surveyed: {
+            let path = out.join("store.survey.json");
+            serde_json::from_slice(
+                &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+            )
+            .with_context(|| format!("{}: not the survey's report", path.display()))?
+        },
         calibrated,
         measured_ranking: rank(&|r| r.phases[0].measured_s),
         predicted_ranking: rank(&|r| r.phases[0].predicted_s),
@@ -527,6 +548,10 @@ impl Bed<'_> {
             fs.enter(&mut Command::new(self.exe))
                 .args(["-q", "survey", "--out"])
                 .arg(self.out.join("store.survey"))
+                .arg(format!(
+                    "--json={}",
+                    self.out.join("store.survey.json").display()
+                ))
                 .arg(self.store())
                 .stdout(Stdio::null()),
         )

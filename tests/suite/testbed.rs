@@ -496,6 +496,23 @@ fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
     }
     assert!(r["chunks"].as_u64().unwrap() > 1000, "{}", r["chunks"]);
     assert!(r["host_io_ns"].as_u64().unwrap() > 0);
+    // Issue 64, point 4: the survey knows zfs-fuse's mount for ZFS, not an assumption, and
+    // reads the dataset's properties (pool version 23: no dnodesize, 512-byte dnodes).
+    let surveyed = &r["surveyed"];
+    assert_eq!(surveyed["filesystem"], "zfs", "{surveyed}");
+    assert_eq!(surveyed["layout_assumed"], false, "{surveyed}");
+    let layout = surveyed["layout"].as_str().unwrap();
+    for want in [
+        "32 dnodes of 512 bytes",
+        "(zfs-fuse)",
+        "dataset testbed",
+        "recordsize 128 KiB",
+        // The testbed surveys with atime off: listings would rewrite the golden image.
+        "atime off",
+        "no dnodesize property",
+    ] {
+        assert!(layout.contains(want), "{want} in {layout}");
+    }
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     for run in runs {
