@@ -13,6 +13,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 
+use super::zfs_blocks::{BlockMap, Kind};
 use crate::trace::{Marker, Name, Op, TraceReader};
 
 /// Points of the access order kept per phase (evenly spaced over its requests).
@@ -54,13 +55,59 @@ pub struct DevicePhase {
     pub disk_ns: u64,
     /// The access order, sampled.
     pub points: Vec<DevicePoint>,
+    /// With a block map of the device (a ZFS pool's, [`super::zfs_blocks`]): what the
+    /// requests touched, by kind, in [`Kind::ALL`]'s order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_kind: Vec<KindIo>,
     #[serde(skip)]
     distances: Vec<u64>,
+}
+
+/// The requests of a phase that touched one kind of block.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KindIo {
+    /// The kind's name ([`Kind::name`]).
+    pub kind: &'static str,
+    /// Reads that touched it (a read over several kinds counts for each).
+    pub reads: u64,
+    /// Bytes of it read.
+    pub read_bytes: u64,
+    /// Writes that touched it.
+    pub writes: u64,
+    /// Bytes of it written.
+    pub write_bytes: u64,
+}
+
+/// Adds one request's `parts` (kind, bytes) to `by_kind`.
+fn add_kinds(by_kind: &mut Vec<KindIo>, parts: &[(Kind, u64)], write: bool) {
+    if by_kind.is_empty() {
+        by_kind.extend(Kind::ALL.iter().map(|k| KindIo {
+            kind: k.name(),
+            ..KindIo::default()
+        }));
+    }
+    for &(k, n) in parts {
+        let e = &mut by_kind[Kind::ALL.iter().position(|&a| a == k).unwrap_or(0)];
+        if write {
+            e.writes += 1;
+            e.write_bytes += n;
+        } else {
+            e.reads += 1;
+            e.read_bytes += n;
+        }
+    }
 }
 
 /// Reads the trace at `path` once and sums up its reads and writes per phase (phases in the
 /// order they began; the requests outside any phase last, if there are any).
 pub fn device_phases(path: &Path) -> Result<Vec<DevicePhase>> {
+    device_phases_named(path, None)
+}
+
+/// [`device_phases`], each request also named by the blocks of `map` it touched
+/// ([`DevicePhase::by_kind`]).
+pub fn device_phases_named(path: &Path, map: Option<&BlockMap>) -> Result<Vec<DevicePhase>> {
+    let mut parts = Vec::new();
     let mut phases: Vec<DevicePhase> = Vec::new();
     let mut outside = DevicePhase {
         label: "outside phases".into(),
@@ -103,6 +150,10 @@ pub fn device_phases(path: &Path) -> Result<Vec<DevicePhase>> {
             None => &mut outside,
         };
         let at = p.reads + p.writes;
+        if let Some(m) = map {
+            m.classify(r.offset, r.arg, &mut parts);
+            add_kinds(&mut p.by_kind, &parts, write);
+        }
         if write {
             p.writes += 1;
             p.write_bytes += r.arg;

@@ -32,6 +32,7 @@ pub mod tables;
 pub(crate) use sample::{Batch, Sample, SampleName, Sampled};
 #[cfg(feature = "plot")]
 pub mod plot;
+pub mod zfs_blocks;
 
 use hashbrown::HashMap;
 use serde::Serialize;

@@ -115,6 +115,13 @@ pub struct MountArgs {
     /// for one image file (a loop device's) on the mount. See src/disk.rs.
     #[arg(long, value_name = "DISK")]
     disk: Option<String>,
+    /// Keep no page of any file in the kernel (FOPEN_DIRECT_IO on every open), whatever its
+    /// opener asked: every read and write of an image reaches the mount (and its --disk) as
+    /// the filesystem above issued it, with no readahead or page cache between. For a
+    /// filesystem that reads its image without O_DIRECT (zfs-fuse's file vdevs); a loop
+    /// device with direct I/O needs none. Breaks shared mmap of the mount's files.
+    #[arg(long)]
+    direct_io: bool,
     /// Seed of the fault decisions: same seed, same store, same requests, same faults.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -224,6 +231,7 @@ pub fn run(args: MountArgs) -> Result<Outcome> {
             .as_deref()
             .map(crate::disk::DiskParams::parse)
             .transpose()?,
+        direct_io: args.direct_io,
     };
 
     let params = model_params(&args, &store)?;

@@ -80,6 +80,11 @@ pub struct TestbedArgs {
     /// first strategy).
     #[arg(long, value_enum, value_name = "STRATEGY")]
     calibrate_on: Option<Strategy>,
+    /// On zfs: skip naming the device's requests (by default the golden image's blocks are
+    /// mapped with zdb after the runs, OUT/blocks.map, and each phase's reads and writes
+    /// are reported by what they touched: minutes of one CPU for the tiny preset).
+    #[arg(long)]
+    no_zdb: bool,
 }
 
 pub fn run(args: TestbedArgs) -> Result<Outcome> {
@@ -99,6 +104,7 @@ pub fn run(args: TestbedArgs) -> Result<Outcome> {
     };
     let o = TestbedOptions {
         calibrate_on,
+        name_reads: !args.no_zdb,
         mkfs_options: args
             .mkfs_options
             .as_deref()

@@ -60,12 +60,20 @@ enum TraceCommand {
     /// disk's time; `--svg DIR` plots each phase's access order (offset by request).
     #[command(after_help = "Examples:\n  \
         chunkscope trace device /tmp/tb/lru.trace\n  \
-        chunkscope trace device --svg /tmp/tb/plots /tmp/tb/lru.trace")]
+        chunkscope trace device --svg /tmp/tb/plots /tmp/tb/lru.trace\n  \
+        chunkscope trace device --zfs-blocks /tmp/tbz/blocks.map /tmp/tbz/lru.trace")]
     Device {
+        /// The trace (a `--disk` mount's, testbed's OUT/STRATEGY.trace).
         file: PathBuf,
         /// Write device-<phase>.svg for each phase into DIR.
         #[arg(long, value_name = "DIR")]
         svg: Option<PathBuf>,
+        /// Name what each request touched by the ZFS pool's block map (testbed --fs zfs
+        /// writes OUT/blocks.map from zdb): reads and writes per phase by kind (metadnode
+        /// blocks, indirect blocks, chunk directories' ZAPs, chunk data, space maps, labels;
+        /// unmapped: free space before the run, or a block written in it).
+        #[arg(long, value_name = "FILE")]
+        zfs_blocks: Option<PathBuf>,
         /// The figures as JSON on standard output (instead of the table).
         #[arg(long)]
         json: bool,
@@ -341,7 +349,12 @@ pub fn run(args: TraceArgs) -> Result<Outcome> {
             drop(out);
             export(&file, format, &output)?;
         }
-        TraceCommand::Device { file, svg, json } => device(&file, svg.as_deref(), json)?,
+        TraceCommand::Device {
+            file,
+            svg,
+            json,
+            zfs_blocks,
+        } => device(&file, svg.as_deref(), json, zfs_blocks.as_deref())?,
         TraceCommand::Stats { file } => {
             let mut r = TraceReader::open(&file)?;
             let mut per_op: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
@@ -373,9 +386,12 @@ pub fn run(args: TraceArgs) -> Result<Outcome> {
 }
 
 /// `trace device`: the device's reads and writes per phase, as a table or JSON, and plots.
-fn device(file: &Path, svg: Option<&Path>, json: bool) -> Result<()> {
+fn device(file: &Path, svg: Option<&Path>, json: bool, blocks: Option<&Path>) -> Result<()> {
     use crate::units::{human_bytes, thousands};
-    let phases = crate::analysis::device::device_phases(file)?;
+    let map = blocks
+        .map(crate::analysis::zfs_blocks::BlockMap::load)
+        .transpose()?;
+    let phases = crate::analysis::device::device_phases_named(file, map.as_ref())?;
     if phases.is_empty() {
         anyhow::bail!(
             "{}: no read or write with bytes in it: not the trace of a mount holding an image \
@@ -412,6 +428,24 @@ fn device(file: &Path, svg: Option<&Path>, json: bool) -> Result<()> {
             ]);
         }
         print!("{}", t.text());
+        if map.is_some() {
+            println!("\nby what they touched (a request over several kinds counts for each):");
+            let mut t =
+                crate::table::Table::new(["phase", "kind", "reads", "read", "writes", "written"]);
+            for p in &phases {
+                for k in p.by_kind.iter().filter(|k| k.reads + k.writes > 0) {
+                    t.row(vec![
+                        p.label.clone(),
+                        k.kind.to_string(),
+                        thousands(k.reads),
+                        human_bytes(k.read_bytes),
+                        thousands(k.writes),
+                        human_bytes(k.write_bytes),
+                    ]);
+                }
+            }
+            print!("{}", t.text());
+        }
     }
     if let Some(dir) = svg {
         #[cfg(feature = "plot")]

@@ -36,6 +36,7 @@ impl Overlay {
         // open without it, and the kernel is told to keep no pages of this file (the
         // caller still bypasses every cache above the backing store's).
         let direct = fl & libc::O_DIRECT != 0;
+        let forced = self.opts.direct_io;
         let mut fallback = false;
         let r = r
             .and_then(|()| match self.fd(ino, self.read_flags(fl)) {
@@ -61,6 +62,7 @@ impl Overlay {
         );
         self.answer(hold, reply, move |reply| match r {
             Ok(fd) if fallback => reply.opened(handle(fd, false), FopenFlags::FOPEN_DIRECT_IO),
+            Ok(fd) if forced => reply.opened(handle(fd, direct), FopenFlags::FOPEN_DIRECT_IO),
             Ok(fd) => reply.opened(handle(fd, direct), FopenFlags::empty()),
             Err(e) => reply.error(err(e)),
         });

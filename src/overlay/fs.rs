@@ -652,6 +652,7 @@ impl Filesystem for Overlay {
             let mut fd_out = -1;
             // O_DIRECT as in open (see serve_open): passed on, or left to the kernel.
             let direct = oflags & libc::O_DIRECT != 0;
+            let forced = self.opts.direct_io;
             let mut fallback = false;
             let dec = self.admit(Op::Create, parent, n.bytes(), false, false);
             let r = unless(dec, || self.writable())
@@ -685,8 +686,8 @@ impl Filesystem for Overlay {
             let hold = self.emit(req, Op::Create, t0, d, dec);
             let ttl = self.opts.entry_ttl;
             self.answer(hold, reply, move |reply| match r {
-                Ok((a, g)) if fallback => {
-                    let fh = handle(fd_out, false);
+                Ok((a, g)) if fallback || forced => {
+                    let fh = handle(fd_out, direct && !fallback);
                     reply.created(&ttl, &a, g, fh, FopenFlags::FOPEN_DIRECT_IO)
                 }
                 Ok((a, g)) => {

@@ -107,6 +107,11 @@ pub struct OverlayOptions {
     /// A disk under the store's files: each read and write is held until the disk model
     /// says it is done (`--disk`).
     pub disk: Option<crate::disk::DiskParams>,
+    /// Every open is answered "keep no page of this file" (FOPEN_DIRECT_IO), whatever the
+    /// opener asked (`--direct-io`): a filesystem that reads its image without O_DIRECT
+    /// (zfs-fuse's file vdevs) then reaches the disk model with each of its own reads, not
+    /// with the kernel's readahead and page cache between.
+    pub direct_io: bool,
 }
 
 /// A mount's disk model, shared with whoever reports on it.

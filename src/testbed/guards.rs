@@ -24,6 +24,7 @@ impl DiskMount {
         mnt: &Path,
         disk: Option<&str>,
         trace: Option<&Path>,
+        direct_io: bool,
     ) -> Result<DiskMount> {
         let mut cmd = Command::new(exe);
         cmd.arg("mount")
@@ -31,6 +32,9 @@ impl DiskMount {
             .arg(backing)
             .arg("--mountpoint")
             .arg(mnt);
+        if direct_io {
+            cmd.arg("--direct-io");
+        }
         if let Some(d) = disk {
             cmd.args(["--disk", d]);
         }

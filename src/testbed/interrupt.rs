@@ -168,6 +168,24 @@ pub(super) fn output_within(
     out
 }
 
+/// Runs `f` while `child` is the step an interrupt ends (by its pidfd), for a child whose
+/// output is read as it comes rather than collected by [`output`].
+pub(super) fn while_running<T>(child: &std::process::Child, f: impl FnOnce() -> T) -> T {
+    // SAFETY: pidfd_open on the pid of a child not yet reaped (its pid is still its own).
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    if fd >= 0 {
+        // SAFETY: a new descriptor, owned from here on.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(fd);
+        if was_interrupted() {
+            end_running();
+        }
+    }
+    let r = f();
+    RUNNING.lock().unwrap_or_else(|p| p.into_inner()).take();
+    r
+}
+
 /// `cmd` starts a process group of its own: a ^C at the terminal does not reach it.
 pub(super) fn detach_from_terminal(cmd: &mut Command) -> &mut Command {
     cmd.process_group(0)

@@ -125,6 +125,9 @@ pub struct TestbedOptions {
     pub calibrate_on: Option<Strategy>,
     /// Options given to the filesystem's mkfs beyond the testbed's own (`-d agcount=7`, ...).
     pub mkfs_options: Vec<String>,
+    /// On zfs: map the golden image's blocks with `zdb` and name what each device request
+    /// of every phase touched (minutes of one CPU for the tiny preset).
+    pub name_reads: bool,
 }
 
 /// One phase of one strategy's run, measured and predicted.
@@ -149,6 +152,10 @@ pub struct PhaseResult {
     pub calibrated_s: f64,
     /// The calibrated model's reads in the phase.
     pub calibrated_reads: u64,
+    /// On zfs with `name_reads`: the device's reads and writes in the phase by what they
+    /// touched (OUT/blocks.map, the golden image's blocks from zdb).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_kind: Vec<crate::analysis::device::KindIo>,
 }
 
 /// One strategy's run.
@@ -214,6 +221,8 @@ pub struct Report {
     pub calibrated: Option<Calibrated>,
     /// On zfs: the daemon's and the pool's settings, as run.
     pub zfs: Option<ZfsReport>,
+    /// On zfs with `name_reads`: the golden image's block map (`trace device --zfs-blocks`).
+    pub block_map: Option<PathBuf>,
     /// What this machine disturbs, for whoever reads the figures.
     pub notes: Vec<String>,
 }
@@ -282,6 +291,22 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         }
         runs.push(run);
     }
+    let block_map = if o.fs == Fs::Zfs && o.name_reads {
+        interrupt::check()?;
+        let map = bed.zfs_block_map(o)?;
+        for run in &mut runs {
+            let named = crate::analysis::device::device_phases_named(&run.trace, Some(&map))?;
+            for (i, p) in run.phases.iter_mut().enumerate() {
+                let label = format!("phase {}", i + 1);
+                if let Some(d) = named.iter().find(|d| d.label == label) {
+                    p.by_kind = d.by_kind.clone();
+                }
+            }
+        }
+        Some(bed.out.join("blocks.map"))
+    } else {
+        None
+    };
     let calibrated = match o.calibrate_on {
         Some(on) => Some(bed.calibrate(o, on, &mut runs)?),
         None => None,
@@ -307,6 +332,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         measured_ranking: rank(&|r| r.phases[0].measured_s),
         predicted_ranking: rank(&|r| r.phases[0].predicted_s),
         runs,
+        block_map,
         zfs: (o.fs == Fs::Zfs).then(|| {
             let settings = ZfsSettings::for_memory(o.memory_bytes);
             ZfsReport {
@@ -444,7 +470,12 @@ impl Bed<'_> {
     fn mount_fs(&self, o: &TestbedOptions, create: bool) -> Result<Mounted> {
         if o.fs == Fs::Zfs {
             let settings = ZfsSettings::for_memory(o.memory_bytes);
-            let needed = [self.disk_mnt.as_path(), self.out.as_path(), self.exe];
+            let needed = [
+                self.disk_mnt.as_path(),
+                self.backing.as_path(),
+                self.out.as_path(),
+                self.exe,
+            ];
             let mut d = zfs::Daemon::start(&self.zfs_dir(), &settings, &needed)?;
             if create {
                 d.create(&settings, &self.image_on_disk(), &self.fs_dir)?;
@@ -483,7 +514,14 @@ impl Bed<'_> {
         std::fs::File::create(&image)
             .and_then(|f| f.set_len(o.image_bytes))
             .with_context(|| format!("creating {}", image.display()))?;
-        let disk = DiskMount::start(exe, &self.backing, &self.disk_mnt, None, None)?;
+        let disk = DiskMount::start(
+            exe,
+            &self.backing,
+            &self.disk_mnt,
+            None,
+            None,
+            o.fs == Fs::Zfs,
+        )?;
         let mut fs = self.mount_fs(o, true)?;
         let seed = o.seed.to_string();
         tracing::info!("generating the {} store", o.preset);
@@ -563,7 +601,14 @@ impl Bed<'_> {
     /// then warm; the difference over the reads the trace holds between the markers.
     fn zfs_host_io_ns(&self, o: &TestbedOptions) -> Result<u64> {
         let trace = self.out.join("host-io.trace");
-        let disk = DiskMount::start(self.exe, &self.backing, &self.disk_mnt, None, Some(&trace))?;
+        let disk = DiskMount::start(
+            self.exe,
+            &self.backing,
+            &self.disk_mnt,
+            None,
+            Some(&trace),
+            true,
+        )?;
         let mut fs = self.mount_fs(o, false)?;
         if let Mounted::Zfs(d) = &mut fs {
             d.run("zfs", ["set", "atime=off", zfs::POOL])?;
@@ -608,6 +653,33 @@ impl Bed<'_> {
         Ok(cold.saturating_sub(warm) / served)
     }
 
+    /// The golden image's blocks named by `zdb` (a daemon of its own, the pool not
+    /// imported), saved as OUT/blocks.map.
+    fn zfs_block_map(&self, o: &TestbedOptions) -> Result<crate::analysis::zfs_blocks::BlockMap> {
+        tracing::info!(
+            "mapping the golden image's blocks with zdb (minutes: zdb reads every object)"
+        );
+        // zdb -e -p searches a directory's files: one holding the golden image alone.
+        let dir = self.backing.join("golden");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let golden = dir.join("golden.img");
+        std::fs::rename(self.golden(), &golden).with_context(|| {
+            format!("moving {} into {}", self.golden().display(), dir.display())
+        })?;
+        let settings = ZfsSettings::for_memory(o.memory_bytes);
+        let needed = [self.backing.as_path(), self.out.as_path(), self.exe];
+        let mapped = zfs::Daemon::start(&self.zfs_dir(), &settings, &needed).and_then(|mut d| {
+            let map = d.block_map(&dir, o.image_bytes, &self.zfs_dir().join("zdb.log"));
+            d.stop()?;
+            map
+        });
+        std::fs::rename(&golden, self.golden())
+            .with_context(|| format!("moving {} back", golden.display()))?;
+        let map = mapped?;
+        map.save(&self.out.join("blocks.map"))?;
+        Ok(map)
+    }
+
     /// One strategy from the golden image, cold: the GC in a memory cgroup, the disk traced;
     /// with the chunks the GC's sweep found.
     fn run_strategy(&self, o: &TestbedOptions, s: Strategy) -> Result<(RunResult, u64)> {
@@ -628,6 +700,9 @@ impl Bed<'_> {
             &self.disk_mnt,
             Some(&o.disk_spec()),
             Some(&trace),
+            // zfs-fuse reads its file vdev without O_DIRECT: the kernel's readahead and
+            // page cache would stand between it and the disk model.
+            o.fs == Fs::Zfs,
         )?;
         let mut fs = self.mount_fs(o, false)?;
         drop_caches()?;
@@ -983,8 +1058,41 @@ pub fn table(r: &Report) -> String {
         ),
         None => String::new(),
     };
+    let mut named = String::new();
+    if r.runs
+        .iter()
+        .any(|run| run.phases.iter().any(|p| !p.by_kind.is_empty()))
+    {
+        named.push_str(
+            "\ndevice requests by what they touched (reads / writes; OUT/blocks.map, \
+             chunkscope trace device --zfs-blocks):\n",
+        );
+        for run in &r.runs {
+            for (i, p) in run.phases.iter().enumerate() {
+                let parts: Vec<String> = p
+                    .by_kind
+                    .iter()
+                    .filter(|k| k.reads + k.writes > 0)
+                    .map(|k| {
+                        format!(
+                            "{} {}/{}",
+                            k.kind,
+                            crate::units::thousands(k.reads),
+                            crate::units::thousands(k.writes)
+                        )
+                    })
+                    .collect();
+                named.push_str(&format!(
+                    "  {} {}: {}\n",
+                    run.strategy,
+                    i + 1,
+                    parts.join(", ")
+                ));
+            }
+        }
+    }
     format!(
-        "{}\nphase 1 fastest first, measured:  {}\n                       predicted: {}  ({})\n{calibrated}{}\n",
+        "{}{named}\nphase 1 fastest first, measured:  {}\n                       predicted: {}  ({})\n{calibrated}{}\n",
         t.text(),
         r.measured_ranking.join(", "),
         r.predicted_ranking.join(", "),

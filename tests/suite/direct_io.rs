@@ -355,3 +355,47 @@ fn a_disk_under_the_mount_makes_random_reads_cost_seeks_and_turns() {
         stderr(&o)
     );
 }
+
+/// Issue 64: zfs-fuse reads its file vdev without `O_DIRECT` (its fd's flags say so), so the
+/// kernel's readahead and page cache stood between it and the disk model: a cold 4 KiB read
+/// reached the mount as a 16-128 KiB one, and a second read of it not at all. `--direct-io`
+/// keeps no page of any file: each plain read reaches the mount as it was made, every time.
+#[test]
+fn a_direct_io_mount_sees_every_plain_read_as_it_was_made() {
+    use chunkscope::trace::{Op, TraceReader};
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap(); // ext4 /tmp
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::write(store.join("disk.img"), pattern(1 << 20, 3)).unwrap();
+    let reads_of = |extra: &[&str], sub: &str| -> Vec<(u64, u64)> {
+        let sub = dir.path().join(sub);
+        std::fs::create_dir(&sub).unwrap();
+        let mut m = Mount::start(&store, &sub, true, extra);
+        // Plain reads, as zfs-fuse makes them: 4 KiB at 0, at 64 KiB, then at 0 again.
+        let f = std::fs::File::open(m.mnt.join("disk.img")).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for at in [0u64, 65536, 0] {
+            assert_eq!(f.read_at(&mut buf, at).unwrap(), 4096);
+            assert_eq!(buf, pattern(1 << 20, 3)[at as usize..at as usize + 4096]);
+        }
+        drop(f);
+        m.stop();
+        TraceReader::open(m.trace.as_ref().unwrap())
+            .unwrap()
+            .map(|r| r.unwrap())
+            .filter(|r| r.op() == Some(Op::Read))
+            .map(|r| (r.offset, r.arg))
+            .collect()
+    };
+    assert_eq!(
+        reads_of(&["--direct-io"], "direct"),
+        [(0, 4096), (65536, 4096), (0, 4096)]
+    );
+    // Without it the kernel reads ahead and caches: fewer, larger reads.
+    let cached = reads_of(&[], "cached");
+    assert!(
+        cached.len() < 3 && cached.iter().any(|r| r.1 > 4096),
+        "the page cache's reads: {cached:?}"
+    );
+}

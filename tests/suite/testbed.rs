@@ -422,7 +422,7 @@ impl Drop for Bystander {
 /// any namespace, and a zfs-fuse daemon of the host's is neither touched nor seen. ZFS
 /// numbers inodes (object numbers) in creation order; nothing here depends on them.
 #[test]
-#[ignore = "long: builds a ZFS pool on an image and runs two GCs on it (about 2 minutes)"]
+#[ignore = "long: builds a ZFS pool on an image, runs two GCs on it, maps it with zdb (about 10 minutes)"]
 fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap(); // ext4 /tmp: the image's backing store
     let out = dir.path().join("tbz");
@@ -524,7 +524,32 @@ fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
             // A fresh daemon (a cold ARC) with direct I/O: every phase reads the disk.
             assert!(f("device_reads") > 100.0, "{s} phase {i}: {p}");
         }
-        // The GC ran on the pool: its log has both phases and the sweep saw every chunk.
+        // Issue 64, point 2: every request named by the golden image's blocks (zdb): each
+        // counts for at least one kind; the mark reads chunks' dnodes, the sweep the chunk
+        // directories' ZAPs.
+        let kinds = |i: usize| -> std::collections::BTreeMap<String, (u64, u64)> {
+            run["phases"][i]["by_kind"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{s} phase {i}: no by_kind"))
+                .iter()
+                .map(|k| {
+                    (
+                        k["kind"].as_str().unwrap().to_string(),
+                        (k["reads"].as_u64().unwrap(), k["writes"].as_u64().unwrap()),
+                    )
+                })
+                .collect()
+        };
+        for i in 0..2 {
+            let k = kinds(i);
+            let reads: u64 = k.values().map(|v| v.0).sum();
+            assert!(
+                reads >= run["phases"][i]["device_reads"].as_u64().unwrap(),
+                "{s} phase {i}: {k:?}"
+            );
+        }
+        assert!(kinds(0)["meta-dnode"].0 > 0, "{s}: {:?}", kinds(0));
+        assert!(kinds(1)["chunk-dir-zap"].0 > 1000, "{s}: {:?}", kinds(1));
         let log = std::fs::read_to_string(run["task_log"].as_str().unwrap()).unwrap();
         assert!(
             log.contains(": Start GC phase2 (sweep unused chunks)\n"),
@@ -533,6 +558,31 @@ fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
     }
     let text = stdout(&o);
     assert!(text.contains("fastest first"), "{text}");
+    assert!(text.contains("by what they touched"), "{text}");
+    let map = std::fs::read_to_string(r["block_map"].as_str().unwrap()).unwrap();
+    assert!(map.starts_with("# chunkscope zfs block map: device 2147483648 bytes\n"));
+    for kind in [
+        "meta-dnode",
+        "indirect",
+        "chunk-dir-zap",
+        "chunk-data",
+        "space-map",
+    ] {
+        assert!(
+            map.contains(&format!(" {kind} ")),
+            "{kind} in the block map"
+        );
+    }
+    // The map reads back in `trace device`.
+    let dev = run(&[
+        "trace",
+        "device",
+        "--zfs-blocks",
+        r["block_map"].as_str().unwrap(),
+        runs[0]["trace"].as_str().unwrap(),
+    ]);
+    assert!(dev.status.success(), "{}", stderr(&dev));
+    assert!(stdout(&dev).contains("chunk-dir-zap"), "{}", stdout(&dev));
 }
 
 /// Issue 64, point 1: a ^C while a GC runs on the ZFS testbed ends it with 130 and leaves no
