@@ -235,46 +235,7 @@ impl Daemon {
             .stderr(log_file);
         super::interrupt::detach_from_terminal(&mut cmd);
         crate::fsutil::unblock_termination_signals_in(&mut cmd);
-        // SAFETY: only system calls (unshare, mount, prctl) between fork and exec, on
-        // strings made before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                let ok = |r: libc::c_int| {
-                    if r == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                };
-                let none = std::ptr::null::<libc::c_char>();
-                ok(libc::unshare(libc::CLONE_NEWNS))?;
-                // The host's mounts (the disk mount) reach the namespace; none of its own
-                // reach the host.
-                ok(libc::mount(
-                    none,
-                    ns.root.as_ptr(),
-                    none,
-                    libc::MS_REC | libc::MS_SLAVE,
-                    std::ptr::null(),
-                ))?;
-                // A mount detached with its parent before is EINVAL here: nothing to do.
-                for point in &ns.foreign {
-                    libc::umount2(point.as_ptr(), libc::MNT_DETACH);
-                }
-                for (src, dst) in &ns.binds {
-                    ok(libc::mount(
-                        src.as_ptr(),
-                        dst.as_ptr(),
-                        none,
-                        libc::MS_BIND,
-                        std::ptr::null(),
-                    ))?;
-                }
-                // The daemon ends with the testbed, even a testbed killed by SIGKILL.
-                ok(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
-                Ok(())
-            });
-        }
+        isolate(&mut cmd, ns);
         let mut child = cmd
             .spawn()
             .context("starting zfs-fuse (Debian's zfs-fuse: apt-get install zfs-fuse)")?;
@@ -494,6 +455,52 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.end(Duration::from_secs(10));
+    }
+}
+
+/// `cmd`'s process enters a mount namespace of its own before it executes: the host's mounts
+/// it has no use for detached, the testbed's directories bound over zfs-fuse's fixed places,
+/// and SIGKILL when the testbed dies.
+fn isolate(cmd: &mut Command, ns: NsPaths) {
+    // SAFETY: only system calls (unshare, mount, prctl) between fork and exec, on
+    // strings made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let ok = |r: libc::c_int| {
+                if r == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            };
+            let none = std::ptr::null::<libc::c_char>();
+            ok(libc::unshare(libc::CLONE_NEWNS))?;
+            // The host's mounts (the disk mount) reach the namespace; none of its own
+            // reach the host.
+            ok(libc::mount(
+                none,
+                ns.root.as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ))?;
+            // A mount detached with its parent before is EINVAL here: nothing to do.
+            for point in &ns.foreign {
+                libc::umount2(point.as_ptr(), libc::MNT_DETACH);
+            }
+            for (src, dst) in &ns.binds {
+                ok(libc::mount(
+                    src.as_ptr(),
+                    dst.as_ptr(),
+                    none,
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))?;
+            }
+            // The daemon ends with the testbed, even a testbed killed by SIGKILL.
+            ok(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+            Ok(())
+        });
     }
 }
 
