@@ -71,17 +71,23 @@ pub(super) fn check() -> Result<()> {
 fn end_running() {
     let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(fd) = running.as_ref() {
-        // SAFETY: a pidfd we opened and still hold; a signal to an exited process is ESRCH.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd.as_raw_fd(),
-                libc::SIGTERM,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
+        signal_pidfd(fd, libc::SIGTERM);
     }
+}
+
+/// Sends `signal` to the process of `fd`, a pidfd: never to a process that took its pid
+/// after it was reaped (a signal to one that ended is ESRCH, ignored).
+fn signal_pidfd(fd: &OwnedFd, signal: i32) {
+    // SAFETY: a pidfd the caller holds open.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
 }
 
 /// Runs `cmd` to its end with its output captured, as [`Command::output`] does, ended early
@@ -134,16 +140,7 @@ pub(super) fn output_within(
             let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
             if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(limit) {
                 expired.store(true, Ordering::SeqCst);
-                // SAFETY: our pidfd; a signal to a process that ended is ESRCH.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        fd.as_raw_fd(),
-                        libc::SIGKILL,
-                        std::ptr::null::<libc::siginfo_t>(),
-                        0,
-                    )
-                };
+                signal_pidfd(&fd, libc::SIGKILL);
             }
         })
     });

@@ -250,7 +250,6 @@ fn processes_naming(dir: &Path) -> Vec<String> {
 #[test]
 #[ignore = "long: builds a filesystem image five times (a few minutes)"]
 fn an_interrupted_testbed_removes_its_mounts_loop_device_and_cgroup() {
-    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap(); // ext4 /tmp
     for (when, group, signal, disk) in [
         ("naive.log", true, libc::SIGINT, "ssd"),
@@ -262,22 +261,17 @@ fn an_interrupted_testbed_removes_its_mounts_loop_device_and_cgroup() {
         let out = dir
             .path()
             .join(format!("tb-{}-{signal}", when.replace('/', "-")));
-        let mut child = bin()
-            .args(["testbed", "--out", out.to_str().unwrap()])
-            .args([
+        let (mut child, pid) = spawn_testbed(
+            &out,
+            &[
                 "--disk",
                 disk,
                 "--memory",
                 "256MiB",
                 "--strategy",
                 "naive,lru",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let pid = child.id() as i32;
+            ],
+        );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
         while !out.join(when).exists() {
             assert!(child.try_wait().unwrap().is_none(), "ended before {when}");
@@ -299,21 +293,8 @@ fn an_interrupted_testbed_removes_its_mounts_loop_device_and_cgroup() {
             // reads through it, each reply held for seconds a byte.
             std::thread::sleep(std::time::Duration::from_secs(2));
         }
-        // SAFETY: our own child (or its process group), not yet reaped.
-        unsafe { libc::kill(if group { -pid } else { pid }, signal) };
-        let sent = std::time::Instant::now();
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if sent.elapsed() > std::time::Duration::from_secs(60) {
-                let _ = child.kill();
-                panic!("{when}: still running 60 s after the signal");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        let mut err = String::new();
-        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        let (status, err) =
+            signal_and_wait(&mut child, if group { -pid } else { pid }, signal, when);
         assert_eq!(status.code(), Some(130), "{when}: {err}");
         assert!(err.contains("interrupted"), "{when}: {err}");
         assert_eq!(mounts_under(&out), 0, "{when}: no mount left");
@@ -590,7 +571,6 @@ fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
 #[test]
 #[ignore = "long: builds a ZFS pool on an image (about a minute)"]
 fn an_interrupted_zfs_testbed_leaves_no_daemon_or_mount() {
-    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap(); // ext4 /tmp
     let out = dir.path().join("tbz");
     // A mount of the host's that the daemon has no use for: once the host unmounts it, no
@@ -599,15 +579,10 @@ fn an_interrupted_zfs_testbed_leaves_no_daemon_or_mount() {
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     let other_mount = TmpfsGuard::mount(&other);
-    let mut child = bin()
-        .args(["testbed", "--out", out.to_str().unwrap()])
-        .args(["--fs", "zfs", "--disk", "ssd", "--strategy", "naive"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    let (mut child, pid) = spawn_testbed(
+        &out,
+        &["--fs", "zfs", "--disk", "ssd", "--strategy", "naive"],
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     while !out.join("naive.log").exists() {
         assert!(child.try_wait().unwrap().is_none(), "ended before its GC");
@@ -624,21 +599,8 @@ fn an_interrupted_zfs_testbed_leaves_no_daemon_or_mount() {
         Vec::<String>::new(),
         "a mount of the host's held in the daemon's namespace"
     );
-    // SAFETY: our own child's process group (a ^C at the terminal).
-    unsafe { libc::kill(-pid, libc::SIGINT) };
-    let sent = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if sent.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("still running 60 s after the signal");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    // A ^C at the terminal: the child's process group.
+    let (status, err) = signal_and_wait(&mut child, -pid, libc::SIGINT, "the GC");
     assert_eq!(status.code(), Some(130), "{err}");
     assert_eq!(mounts_in_any_namespace(dir.path()), Vec::<String>::new());
     assert_eq!(processes_naming(dir.path()), Vec::<String>::new());
@@ -663,4 +625,46 @@ impl Drop for TmpfsGuard {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount").arg(&self.0).status();
     }
+}
+
+/// Sends `signal` to `target` (our child's pid, or minus its process group) and waits for the
+/// child to end, at most 60 s; its status and what it wrote to standard error.
+fn signal_and_wait(
+    child: &mut std::process::Child,
+    target: i32,
+    signal: i32,
+    when: &str,
+) -> (std::process::ExitStatus, String) {
+    // SAFETY: our own child (or its process group), not yet reaped.
+    unsafe { libc::kill(target, signal) };
+    let sent = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if sent.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("{when}: still running 60 s after the signal");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status, err)
+}
+
+/// A testbed on `out` with `args`, in a process group of its own (as a terminal's job is),
+/// its standard error piped; the child and its pid.
+fn spawn_testbed(out: &Path, args: &[&str]) -> (std::process::Child, i32) {
+    use std::os::unix::process::CommandExt;
+    let child = bin()
+        .args(["testbed", "--out", out.to_str().unwrap()])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    (child, pid)
 }
