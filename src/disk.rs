@@ -273,6 +273,11 @@ impl Disk {
         &self.p
     }
 
+    /// When it is free of the requests served so far, ns on its clock.
+    pub fn free_ns(&self) -> u64 {
+        self.free_ns
+    }
+
     /// What it has done so far.
     pub fn totals(&self) -> DiskTotals {
         self.totals

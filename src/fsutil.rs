@@ -333,6 +333,12 @@ pub fn filesystem_bytes(path: &Path) -> io::Result<u64> {
     Ok(s.f_blocks as u64 * s.f_frsize as u64)
 }
 
+/// The bytes in use on the filesystem that holds `path` (its size less its free bytes).
+pub fn filesystem_used_bytes(path: &Path) -> io::Result<u64> {
+    let s = statvfs(path)?;
+    Ok((s.f_blocks as u64).saturating_sub(s.f_bfree as u64) * s.f_frsize as u64)
+}
+
 /// The process's open-file limit (soft).
 pub fn nofile_limit() -> u64 {
     nofile().rlim_cur

@@ -85,6 +85,11 @@ pub struct TestbedArgs {
     /// are reported by what they touched: minutes of one CPU for the tiny preset).
     #[arg(long)]
     no_zdb: bool,
+    /// Run every strategy N times (round after round, each from the golden image, cold):
+    /// the report's measured figures are the medians, with each phase's fastest and slowest
+    /// run beside them.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
+    repeat: u32,
 }
 
 pub fn run(args: TestbedArgs) -> Result<Outcome> {
@@ -105,6 +110,7 @@ pub fn run(args: TestbedArgs) -> Result<Outcome> {
     let o = TestbedOptions {
         calibrate_on,
         name_reads: !args.no_zdb,
+        repeat: args.repeat,
         mkfs_options: args
             .mkfs_options
             .as_deref()

@@ -22,7 +22,11 @@
 //!   transaction group at a time), so the open group keeps collecting dirty blocks. Above
 //!   `throttle_start` of the limit each dirtying operation is delayed as ZFS's write throttle
 //!   does: `delay_scale_ns * (dirty - start) / (limit - dirty)`. At the limit the operation
-//!   waits for the running sync, then for a sync of everything dirty.
+//!   waits for the running sync, then for a sync of everything dirty. With a disk and
+//!   `cow_copies` (ZFS), a sync writes each dirty block's copies at the allocation frontier,
+//!   one request at a time, each before the next read that arrives while it is due (so the
+//!   GC's reads take turns with them), and the block is read from there after; the sync ends
+//!   with its last write.
 //!
 //! Same operations, same order, same parameters: same costs. Modelled time is a number;
 //! sleeping is the overlay's business.
@@ -32,6 +36,7 @@ pub mod cache;
 pub mod order;
 mod params;
 pub mod place;
+mod writeback;
 
 pub use params::{model_help, ModelParams, PRESETS};
 
@@ -288,6 +293,18 @@ pub struct Model {
     /// writes pushed but not yet served (bytes from the journal's start, length).
     log_bytes: u64,
     log_writes: std::collections::VecDeque<(u64, u64)>,
+    /// Copy-on-write: the syncs' writes not yet served (byte offsets, each `read_bytes`
+    /// long), and when their sync started.
+    cow_writes: std::collections::VecDeque<(u64, u64)>,
+    /// Where copy-on-write put the blocks it wrote (byte offsets of their first copies).
+    moved: hashbrown::HashMap<u64, u64>,
+    /// Where the next first and second copies go.
+    frontier: (u64, u64),
+    /// ZFS with its geometry: the directories seen holding entries (fat ZAPs, spread over
+    /// the pool); the others are micro ZAPs in creation order ([`place::Placement::zfs_micro_zap`]).
+    fat_dirs: HashSet<u64>,
+    /// When the copy-on-write sync whose writes are queued started.
+    cow_sync_start: u64,
 }
 
 impl Model {
@@ -319,6 +336,11 @@ impl Model {
             journal_head: 0,
             log_bytes: 0,
             log_writes: std::collections::VecDeque::new(),
+            cow_writes: std::collections::VecDeque::new(),
+            moved: hashbrown::HashMap::new(),
+            frontier: (0, 0),
+            fat_dirs: HashSet::new(),
+            cow_sync_start: 0,
         }
     }
 
@@ -392,6 +414,15 @@ impl Model {
         }
     }
 
+    /// ZFS with its geometry: `dir` holds entries, so it is a fat ZAP (a chunk's name is too
+    /// long for a micro ZAP), no longer in its creation-order sector.
+    #[inline]
+    fn holds_entries(&mut self, dir: u64) {
+        if self.params.placement.zfs_sector > 0 && dir != 0 {
+            self.fat_dirs.insert(dir);
+        }
+    }
+
     /// The ZAP leaf holding entry `ino` of `dir`, if directories have leaves. The leaf of a
     /// name is a hash of the name; a hash of the inode number stands in for it (both are
     /// uncorrelated with everything else the model sees).
@@ -418,6 +449,7 @@ impl Model {
         if let Some((offset, len)) = self.log_writes.pop_front() {
             self.log_write(at, offset, len);
         }
+        self.cow_writes_due(at);
         let mut done = at;
         if let Some((first, n)) = self.inode_readahead(block) {
             // ext4 submits the read-ahead of the table blocks around it, then the block
@@ -461,185 +493,6 @@ impl Model {
         (last > first).then(|| (group | first, last - first + 1))
     }
 
-    /// Serves `n` blocks from where `block` lies on the model's disk, arriving at `at`;
-    /// returns when it is done.
-    fn device(&mut self, at: u64, block: u64, n: u64, write: bool) -> u64 {
-        let p = &self.params;
-        let Some(disk) = self.disk.as_mut() else {
-            return at + if write { self.write_ns } else { self.miss_ns };
-        };
-        let offset = p
-            .placement
-            .offset(&p.layout, p.block_bytes, block, disk.params().span);
-        disk.serve(at, 0, offset, n * p.block_bytes, write).done_ns
-    }
-
-    /// With a disk, writes `blocks` (sorted) to their homes from `at`, runs of neighbours
-    /// as one request of at most 512 KiB; returns when the last is done.
-    fn write_home(&mut self, at: u64, blocks: &[u64]) -> u64 {
-        let per_io = ((512 << 10) / self.params.block_bytes.max(1)).max(1);
-        let mut done = at;
-        let mut i = 0;
-        while i < blocks.len() {
-            let mut n = 1;
-            while i + (n as usize) < blocks.len()
-                && blocks[i + n as usize] == blocks[i] + n
-                && n < per_io
-            {
-                n += 1;
-            }
-            done = self.device(at, blocks[i], n, true);
-            i += n as usize;
-        }
-        done
-    }
-
-    /// Writes the blocks whose home writes are due by `now`.
-    fn home_writes_due(&mut self, now: u64) {
-        while self.home_writes.front().is_some_and(|(due, _)| *due <= now) {
-            let (due, blocks) = self.home_writes.pop_front().expect("checked");
-            self.write_home(due, &blocks);
-        }
-    }
-
-    /// Serves one log write of `len` bytes at `offset` from the journal's start.
-    fn log_write(&mut self, at: u64, offset: u64, len: u64) -> u64 {
-        let journal = self.journal_offset();
-        self.disk
-            .as_mut()
-            .map_or(at, |d| d.serve(at, 0, journal + offset, len, true).done_ns)
-    }
-
-    /// The journal's first byte on the model's disk.
-    fn journal_offset(&self) -> u64 {
-        let span = self.disk.as_ref().map_or(0, |d| d.params().span);
-        self.params.placement.journal(span)
-    }
-
-    fn dirty(&mut self, block: u64, c: &mut Cost) {
-        self.log_bytes += self.params.log_bytes_per_change;
-        if self.dirty.insert(block) {
-            c.dirtied += 1;
-        }
-    }
-
-    /// Writes the dirty blocks (a transaction-group sync) from `at`; returns its duration.
-    fn sync(&mut self, at: u64) -> u64 {
-        let n = self.dirty.len() as u64;
-        let ns = if self.disk.is_some() {
-            if n == 0 {
-                0
-            } else {
-                self.sync_to_disk(at)
-            }
-        } else {
-            let qd = self.params.queue_depth.max(1);
-            // Copy-on-write puts a group's blocks one after the other: with aggregation they
-            // go out in I/Os of the limit's size.
-            let ios = n.div_ceil(self.params.blocks_per_io());
-            ios.div_ceil(qd) * self.write_ns + (n - ios) * self.transfer_ns / qd
-        };
-        self.totals.txg_syncs += 1;
-        self.totals.blocks_written += n;
-        self.totals.writeback_ns += ns;
-        self.totals.dirty_per_txg.push(n);
-        self.dirty.clear();
-        ns
-    }
-
-    /// A sync on the model's disk: to the journal (a descriptor block, the blocks, a commit
-    /// block, one after the other) and home later, or home at once.
-    fn sync_to_disk(&mut self, at: u64) -> u64 {
-        let mut blocks: Vec<u64> = self.dirty.iter().copied().collect();
-        let p = &self.params;
-        let span = self.disk.as_ref().map_or(0, |d| d.params().span);
-        blocks.sort_unstable_by_key(|&b| p.placement.offset(&p.layout, p.block_bytes, b, span));
-        if self.params.home_write_delay_ns == 0 {
-            return self.write_home(at, &blocks) - at;
-        }
-        self.home_writes_due(at);
-        // The journal: the blocks themselves with a descriptor and a commit block (jbd2), or
-        // the changes' log records (logical logging) in log-buffer-sized writes that wait for
-        // the reads to take turns with.
-        let (bytes, io) = match self.params.log_bytes_per_change {
-            0 => ((blocks.len() as u64 + 2) * self.params.block_bytes, 0),
-            per => (
-                std::mem::take(&mut self.log_bytes).max(per),
-                self.params.log_io_bytes,
-            ),
-        };
-        // A 64 MiB journal, written round.
-        if self.journal_head + bytes > 64 << 20 {
-            self.journal_head = 0;
-        }
-        let mut done = at;
-        if io == 0 {
-            done = self.log_write(at, self.journal_head, bytes);
-        } else {
-            // What the previous push left in flight goes first.
-            while let Some((offset, len)) = self.log_writes.pop_front() {
-                done = self.log_write(at, offset, len);
-            }
-            let mut off = 0;
-            while off < bytes {
-                let len = io.min(bytes - off);
-                self.log_writes.push_back((self.journal_head + off, len));
-                off += len;
-            }
-        }
-        self.journal_head += bytes;
-        self.home_writes
-            .push_back((at + self.params.home_write_delay_ns, blocks));
-        done - at
-    }
-
-    /// With logical logging, a push when the changes' log records reach the push size: a
-    /// group ends early (its writes go out between the next reads).
-    fn push_log_if_full(&mut self, now: u64) {
-        let limit = self.params.log_push_bytes;
-        if limit > 0 && self.log_bytes >= limit && self.disk.is_some() {
-            let ns = self.sync(now);
-            self.sync_end_ns = now + ns;
-            self.txg_start_ns = now;
-        }
-    }
-
-    /// Syncs every transaction group that ended before now. A group ends `txg_ns` after it
-    /// opened, or when the previous group's sync has finished writing, whichever is later.
-    fn advance_txgs(&mut self) {
-        let txg = self.params.txg_ns.max(1);
-        loop {
-            let due = (self.txg_start_ns + txg).max(self.sync_end_ns);
-            if self.clock_ns < due {
-                break;
-            }
-            let ns = self.sync(due);
-            self.sync_end_ns = due + ns;
-            self.txg_start_ns = due;
-        }
-        if self.disk.is_some() {
-            self.home_writes_due(self.clock_ns);
-        }
-    }
-
-    fn throttle(&mut self, c: &mut Cost) {
-        let limit = self.params.dirty_limit_blocks.max(1) as f64;
-        let dirty = self.dirty.len() as f64;
-        let start = self.params.throttle_start * limit;
-        if dirty >= limit {
-            // At the limit the operation waits for the running sync to end, then for a sync
-            // of everything dirty.
-            let wait = self.sync_end_ns.saturating_sub(self.clock_ns);
-            let ns = self.sync(self.clock_ns + wait);
-            c.throttle_ns += wait + ns;
-            self.sync_end_ns = self.clock_ns + wait + ns;
-            self.txg_start_ns = self.clock_ns + wait;
-        } else if dirty > start {
-            c.throttle_ns +=
-                (self.params.delay_scale_ns as f64 * (dirty - start) / (limit - dirty)) as u64;
-        }
-    }
-
     fn finish(&mut self, mut c: Cost) -> Cost {
         c.ns += c.throttle_ns;
         self.push_log_if_full(self.clock_ns + c.ns);
@@ -670,6 +523,11 @@ impl Model {
         }
         match op.op {
             Op::Lookup => {
+                // An entry found: the directory holds entries (known before its block is
+                // read: where that lies depends on it).
+                if ok && op.ino != 0 {
+                    self.holds_entries(op.parent);
+                }
                 self.read(self.dir(op.parent), &mut c);
                 // A failed lookup reads the leaf its name hashes to as well (with no inode to
                 // hash, the hash of 0 stands in).
@@ -717,6 +575,9 @@ impl Model {
             | Op::Link
             | Op::Mknod
             | Op::Rename => {
+                if ok && !matches!(op.op, Op::Unlink | Op::Rmdir) {
+                    self.holds_entries(op.parent);
+                }
                 self.read(self.dir(op.parent), &mut c);
                 let leaf = self.leaf(op.parent, op.ino);
                 if let Some(l) = leaf {
@@ -826,6 +687,9 @@ impl Model {
     /// Charges one request as the overlay and `replay` both do: the operation, then for a
     /// listing the prefetch of the entries it returned. Returns the request's modelled time.
     pub fn charge_request(&mut self, op: &ModelOp, listing: Option<&[u64]>) -> u64 {
+        if listing.is_some_and(|l| !l.is_empty()) {
+            self.holds_entries(op.ino);
+        }
         let mut ns = self.charge(op).ns;
         if let Some(entries) = listing {
             ns += self.charge_listing(op.ino, entries).ns;
@@ -846,7 +710,12 @@ impl Model {
         let ns = ns.min(self.clock_ns);
         self.clock_ns -= ns;
         self.txg_start_ns = self.txg_start_ns.saturating_sub(ns);
-        self.sync_end_ns = self.sync_end_ns.saturating_sub(ns);
+        if self.sync_end_ns != u64::MAX {
+            self.sync_end_ns = self.sync_end_ns.saturating_sub(ns);
+        }
+        for (_, queued) in self.cow_writes.iter_mut() {
+            *queued = queued.saturating_sub(ns);
+        }
         self.prefetch_end_ns = self.prefetch_end_ns.saturating_sub(ns);
     }
 
@@ -869,6 +738,7 @@ impl Model {
         if !self.dirty.is_empty() {
             self.sync(self.clock_ns);
         }
+        self.cow_writes_due(u64::MAX);
         while let Some((offset, len)) = self.log_writes.pop_front() {
             self.log_write(self.clock_ns, offset, len);
         }

@@ -144,6 +144,33 @@ pub struct ModelParams {
     /// push at an eighth of the log: 8 MiB of a 64 MiB log), as well as every `txg_ns`.
     #[serde(default)]
     pub log_push_bytes: u64,
+    /// With a disk: the bytes a read of one metadata block moves (ZFS's metadata is
+    /// lzjb-compressed: a 16 KiB dnode block is one 4 KiB sector on the disk, a micro ZAP
+    /// 512 bytes in one). 0: `block_bytes`.
+    #[serde(default)]
+    pub read_bytes: u64,
+    /// With a disk, copy-on-write (ZFS): a sync writes each dirty block this many times
+    /// (metadata's ditto copies: 2), each copy a request of `read_bytes` at the pool's
+    /// allocation frontier (the copies in two places), never where the block was; the block
+    /// is read from its new place after. The writes go to the disk one at a time, each
+    /// before the next demand read that arrives while it is due, so they take turns with
+    /// the GC's reads. 0: blocks are written home.
+    #[serde(default)]
+    pub cow_copies: u64,
+    /// The next transaction group closes `txg_ns` after the previous sync's writes end (as
+    /// zfs-fuse's did on the testbed), not `txg_ns` after the previous one closed.
+    #[serde(default)]
+    pub txg_after_sync: bool,
+    /// With `cow_copies`: blocks each sync writes beyond the dirty ones (the space maps of
+    /// the metaslabs it allocated from and freed to, the MOS, the indirect blocks above the
+    /// dirty ones), each with its copies.
+    #[serde(default)]
+    pub cow_sync_extra_blocks: u64,
+    /// The filesystem's readdir gives no entry types (zfs-fuse's `zfsfuse_readdir` sets no
+    /// `d_type`), so the GC's layout check, before phase 1 and again before phase 2, stats
+    /// every chunk directory: `simulate` charges a lookup of each (outside the phases).
+    #[serde(default)]
+    pub readdir_without_types: bool,
 }
 
 fn yes() -> bool {
@@ -190,6 +217,11 @@ impl Default for ModelParams {
             log_bytes_per_change: 0,
             log_io_bytes: 0,
             log_push_bytes: 0,
+            read_bytes: 0,
+            cow_copies: 0,
+            txg_after_sync: false,
+            cow_sync_extra_blocks: 0,
+            readdir_without_types: false,
         }
     }
 }
@@ -431,6 +463,15 @@ impl ModelParams {
             "aggregation_limit_bytes must be 0 (off) or at least block_bytes"
         );
         Ok(())
+    }
+
+    /// The bytes a read of one metadata block moves on the disk (`read_bytes`, else a block).
+    pub fn read_len(&self) -> u64 {
+        if self.read_bytes > 0 {
+            self.read_bytes
+        } else {
+            self.block_bytes
+        }
     }
 
     /// The metadata cache in blocks: `cache_bytes`, less what the metadata limit and the

@@ -19,9 +19,16 @@
 //! one after the other within a group: `ls -i` on a testbed image); a short-form directory
 //! has no block of its own, a larger one's blocks lie near its inode.
 //!
-//! **ZFS**: copy-on-write puts blocks where there was space when they were last written; the
-//! dnode blocks of objects created together were written together, so a dnode block lies at
-//! its number times the block size, and directories' blocks are spread over the disk.
+//! **ZFS**: copy-on-write puts blocks where there was space when they were last written. Without
+//! a pool's figures ([`Placement::zfs_sector`] 0) a dnode block lies at its number times the
+//! block size and directories' blocks are spread over the disk. With them (what `testbed --fs
+//! zfs` showed, BENCHMARKS.md "ZFS on the testbed"): a directory without entries is a micro ZAP
+//! of one sector allocated when the directory was made, so the chunk directories a datastore
+//! makes one after the other lie one sector apart in creation order from the pool's start
+//! (object `d` at `d` sectors: a sweep reads them nearly in sequence); every other metadata
+//! block (dnode blocks, fat ZAPs, indirect blocks) was rewritten by later transaction groups
+//! and lies spread over what the pool has allocated after them. Each read is one sector or a
+//! few (lzjb-compressed metadata), [`super::ModelParams::read_bytes`].
 
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +46,12 @@ pub struct Placement {
     /// superblock, the group descriptors and their reserve for growth, two bitmaps per group
     /// (289 on a 2 GiB filesystem).
     pub itable_start: u64,
+    /// ZFS: the pool's sector (`ashift`), the size of a micro ZAP's block on the disk; 0: no
+    /// ZFS geometry (directories spread over the disk, dnode blocks at their numbers).
+    pub zfs_sector: u64,
+    /// ZFS: the bytes the pool has allocated (the filesystem's used bytes): the blocks
+    /// written after the chunk directories lie spread over them.
+    pub zfs_allocated: u64,
 }
 
 impl Default for Placement {
@@ -47,9 +60,15 @@ impl Default for Placement {
             blocks_per_group: 32_768,
             flex_groups: 16,
             itable_start: 289,
+            zfs_sector: 0,
+            zfs_allocated: 0,
         }
     }
 }
+
+/// The directories made one after the other when a datastore is created: its 65,536 chunk
+/// directories and the few before them (the store's root, `.chunks`, the pool's own).
+const CHUNK_DIRS: u64 = 65_536 + 64;
 
 /// Identifies the model's blocks by kind (see [`super::dir_block`] and its siblings).
 const DIR: u64 = 1 << 63;
@@ -67,6 +86,29 @@ impl Placement {
         let spread = |id: u64| (id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 17) % blocks * bytes;
         let at = |blk: u64| blk.min(blocks - 1) * bytes;
         match *layout {
+            Layout::Zfs { .. } if self.zfs_sector > 0 => {
+                // The micro ZAPs of the directories made with the datastore, then the rest.
+                let micro = (CHUNK_DIRS * self.zfs_sector).min(span / 2);
+                // A sector a block: compressed, each takes what it needs, no more. A fat
+                // ZAP's leaves were written with its header, in the sectors after it.
+                let sector = self.zfs_sector;
+                let end = self
+                    .zfs_allocated
+                    .clamp(micro + sector, span.max(micro + sector));
+                let (id, after) = match block & (DIR | LEAF) == DIR | LEAF {
+                    true => (DIR | ((block & !(DIR | LEAF)) >> 16), 1 + (block & 0xffff)),
+                    false => (block, 0),
+                };
+                let rest = ((end - micro) / sector).max(1);
+                // Dnode blocks were written in the groups that made their objects, one
+                // after the other: in creation order, a sector each.
+                let slot = match id & (DIR | INDIRECT) {
+                    0 => id,
+                    _ => id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 17,
+                };
+                let at = micro + slot % rest * sector;
+                (at + after * sector).min(span.saturating_sub(sector))
+            }
             Layout::Zfs { .. } => {
                 if block & (DIR | INDIRECT) != 0 {
                     spread(block)
@@ -116,6 +158,13 @@ impl Placement {
                 }
             }
         }
+    }
+
+    /// ZFS: where directory `dir`'s micro ZAP lies, if the pool's geometry is known and the
+    /// directory is among those made with the datastore (its sector in creation order).
+    pub fn zfs_micro_zap(&self, dir: u64, span: u64) -> Option<u64> {
+        let at = dir.checked_mul(self.zfs_sector)?;
+        (self.zfs_sector > 0 && at < (CHUNK_DIRS * self.zfs_sector).min(span / 2)).then_some(at)
     }
 
     /// The journal's first byte: ext4 puts it in the middle of the filesystem.

@@ -692,3 +692,139 @@ fn xfs_pushes_its_log_at_the_threshold_in_writes_between_the_reads() {
     m.flush();
     assert!(m.log_writes.is_empty());
 }
+
+/// ZFS on one disk as the testbed's pool is (BENCHMARKS.md, "ZFS on the testbed"): sectors of
+/// 4 KiB, 400 MiB allocated, metadata written twice, copy-on-write.
+fn zfs_disk() -> ModelParams {
+    let mut p = ModelParams {
+        name: "zfs on a disk".into(),
+        cache_bytes: 1 << 30,
+        disk: Some(crate::disk::DiskParams::parse("hdd-7200,span=2GiB").unwrap()),
+        read_bytes: 4096,
+        cow_copies: 2,
+        txg_ns: 1_000_000_000,
+        txg_after_sync: true,
+        ..ModelParams::default()
+    };
+    p.placement.zfs_sector = 4096;
+    p.placement.zfs_allocated = 400 << 20;
+    p
+}
+
+/// Issue 64: an empty directory is a micro ZAP in the sector it got when it was made, so a
+/// sweep of the datastore's empty chunk directories reads them one after the other; a
+/// directory that holds entries is a fat ZAP, rewritten since and spread over the pool.
+#[test]
+fn zfs_empty_directories_lie_in_creation_order_and_fat_ones_are_spread() {
+    let span = 2 << 30;
+    let sweep = |fat: bool| {
+        let mut m = Model::new(zfs_disk());
+        if fat {
+            // As a lookup that finds an entry marks them (without reading anything: the
+            // drive's cache would then hold the blocks).
+            for d in 100..1100u64 {
+                m.holds_entries(d);
+            }
+        }
+        let start = m.clock_ns();
+        for d in 100..1100u64 {
+            m.charge(&op(Op::Readdir, d, 0));
+        }
+        (m.clock_ns() - start, m.offset(dir_block(500), span))
+    };
+    let (empty_ns, empty_at) = sweep(false);
+    let (fat_ns, fat_at) = sweep(true);
+    assert_eq!(empty_at, 500 * 4096, "a micro ZAP's sector");
+    assert!(
+        fat_at >= (65_536 + 64) * 4096,
+        "{fat_at}: after the micro ZAPs"
+    );
+    assert!(
+        fat_at < 400 << 20,
+        "{fat_at}: within what the pool allocated"
+    );
+    assert!(
+        empty_ns * 5 < fat_ns,
+        "a sweep of empty directories {empty_ns} ns, of fat ones {fat_ns} ns"
+    );
+    // Without the pool's geometry, every directory is spread (the older model).
+    let mut p = zfs_disk();
+    p.placement.zfs_sector = 0;
+    let m = Model::new(p);
+    assert_ne!(m.offset(dir_block(500), span), 500 * 4096);
+}
+
+/// Issue 64: copy-on-write writes each dirty block twice at the allocation frontier, one
+/// request at a time taking turns with the reads (a read waits for one write, not the whole
+/// group), reads a written block from its new place, and with `txg_after_sync` closes the
+/// next group a `txg_ns` after the last write.
+#[test]
+fn zfs_copy_on_write_takes_turns_with_the_reads_and_moves_the_blocks() {
+    let span = 2 << 30;
+    let mut m = Model::new(zfs_disk());
+    let lone = m.charge(&op(Op::Getattr, 5_000_000, 0)).ns;
+    for k in 0..100u64 {
+        m.charge(&op(Op::Setattr, 32 * (k + 1), 0));
+    }
+    let block = m.block(32 * 7);
+    let home = m.offset(block, span);
+    // Past the group's end: it syncs 200 writes; the next read waits for one of them.
+    let mut i = 0;
+    while m.cow_writes.is_empty() {
+        m.charge(&op(Op::Getattr, 6_000_000 + 64 * i, 0));
+        i += 1;
+        assert!(i < 200_000, "no sync");
+    }
+    let queued = m.cow_writes.len();
+    assert!(queued > 150, "{queued}");
+    let during = m.charge(&op(Op::Getattr, 9_000_000, 0)).ns;
+    assert!(
+        during < 40_000_000,
+        "{during} ns: a read waits for the write under way, not for {queued} ({lone} ns alone)"
+    );
+    let served = queued - m.cow_writes.len();
+    assert!((1..=2).contains(&served), "{served} writes before the read");
+    assert_eq!(
+        m.sync_end_ns,
+        u64::MAX,
+        "the sync runs until its writes are done"
+    );
+    m.cow_writes_due(u64::MAX);
+    assert!(m.cow_writes.is_empty());
+    let end = m.sync_end_ns;
+    assert!(end > m.clock_ns() && end < u64::MAX, "{end}");
+    let moved = m.offset(block, span);
+    assert_ne!(moved, home);
+    assert!(moved >= 400 << 20, "{moved}: at the frontier");
+    assert_eq!(m.totals().blocks_written, 200);
+    // The next group closes a txg_ns after the writes ended, not before.
+    m.charge(&op(Op::Setattr, 32 * 500, 0));
+    let syncs = m.totals().txg_syncs;
+    while m.clock_ns() < end + 900_000_000 {
+        m.charge(&op(Op::Getattr, 5_000_000, 0));
+    }
+    assert_eq!(m.totals().txg_syncs, syncs, "closed early");
+    while m.clock_ns() < end + 1_100_000_000 {
+        m.charge(&op(Op::Getattr, 5_000_000, 0));
+    }
+    assert_eq!(m.totals().txg_syncs, syncs + 1);
+}
+
+/// Issue 64: a copy-on-write sync also writes what the allocation itself needs (space maps,
+/// the MOS), each with its copies, and a group with nothing dirty writes nothing.
+#[test]
+fn zfs_a_sync_writes_its_extra_blocks_with_their_copies() {
+    let mut p = zfs_disk();
+    p.cow_sync_extra_blocks = 10;
+    let mut m = Model::new(p);
+    for k in 0..20u64 {
+        m.charge(&op(Op::Setattr, 32 * (k + 1), 0));
+    }
+    m.flush();
+    assert_eq!(m.totals().blocks_written, (20 + 10) * 2);
+    assert_eq!(m.moved.len(), 20, "the extra blocks are no block the model reads");
+    let syncs = m.totals().txg_syncs;
+    m.flush();
+    assert_eq!(m.totals().blocks_written, 60, "nothing dirty, nothing written");
+    assert_eq!(m.totals().txg_syncs, syncs);
+}

@@ -591,6 +591,31 @@ impl ChunkStore for SimStore {
         true
     }
 
+    /// What the GC's layout check costs where the filesystem's readdir gives no entry types
+    /// (zfs-fuse, the model's `readdir_without_types`): `fstatat` of every chunk directory,
+    /// a lookup each while the simulated kernel has not cached it. The simulated store has
+    /// no odd directory.
+    fn odd_chunk_dirs(&self) -> anyhow::Result<Vec<crate::store::layout::OddDir>> {
+        if !self.with_model(|m| m.params().readdir_without_types) {
+            return Ok(Vec::new());
+        }
+        let mut st = self.lock();
+        let chunks = self.nodes[self.chunks_node as usize].ino;
+        for prefix in (0..self.chunk_dirs()).map(|p| p as u16) {
+            if !self.has_chunk_dir(prefix) {
+                continue;
+            }
+            let name = chunk_subdir_name(prefix);
+            let ino = self.chunk_dir_ino(prefix);
+            st.lookup_dir(
+                self.chunk_dir_node(prefix),
+                Req::lookup(chunks, Name::Bytes(name.as_bytes()), At::Chunks, Some(ino)),
+            )
+            .map_err(io::Error::from_raw_os_error)?;
+        }
+        Ok(Vec::new())
+    }
+
     fn open_dir(&self, prefix: u16) -> io::Result<Option<SimDir<'_>>> {
         if !self.has_chunk_dir(prefix) {
             // Not part of the slice: the GC visits only `chunk_dirs()`; no request.
@@ -776,5 +801,25 @@ mod tests {
         dir.unlink(d.to_hex().as_bytes()).unwrap();
         assert_eq!(s.chunk_count(), before - 1);
         assert!(!s.touch(&d).unwrap(), "gone after a real unlink");
+    }
+
+    /// Issue 64: where readdir gives no entry types (zfs-fuse), the GC's layout check looks
+    /// up every chunk directory, and the model charges those lookups; elsewhere it costs
+    /// nothing.
+    #[test]
+    fn the_layout_check_looks_up_every_chunk_directory_where_readdir_gives_no_types() {
+        let s = tiny();
+        let lookups = || s.lock().counts.lookup;
+        let before = lookups();
+        assert!(s.odd_chunk_dirs().unwrap().is_empty());
+        assert_eq!(lookups(), before, "readdir gives types: no request");
+        let mut p = ModelParams::preset("zfs-hdd").unwrap();
+        p.readdir_without_types = true;
+        s.reset(Model::new(p));
+        let before = lookups();
+        let charged = s.with_model(|m| m.totals().ops);
+        assert!(s.odd_chunk_dirs().unwrap().is_empty());
+        assert_eq!(lookups() - before, s.chunk_dirs() as u64);
+        assert!(s.with_model(|m| m.totals().ops) - charged >= s.chunk_dirs() as u64);
     }
 }

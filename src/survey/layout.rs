@@ -214,6 +214,7 @@ pub(super) fn ext4_placement(sb: &[u8]) -> Option<Placement> {
         blocks_per_group: per_group,
         flex_groups: flex,
         itable_start: first + 1 + descriptors + u16_at(0xce) + 2 * flex,
+        ..Placement::default()
     })
 }
 

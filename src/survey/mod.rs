@@ -325,6 +325,30 @@ fn odd_dirs(root: &Path, report: &mut SurveyReport) -> Result<Vec<bool>> {
     Ok(skip)
 }
 
+/// On ZFS, where a disk model finds its blocks ([`crate::model::place`]): the pool's sector
+/// (an `ashift` of 12 taken, as a pool made for today's disks has: no property tells it) and
+/// the extent of the blocks' first copies: the filesystem's used bytes less one copy of the
+/// metadata, which ZFS writes twice (the chunk directories' micro ZAPs, a sector each, and the
+/// dnodes of `objects`, 512 bytes compressed to about a quarter).
+fn zfs_placement(
+    store: &str,
+    chosen: &layout::Chosen,
+    chunks: u64,
+) -> Option<crate::model::place::Placement> {
+    const SECTOR: u64 = 4096;
+    if !matches!(chosen.layout, crate::model::Layout::Zfs { .. }) || chosen.filesystem != "zfs" {
+        return None;
+    }
+    let used = crate::fsutil::filesystem_used_bytes(Path::new(store)).ok()?;
+    let dirs = CHUNK_SUBDIRS as u64;
+    let metadata = dirs * SECTOR + (dirs + chunks) * 128;
+    Some(crate::model::place::Placement {
+        zfs_sector: SECTOR,
+        zfs_allocated: used.saturating_sub(metadata).max(metadata),
+        ..Default::default()
+    })
+}
+
 /// The survey file at `dest`, its header and chunks written.
 fn start_file(
     dest: &Path,
@@ -347,7 +371,9 @@ fn start_file(
         chunk_dirs: CHUNK_SUBDIRS as u32,
         filesystem_bytes: crate::fsutil::filesystem_bytes(Path::new(&report.store)).unwrap_or(0),
         layout_assumed: chosen.assumed,
-        placement: chosen.placement,
+        placement: chosen
+            .placement
+            .or_else(|| zfs_placement(&report.store, chosen, table.len() as u64)),
         block_bytes: chosen.block_bytes,
         bucket,
     };

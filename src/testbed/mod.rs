@@ -133,6 +133,8 @@ pub struct TestbedOptions {
     /// On zfs: map the golden image's blocks with `zdb` and name what each device request
     /// of every phase touched (minutes of one CPU for the tiny preset).
     pub name_reads: bool,
+    /// Runs of every strategy (the measured figures are their medians).
+    pub repeat: u32,
 }
 
 /// Builds the testbed in `o.out`, runs every strategy, writes `report.json` there and
@@ -163,19 +165,29 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         .then(|| FsMount::tmpfs(&bed.backing, backing_bytes))
         .transpose()?;
     let (predicted, host_io_ns) = bed.build(o)?;
-    let mut runs = Vec::new();
+    let mut runs: Vec<RunResult> = Vec::new();
     let mut chunks = 0;
-    for &s in &o.strategies {
-        interrupt::check()?;
-        let (mut run, found) = bed.run_strategy(o, s)?;
-        chunks = chunks.max(found);
-        if let Some(pr) = predicted.get(s.name()) {
+    // Round after round, so that whatever drifts over the hour (the host, its caches) falls
+    // on every strategy alike.
+    for round in 0..o.repeat.max(1) {
+        for (i, &s) in o.strategies.iter().enumerate() {
+            interrupt::check()?;
+            let (run, found) = bed.run_strategy(o, s, round)?;
+            chunks = chunks.max(found);
+            match runs.get_mut(i) {
+                Some(first) => first.repeats.push(run.measured()),
+                None => runs.push(run),
+            }
+        }
+    }
+    for run in &mut runs {
+        run.take_medians();
+        if let Some(pr) = predicted.get(run.strategy.as_str()) {
             for (p, &(secs, reads)) in run.phases.iter_mut().zip(pr) {
                 p.predicted_s = secs;
                 p.predicted_reads = reads;
             }
         }
-        runs.push(run);
     }
     let block_map = name_reads(&bed, o, &mut runs)?;
     let calibrated = match o.calibrate_on {
@@ -194,10 +206,16 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         survey: out.join("store.survey"),
         surveyed: {
             let path = out.join("store.survey.json");
-            serde_json::from_slice(
+            let mut s: Surveyed = serde_json::from_slice(
                 &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
             )
-            .with_context(|| format!("{}: not the survey's report", path.display()))?
+            .with_context(|| format!("{}: not the survey's report", path.display()))?;
+            let file = out.join("store.survey");
+            s.placement = crate::survey::file::SurveyFile::read(&file)
+                .with_context(|| format!("reading {}", file.display()))?
+                .header
+                .placement;
+            s
         },
         calibrated,
         measured_ranking: rank(&|r| r.phases[0].measured_s),
@@ -471,7 +489,12 @@ impl Bed<'_> {
             Some(&trace),
             true,
         )?;
-        let mut fs = self.mount_fs(o, false)?;
+        // An ARC that keeps what the cold pass reads: the warm pass reads (nearly) nothing.
+        let roomy = TestbedOptions {
+            memory_bytes: o.memory_bytes.max(1 << 30),
+            ..o.clone()
+        };
+        let mut fs = self.mount_fs(&roomy, false)?;
         if let Mounted::Zfs(d) = &mut fs {
             d.run("zfs", ["set", "atime=off", zfs::POOL])?;
         }
@@ -490,29 +513,38 @@ impl Bed<'_> {
             Ok(started.elapsed().as_nanos() as u64)
         };
         let socket = crate::overlay::control::socket_for(&self.disk_mnt);
-        let mark = |start: bool| -> Result<()> {
-            let m = crate::trace::marker::Marker::phase(1, start, "host-io");
+        let mark = |phase: u8, start: bool| -> Result<()> {
+            let m = crate::trace::marker::Marker::phase(phase, start, "host-io");
             crate::overlay::control::Client::connect(&socket)?.mark(&m.encode())?;
             Ok(())
         };
-        mark(true)?;
+        mark(1, true)?;
         let cold = pass()?;
-        mark(false)?;
+        mark(1, false)?;
+        mark(2, true)?;
         let warm = pass()?;
+        mark(2, false)?;
         fs.finish()?;
         disk.stop()?;
         let phases = crate::analysis::device::device_phases(&trace)?;
-        let served = phases
-            .iter()
-            .find(|p| p.label == "phase 1")
-            .map_or(0, |p| p.reads);
-        if served == 0 {
+        let reads = |label: &str| {
+            phases
+                .iter()
+                .find(|p| p.label == label)
+                .map_or(0, |p| p.reads)
+        };
+        // The passes' times over their reads' difference (no disk model: host time only).
+        let (cold_reads, warm_reads) = (reads("phase 1"), reads("phase 2"));
+        if cold_reads <= warm_reads || cold <= warm {
             bail!(
-                "{}: the disk served no read while the pool's directories were listed cold",
-                trace.display()
+                "{}: listing the pool's directories cold read {cold_reads} blocks in {} and \
+                 again {warm_reads} in {}: no host time per read to take from that",
+                trace.display(),
+                crate::units::duration_ns(cold),
+                crate::units::duration_ns(warm)
             );
         }
-        Ok(cold.saturating_sub(warm) / served)
+        Ok((cold - warm) / (cold_reads - warm_reads))
     }
 
     /// The golden image's blocks named by `zdb` (a daemon of its own, the pool not
@@ -544,18 +576,28 @@ impl Bed<'_> {
 
     /// One strategy from the golden image, cold: the GC in a memory cgroup, the disk traced;
     /// with the chunks the GC's sweep found.
-    fn run_strategy(&self, o: &TestbedOptions, s: Strategy) -> Result<(RunResult, u64)> {
+    fn run_strategy(
+        &self,
+        o: &TestbedOptions,
+        s: Strategy,
+        round: u32,
+    ) -> Result<(RunResult, u64)> {
+        // The first round's files keep the strategy's name; later rounds' add theirs.
         let name = s.name();
-        tracing::info!("strategy {name}: restoring the image, cold caches");
+        let file = match round {
+            0 => name.to_string(),
+            r => format!("{name}-{}", r + 1),
+        };
+        tracing::info!("strategy {file}: restoring the image, cold caches");
         command(
             Command::new("cp")
                 .arg("--sparse=always")
                 .arg(self.golden())
                 .arg(self.image()),
         )?;
-        let trace = self.out.join(format!("{name}.trace"));
-        let task_log = self.out.join(format!("{name}.log"));
-        let gc_json = self.out.join(format!("{name}.gc.json"));
+        let trace = self.out.join(format!("{file}.trace"));
+        let task_log = self.out.join(format!("{file}.log"));
+        let gc_json = self.out.join(format!("{file}.gc.json"));
         let disk = DiskMount::start(
             self.exe,
             &self.backing,
@@ -571,7 +613,7 @@ impl Bed<'_> {
         let cgroup = (o.memory_bytes > 0)
             .then(|| {
                 Cgroup::create(
-                    &format!("chunkscope-testbed-{}-{name}", std::process::id()),
+                    &format!("chunkscope-testbed-{}-{file}", std::process::id()),
                     o.memory_bytes,
                 )
             })
@@ -588,7 +630,7 @@ impl Bed<'_> {
         if let Some(cg) = &cgroup {
             cg.enter_on_exec(&mut gc)?;
         }
-        tracing::info!("strategy {name}: gc");
+        tracing::info!("strategy {file}: gc");
         command(&mut gc)?;
         if let Mounted::Zfs(d) = &mut fs {
             d.check_alive()?;
@@ -603,6 +645,7 @@ impl Bed<'_> {
                 phases,
                 trace,
                 task_log,
+                repeats: Vec::new(),
             },
             chunks,
         ))
@@ -771,6 +814,9 @@ fn write_model(o: &TestbedOptions, host_io_ns: Option<u64>, path: &Path) -> Resu
         if o.memory_bytes > 0 {
             p.cache_bytes = o.memory_bytes;
         }
+    }
+    if o.fs == Fs::Zfs {
+        zfs::model(&mut p, &ZfsSettings::for_memory(o.memory_bytes));
     }
     p.name = format!("{} on the testbed ({})", p.name, o.disk_spec());
     crate::fsutil::write_whole(path, |f| {

@@ -33,6 +33,20 @@ pub struct PhaseResult {
     /// touched (OUT/blocks.map, the golden image's blocks from zdb).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub by_kind: Vec<crate::analysis::device::KindIo>,
+    /// With `--repeat`: the fastest and the slowest run's time, seconds (`measured_s` is
+    /// their median).
+    pub measured_min_s: f64,
+    /// See `measured_min_s`.
+    pub measured_max_s: f64,
+}
+
+/// What one run of a strategy measured in each phase (`--repeat` keeps every run's).
+#[derive(Clone, Debug, Serialize)]
+pub struct Measured {
+    /// The disk's trace of the run.
+    pub trace: PathBuf,
+    /// Per phase: the GC's time (s), the device's reads, re-reads and writes.
+    pub phases: [(f64, u64, u64, u64); 2],
 }
 
 /// One strategy's run.
@@ -46,6 +60,54 @@ pub struct RunResult {
     pub trace: PathBuf,
     /// The GC's task log, with the time of each line (what `calibrate` reads).
     pub task_log: PathBuf,
+    /// With `--repeat`: every run's measurements, this one's first; `phases` holds their
+    /// medians (`by_kind` and the calibration are of the first run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Measured>,
+}
+
+impl RunResult {
+    /// What this run measured.
+    pub fn measured(&self) -> Measured {
+        Measured {
+            trace: self.trace.clone(),
+            phases: [0, 1].map(|i| {
+                let p = &self.phases[i];
+                (
+                    p.measured_s,
+                    p.device_reads,
+                    p.device_rereads,
+                    p.device_writes,
+                )
+            }),
+        }
+    }
+
+    /// With the other rounds' runs in `repeats`: puts this one's first and takes the medians
+    /// (the lower middle of an even count: a figure some run measured) and the extremes.
+    pub fn take_medians(&mut self) {
+        if !self.repeats.is_empty() {
+            self.repeats.insert(0, self.measured());
+        }
+        let all = match self.repeats.is_empty() {
+            true => vec![self.measured()],
+            false => self.repeats.clone(),
+        };
+        for (i, p) in self.phases.iter_mut().enumerate() {
+            let mut secs: Vec<f64> = all.iter().map(|m| m.phases[i].0).collect();
+            secs.sort_by(f64::total_cmp);
+            let median = |mut v: Vec<u64>| {
+                v.sort_unstable();
+                v[(v.len() - 1) / 2]
+            };
+            p.measured_s = secs[(secs.len() - 1) / 2];
+            p.measured_min_s = secs[0];
+            p.measured_max_s = secs[secs.len() - 1];
+            p.device_reads = median(all.iter().map(|m| m.phases[i].1).collect());
+            p.device_rereads = median(all.iter().map(|m| m.phases[i].2).collect());
+            p.device_writes = median(all.iter().map(|m| m.phases[i].3).collect());
+        }
+    }
 }
 
 /// The model fitted to one strategy's task log, as an admin would fit their pool's.
@@ -113,6 +175,10 @@ pub struct Surveyed {
     pub layout: String,
     /// The layout was assumed, not read.
     pub layout_assumed: bool,
+    /// Where the model finds the filesystem's blocks, as the survey read it (the survey
+    /// file's header: ext4's geometry, ZFS's sector and allocated bytes).
+    #[serde(default)]
+    pub placement: Option<crate::model::place::Placement>,
 }
 
 /// The ZFS testbed's settings and the commands that applied them.
@@ -160,10 +226,15 @@ pub(super) fn ranking_agrees_by(
 
 /// The report as a table for people.
 pub fn table(r: &Report) -> String {
+    let repeated = r.options.repeat > 1;
     let mut head = vec![
         "strategy",
         "phase",
-        "measured",
+        if repeated {
+            "measured (median)"
+        } else {
+            "measured"
+        },
         "predicted",
         "pred/meas",
         "device reads",
@@ -171,6 +242,9 @@ pub fn table(r: &Report) -> String {
         "pred/meas",
         "re-reads",
     ];
+    if repeated {
+        head.push("runs: fastest-slowest");
+    }
     if r.calibrated.is_some() {
         head.extend(["calibrated", "cal/meas", "cal reads/meas"]);
     }
@@ -195,6 +269,9 @@ pub fn table(r: &Report) -> String {
                 ratio(p.device_reads as f64, p.predicted_reads as f64),
                 crate::units::thousands(p.device_rereads),
             ];
+            if repeated {
+                row.push(format!("{:.1}-{:.1} s", p.measured_min_s, p.measured_max_s));
+            }
             if r.calibrated.is_some() {
                 row.extend([
                     format!("{:.1} s", p.calibrated_s),
@@ -284,7 +361,40 @@ mod tests {
             phases: [phase, PhaseResult::default()],
             trace: PathBuf::new(),
             task_log: PathBuf::new(),
+            repeats: Vec::new(),
         }
+    }
+
+    /// Issue 64: with `--repeat`, the medians of every run (the first's included), with the
+    /// fastest and slowest beside; one run is its own median.
+    #[test]
+    fn repeats_report_their_medians_and_extremes() {
+        let mut one = run("lru", 12.0, 10.0);
+        one.phases[0].device_reads = 100;
+        one.take_medians();
+        assert_eq!(one.phases[0].measured_s, 12.0);
+        assert_eq!(
+            (one.phases[0].measured_min_s, one.phases[0].measured_max_s),
+            (12.0, 12.0)
+        );
+        assert!(one.repeats.is_empty());
+        let mut r = run("lru", 30.0, 10.0);
+        r.phases[0].device_reads = 300;
+        for (secs, reads) in [(10.0, 100), (20.0, 250), (12.0, 120)] {
+            let mut other = run("lru", secs, 0.0);
+            other.phases[0].device_reads = reads;
+            r.repeats.push(other.measured());
+        }
+        r.take_medians();
+        assert_eq!(r.repeats.len(), 4);
+        assert_eq!(r.repeats[0].phases[0].0, 30.0, "the first run first");
+        let p = &r.phases[0];
+        assert_eq!(
+            (p.measured_s, p.measured_min_s, p.measured_max_s),
+            (12.0, 10.0, 30.0)
+        );
+        assert_eq!(p.device_reads, 120);
+        assert_eq!(p.predicted_s, 10.0, "the prediction stays");
     }
 
     #[test]

@@ -665,10 +665,14 @@ fn output_blocks_are_compared_word_for_word_with_paths_and_mktemp_names_left_out
 }
 
 /// Help examples that are not run, and why.
-const HELP_SKIPPED: [(&str, &str); 5] = [
+const HELP_SKIPPED: [(&str, &str); 6] = [
     (
         "chunkscope demo",
         "the README's first block runs the same demo",
+    ),
+    (
+        "chunkscope trace device --zfs-blocks /tmp/tbz/blocks.map /tmp/tbz/lru.trace",
+        "needs a ZFS testbed's block map (zdb: ~7 minutes); testbed.rs's ZFS test runs it",
     ),
     (
         "chunkscope top /mnt/cs",
