@@ -822,9 +822,17 @@ fn zfs_a_sync_writes_its_extra_blocks_with_their_copies() {
     }
     m.flush();
     assert_eq!(m.totals().blocks_written, (20 + 10) * 2);
-    assert_eq!(m.moved.len(), 20, "the extra blocks are no block the model reads");
+    assert_eq!(
+        m.moved.len(),
+        20,
+        "the extra blocks are no block the model reads"
+    );
     let syncs = m.totals().txg_syncs;
     m.flush();
-    assert_eq!(m.totals().blocks_written, 60, "nothing dirty, nothing written");
+    assert_eq!(
+        m.totals().blocks_written,
+        60,
+        "nothing dirty, nothing written"
+    );
     assert_eq!(m.totals().txg_syncs, syncs);
 }

@@ -23,6 +23,7 @@
 //! and torn down by guards that undo on drop, on error and on panic.
 
 mod guards;
+mod host;
 mod interrupt;
 mod report;
 mod zfs;
@@ -34,6 +35,7 @@ pub use report::{
 pub use zfs::ZfsSettings;
 
 use guards::{Cgroup, DiskMount, FsMount, Loop};
+use host::{drop_caches, host_io_ns};
 use report::{rank, ranking_agrees_by};
 
 use std::io::Write;
@@ -165,30 +167,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
         .then(|| FsMount::tmpfs(&bed.backing, backing_bytes))
         .transpose()?;
     let (predicted, host_io_ns) = bed.build(o)?;
-    let mut runs: Vec<RunResult> = Vec::new();
-    let mut chunks = 0;
-    // Round after round, so that whatever drifts over the hour (the host, its caches) falls
-    // on every strategy alike.
-    for round in 0..o.repeat.max(1) {
-        for (i, &s) in o.strategies.iter().enumerate() {
-            interrupt::check()?;
-            let (run, found) = bed.run_strategy(o, s, round)?;
-            chunks = chunks.max(found);
-            match runs.get_mut(i) {
-                Some(first) => first.repeats.push(run.measured()),
-                None => runs.push(run),
-            }
-        }
-    }
-    for run in &mut runs {
-        run.take_medians();
-        if let Some(pr) = predicted.get(run.strategy.as_str()) {
-            for (p, &(secs, reads)) in run.phases.iter_mut().zip(pr) {
-                p.predicted_s = secs;
-                p.predicted_reads = reads;
-            }
-        }
-    }
+    let (mut runs, chunks) = bed.run_rounds(o, &predicted)?;
     let block_map = name_reads(&bed, o, &mut runs)?;
     let calibrated = match o.calibrate_on {
         Some(on) => Some(bed.calibrate(o, on, &mut runs)?),
@@ -574,6 +553,36 @@ impl Bed<'_> {
         Ok(map)
     }
 
+    /// Every strategy `o.repeat` times, round after round (whatever drifts over the hour,
+    /// the host and its caches, falls on every strategy alike): their medians beside the
+    /// predictions; with the chunks the sweeps found.
+    fn run_rounds(
+        &self,
+        o: &TestbedOptions,
+        predicted: &Predicted,
+    ) -> Result<(Vec<RunResult>, u64)> {
+        let (mut runs, mut chunks) = (Vec::<RunResult>::new(), 0);
+        for round in 0..o.repeat.max(1) {
+            for (i, &s) in o.strategies.iter().enumerate() {
+                interrupt::check()?;
+                let (run, found) = self.run_strategy(o, s, round)?;
+                chunks = chunks.max(found);
+                match runs.get_mut(i) {
+                    Some(first) => first.repeats.push(run.measured()),
+                    None => runs.push(run),
+                }
+            }
+        }
+        for run in &mut runs {
+            run.take_medians();
+            let pr = predicted.get(&run.strategy).into_iter().flatten();
+            for (p, &(secs, reads)) in run.phases.iter_mut().zip(pr) {
+                (p.predicted_s, p.predicted_reads) = (secs, reads);
+            }
+        }
+        Ok((runs, chunks))
+    }
+
     /// One strategy from the golden image, cold: the GC in a memory cgroup, the disk traced;
     /// with the chunks the GC's sweep found.
     fn run_strategy(
@@ -758,50 +767,6 @@ fn command(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// What one device read costs the host when the disk costs nothing (the mount has no disk
-/// model while the image is built): the filesystem, the loop device, the FUSE round trip, the
-/// backing file. Every 16th of the 65,536 chunk directories is listed with cold caches, then
-/// again warm; the difference over the reads the loop device served (its `stat`) is the time
-/// of a read. The filesystem is remounted `noatime` first, so that the golden image keeps its
-/// atimes.
-fn host_io_ns(fs_dir: &Path, store: &Path, dev: &str) -> Result<u64> {
-    command(
-        Command::new("mount")
-            .args(["-o", "remount,noatime"])
-            .arg(fs_dir),
-    )?;
-    let name = Path::new(dev)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stat = format!("/sys/block/{name}/stat");
-    let reads = || -> Result<u64> {
-        let text = std::fs::read_to_string(&stat).with_context(|| format!("reading {stat}"))?;
-        text.split_whitespace()
-            .next()
-            .and_then(|r| r.parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("{stat}: no read count in '{}'", text.trim()))
-    };
-    let pass = || -> Result<u64> {
-        let started = std::time::Instant::now();
-        for i in 0..4096u64 {
-            let dir = store.join(format!(".chunks/{:04x}", i * 16));
-            for e in
-                std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?
-            {
-                e?;
-            }
-        }
-        Ok(started.elapsed().as_nanos() as u64)
-    };
-    drop_caches()?;
-    let before = reads()?;
-    let cold = pass()?;
-    let served = reads()? - before;
-    let warm = pass()?;
-    Ok(cold.saturating_sub(warm) / served.max(1))
-}
-
 /// The model the predictions use: `o.model` with the testbed's disk (spread over the
 /// image), its memory limit as the cache and the host's time per read, written to `path`.
 fn write_model(o: &TestbedOptions, host_io_ns: Option<u64>, path: &Path) -> Result<()> {
@@ -890,10 +855,4 @@ fn measure(trace: &Path, gc_json: &Path) -> Result<([PhaseResult; 2], u64)> {
         p.device_writes = dev.writes;
     }
     Ok((phases, gc["counters"]["chunk_count"].as_u64().unwrap_or(0)))
-}
-
-fn drop_caches() -> Result<()> {
-    // SAFETY: no arguments.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", b"3").context("dropping the page cache (as root)")
 }
