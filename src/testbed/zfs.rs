@@ -289,6 +289,7 @@ impl Daemon {
                 bail!("opening {ns_path}: {e}");
             }
         };
+        let pid = child.id();
         let d = Daemon {
             child: Some(child),
             ns,
@@ -297,6 +298,19 @@ impl Daemon {
         };
         if same_file(&d.ns, "/proc/self/ns/mnt") {
             bail!("zfs-fuse runs in the testbed's own mount namespace, not one of its own");
+        }
+        // A mount the host made after its mounts were read above, before the daemon's
+        // unshare, was copied in and not detached (another test's FUSE mount, whose process
+        // would then wait for this daemon to end): detached now, the binds kept.
+        let info = format!("/proc/{pid}/mountinfo");
+        let text = std::fs::read_to_string(&info).with_context(|| format!("reading {info}"))?;
+        needed.extend(PRIVATE.iter().map(|(_, place)| Path::new(place)));
+        let stray = foreign_mounts(&crate::fsutil::parse_mountinfo(&text), &needed);
+        if !stray.is_empty() {
+            let mut umount = Command::new("umount");
+            umount.arg("-l").args(&stray).stderr(Stdio::null());
+            // Best effort: one that went meanwhile is an error of umount's, and no harm.
+            let _ = super::command(d.enter(&mut umount));
         }
         Ok(d)
     }
