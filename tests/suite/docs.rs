@@ -665,10 +665,15 @@ fn output_blocks_are_compared_word_for_word_with_paths_and_mktemp_names_left_out
 }
 
 /// Help examples that are not run, and why.
-const HELP_SKIPPED: [(&str, &str); 6] = [
+const HELP_SKIPPED: [(&str, &str); 7] = [
     (
         "chunkscope demo",
         "the README's first block runs the same demo",
+    ),
+    (
+        "chunkscope testbed --out /tmp/tbz --fs zfs --memory 64MiB",
+        "every strategy on ZFS over an HDD model takes about 25 minutes; testbed.rs's ZFS \
+         tests run the testbed on ZFS",
     ),
     (
         "chunkscope trace device --zfs-blocks /tmp/tbz/blocks.map /tmp/tbz/lru.trace",
