@@ -73,6 +73,12 @@ const CHUNK_DIRS: u64 = 65_536 + 64;
 /// Identifies the model's blocks by kind (see [`super::dir_block`] and its siblings).
 const DIR: u64 = 1 << 63;
 const LEAF: u64 = 1 << 62;
+
+/// The directory whose header block (from [`super::dir_block`]) `block` is, if it is one.
+#[inline]
+pub fn dir_of_header(block: u64) -> Option<u64> {
+    (block & (DIR | LEAF) == DIR).then_some(block & !DIR)
+}
 const INDIRECT: u64 = 1 << 61;
 
 impl Placement {

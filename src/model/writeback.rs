@@ -26,10 +26,11 @@ impl Model {
             if let Some(&at) = self.moved.get(&block) {
                 return at;
             }
-            if block >> 62 == 2 && !self.fat_dirs.contains(&(block & !(1 << 63))) {
-                if let Some(at) = p.placement.zfs_micro_zap(block & !(1 << 63), span) {
-                    return at;
-                }
+            let micro = super::place::dir_of_header(block)
+                .filter(|d| !self.fat_dirs.contains(d))
+                .and_then(|d| p.placement.zfs_micro_zap(d, span));
+            if let Some(at) = micro {
+                return at;
             }
         }
         p.placement.offset(&p.layout, p.block_bytes, block, span)
