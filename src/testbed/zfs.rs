@@ -174,30 +174,69 @@ struct NsPaths {
     binds: Vec<(CString, CString)>,
 }
 
-/// The system's own places, whose mounts the namespace keeps.
+/// The system's own places, whose kernel filesystems the namespace keeps.
 const SYSTEM: [&str; 4] = ["/proc", "/sys", "/dev", "/run"];
 
+/// The kernel's own filesystems, kept wherever they are mounted below [`SYSTEM`].
+const KERNEL_FS: [&str; 19] = [
+    "proc",
+    "sysfs",
+    "devtmpfs",
+    "devpts",
+    "mqueue",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "debugfs",
+    "tracefs",
+    "pstore",
+    "bpf",
+    "configfs",
+    "fusectl",
+    "hugetlbfs",
+    "binfmt_misc",
+    "autofs",
+    "efivarfs",
+    "nsfs",
+];
+
+/// The tmpfs places the system itself mounts below [`SYSTEM`].
+const SYSTEM_TMPFS: [&str; 3] = ["/dev/shm", "/run/lock", "/sys/fs/cgroup"];
+
+/// Whether `m` is the system's own: a [`SYSTEM`] place itself, a kernel filesystem below
+/// one, or the system's tmpfs at its place. Anything else below them (a FUSE mount or a
+/// tmpfs in a directory of `/dev/shm`, a disk mounted under `/run/media`) is not: the demo
+/// mounts its store and its overlay in `/dev/shm`.
+fn system_mount(m: &crate::fsutil::MountEntry) -> bool {
+    let p = m.point.as_path();
+    SYSTEM.iter().any(|s| p == Path::new(s))
+        || (SYSTEM.iter().any(|s| p.starts_with(s))
+            && (KERNEL_FS.contains(&m.fstype.as_str())
+                || (m.fstype == "tmpfs" && SYSTEM_TMPFS.iter().any(|s| p == Path::new(s)))))
+}
+
 /// The mount points of `mounts` that the daemon's namespace has no use for, deepest first:
-/// all but the root, the system's places ([`SYSTEM`]) and the mounts that hold one of
+/// all but the root, the system's own ([`system_mount`]) and the mounts that hold one of
 /// `needed` (a mount on `needed` itself or on a directory above it). A new namespace is a
 /// copy of every mount there is; where the host's mounts do not propagate (a private root,
 /// as in containers) each copy would hold its filesystem until the daemon ends, after the
 /// host unmounted it: another testbed's disk mount (whose unmount then waits for this
-/// daemon), an admin's USB disk.
+/// daemon), a demo's FUSE mount (whose process then never ends), an admin's USB disk.
 pub(super) fn foreign_mounts(
     mounts: &[crate::fsutil::MountEntry],
     needed: &[&Path],
 ) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = mounts
         .iter()
-        .map(|m| m.point.clone())
-        .filter(|p| {
-            p != Path::new("/")
-                && !SYSTEM.iter().any(|s| p.starts_with(s))
-                && !needed.iter().any(|n| n.starts_with(p))
+        .filter(|m| {
+            m.point != Path::new("/")
+                && !system_mount(m)
+                && !needed.iter().any(|n| n.starts_with(&m.point))
         })
+        .map(|m| m.point.clone())
         .collect();
     v.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    v.dedup();
     v
 }
 
@@ -565,13 +604,13 @@ fn log_tail(log: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn entry(point: &str) -> crate::fsutil::MountEntry {
+    fn entry(point: &str, fstype: &str) -> crate::fsutil::MountEntry {
         crate::fsutil::MountEntry {
             id: 0,
             parent: 0,
             dev: String::new(),
             point: point.into(),
-            fstype: String::new(),
+            fstype: fstype.into(),
             source: String::new(),
         }
     }
@@ -579,22 +618,32 @@ mod tests {
     #[test]
     fn the_namespace_keeps_the_root_the_system_and_what_holds_a_needed_place() {
         let mounts: Vec<_> = [
-            "/",
-            "/proc",
-            "/sys/fs/cgroup/memory",
-            "/dev/pts",
-            "/run/user/1000/gvfs",
-            "/tmp",
-            "/tmp/a/tb/backing",
-            "/tmp/a/tb/disk",
-            "/tmp/b/tb/backing",
-            "/tmp/b/tb/disk",
-            "/tmp/b/tb/disk/deeper",
-            "/media/usb",
-            "/usr",
+            ("/", "ext4"),
+            ("/proc", "proc"),
+            ("/sys/fs/cgroup", "tmpfs"),
+            ("/sys/fs/cgroup/memory", "cgroup"),
+            ("/dev", "devtmpfs"),
+            ("/dev/pts", "devpts"),
+            ("/dev/shm", "tmpfs"),
+            ("/dev/shm", "tmpfs"),
+            // A demo's store and overlay, in /dev/shm: not the system's.
+            ("/dev/shm/chunkscope-demo-1-x/store-fs", "tmpfs"),
+            ("/dev/shm/chunkscope-demo-1-x/mnt", "fuse.chunkscope"),
+            ("/run", "tmpfs"),
+            ("/run/user/1000", "tmpfs"),
+            ("/run/user/1000/gvfs", "fuse.gvfsd-fuse"),
+            ("/run/media/usb", "vfat"),
+            ("/tmp", "tmpfs"),
+            ("/tmp/a/tb/backing", "tmpfs"),
+            ("/tmp/a/tb/disk", "fuse.chunkscope"),
+            ("/tmp/b/tb/backing", "tmpfs"),
+            ("/tmp/b/tb/disk", "fuse.chunkscope"),
+            ("/tmp/b/tb/disk/deeper", "ext4"),
+            ("/media/usb", "vfat"),
+            ("/usr", "ext4"),
         ]
         .iter()
-        .map(|p| entry(p))
+        .map(|(p, t)| entry(p, t))
         .collect();
         let got = foreign_mounts(
             &mounts,
@@ -608,9 +657,15 @@ mod tests {
             got,
             [
                 "/tmp/b/tb/disk/deeper",
+                "/dev/shm/chunkscope-demo-1-x/store-fs",
+                "/dev/shm/chunkscope-demo-1-x/mnt",
+                "/run/user/1000/gvfs",
                 "/tmp/a/tb/backing",
                 "/tmp/b/tb/backing",
                 "/tmp/b/tb/disk",
+                // A user's runtime directory: the daemon has no use for it either.
+                "/run/user/1000",
+                "/run/media/usb",
                 "/media/usb",
             ]
             .map(PathBuf::from)

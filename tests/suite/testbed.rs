@@ -617,6 +617,10 @@ fn an_interrupted_zfs_testbed_leaves_no_daemon_or_mount() {
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     let other_mount = TmpfsGuard::mount(&other);
+    // One below /dev, where the demo mounts its store and its overlay (/dev/shm): a system
+    // place, but not the system's mount (the demo's FUSE process waited for a daemon).
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let shm_mount = TmpfsGuard::mount(shm.path());
     let (mut child, pid) = spawn_testbed(
         &out,
         &["--fs", "zfs", "--disk", "ssd", "--strategy", "naive"],
@@ -632,11 +636,14 @@ fn an_interrupted_zfs_testbed_leaves_no_daemon_or_mount() {
         "the pool is mounted in the daemon's namespace while its GC runs"
     );
     drop(other_mount);
-    assert_eq!(
-        mounts_in_any_namespace(&other),
-        Vec::<String>::new(),
-        "a mount of the host's held in the daemon's namespace"
-    );
+    drop(shm_mount);
+    for place in [&other, shm.path()] {
+        assert_eq!(
+            mounts_in_any_namespace(place),
+            Vec::<String>::new(),
+            "a mount of the host's held in the daemon's namespace"
+        );
+    }
     // A ^C at the terminal: the child's process group.
     let (status, err) = signal_and_wait(&mut child, -pid, libc::SIGINT, "the GC");
     assert_eq!(status.code(), Some(130), "{err}");
