@@ -699,8 +699,8 @@ fn signal_and_wait(
 }
 
 /// A testbed on `out` with `args`, in a process group of its own (as a terminal's job is),
-/// its standard error piped; the child and its pid.
-fn spawn_testbed(out: &Path, args: &[&str]) -> (std::process::Child, i32) {
+/// its standard error piped; the guard of the child and its pid.
+fn spawn_testbed(out: &Path, args: &[&str]) -> (SpawnedTestbed, i32) {
     use std::os::unix::process::CommandExt;
     let child = bin()
         .args(["testbed", "--out", out.to_str().unwrap()])
@@ -711,5 +711,44 @@ fn spawn_testbed(out: &Path, args: &[&str]) -> (std::process::Child, i32) {
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
-    (child, pid)
+    (SpawnedTestbed(child), pid)
+}
+
+/// A spawned testbed that a failing assertion does not leave running: on drop, one still
+/// running gets a ^C (SIGINT to its process group, whose cleanup unmounts and stops its
+/// daemon), and SIGKILL if it has not ended a minute later.
+struct SpawnedTestbed(std::process::Child);
+
+impl std::ops::Deref for SpawnedTestbed {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for SpawnedTestbed {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for SpawnedTestbed {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let group = -(self.0.id() as i32);
+        // SAFETY: our own child's process group; the child is not reaped yet.
+        unsafe { libc::kill(group, libc::SIGINT) };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while matches!(self.0.try_wait(), Ok(None)) {
+            if std::time::Instant::now() > deadline {
+                // SAFETY: as above.
+                unsafe { libc::kill(group, libc::SIGKILL) };
+                let _ = self.0.wait();
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
 }
