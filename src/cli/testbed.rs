@@ -76,8 +76,9 @@ pub struct TestbedArgs {
     model: Option<String>,
     /// Fit the model to this strategy's task log as an admin would fit their pool's
     /// (`calibrate`: the cache and the read time, from the base model with the testbed's
-    /// disk) and predict every strategy from the fit (default: lru when it runs, else the
-    /// first strategy).
+    /// disk; on zfs the read time only, the ARC's size pinned as an admin knows it) and
+    /// predict every strategy from the fit (default: lru when it runs, else the first
+    /// strategy).
     #[arg(long, value_enum, value_name = "STRATEGY")]
     calibrate_on: Option<Strategy>,
     /// On zfs: skip naming the device's requests (by default the golden image's blocks are

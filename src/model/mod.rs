@@ -305,6 +305,8 @@ pub struct Model {
     fat_dirs: HashSet<u64>,
     /// When the copy-on-write sync whose writes are queued started.
     cow_sync_start: u64,
+    /// When the open group reached `sync_dirty_blocks` (`u64::MAX`: it has not).
+    dirty_full_ns: u64,
 }
 
 impl Model {
@@ -341,6 +343,7 @@ impl Model {
             frontier: (0, 0),
             fat_dirs: HashSet::new(),
             cow_sync_start: 0,
+            dirty_full_ns: u64::MAX,
         }
     }
 

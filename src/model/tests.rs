@@ -836,3 +836,56 @@ fn zfs_a_sync_writes_its_extra_blocks_with_their_copies() {
     );
     assert_eq!(m.totals().txg_syncs, syncs);
 }
+
+/// Issue 64: with `sync_dirty_blocks` a group closes once it holds that many dirty blocks,
+/// long before its `txg_ns` (zfs-fuse's write limit: a sync every ~450 device writes while
+/// a strategy dirties fast), and not while the previous sync's writes are still going out.
+#[test]
+fn zfs_a_group_closes_when_it_holds_enough_dirty_blocks() {
+    let mut p = zfs_disk();
+    p.txg_ns = 60_000_000_000;
+    p.sync_dirty_blocks = 50;
+    let mut m = Model::new(p);
+    // 49 dirty blocks (a dnode block each): the group stays open.
+    for k in 0..49u64 {
+        m.charge(&op(Op::Setattr, 32 * (k + 1), 0));
+    }
+    m.charge(&op(Op::Getattr, 5_000_000, 0));
+    assert_eq!(m.totals().txg_syncs, 0, "closed below the limit");
+    // The 50th closes it at the next request: a sync of 50 blocks, twice each.
+    m.charge(&op(Op::Setattr, 32 * 50, 0));
+    m.charge(&op(Op::Getattr, 5_000_001, 0));
+    assert_eq!(m.totals().txg_syncs, 1);
+    assert_eq!(m.totals().dirty_per_txg, vec![50]);
+    assert_eq!(m.totals().blocks_written, 100);
+    // 50 more while those writes go out: the next group waits for them, then closes.
+    for k in 100..150u64 {
+        m.charge(&op(Op::Setattr, 32 * (k + 1), 0));
+    }
+    assert!(
+        !m.cow_writes.is_empty(),
+        "the first sync's writes still going out"
+    );
+    assert_eq!(
+        m.totals().txg_syncs,
+        1,
+        "closed while the previous sync ran"
+    );
+    let mut i = 0;
+    while m.totals().txg_syncs == 1 {
+        m.charge(&op(Op::Getattr, 6_000_000 + 64 * i, 0));
+        i += 1;
+        assert!(i < 200_000, "no second sync");
+    }
+    assert_eq!(m.totals().dirty_per_txg, vec![50, 50]);
+    assert!(m.clock_ns() < 60_000_000_000, "not the timer's");
+    // Without the limit, 100 dirty blocks wait for the timer.
+    let mut p = zfs_disk();
+    p.txg_ns = 60_000_000_000;
+    let mut m = Model::new(p);
+    for k in 0..100u64 {
+        m.charge(&op(Op::Setattr, 32 * (k + 1), 0));
+    }
+    m.charge(&op(Op::Getattr, 5_000_000, 0));
+    assert_eq!(m.totals().txg_syncs, 0);
+}

@@ -133,6 +133,9 @@ impl Model {
         self.log_bytes += self.params.log_bytes_per_change;
         if self.dirty.insert(block) {
             c.dirtied += 1;
+            if self.dirty.len() as u64 == self.params.sync_dirty_blocks {
+                self.dirty_full_ns = self.clock_ns;
+            }
         }
     }
 
@@ -177,6 +180,7 @@ impl Model {
         self.totals.writeback_ns += ns;
         self.totals.dirty_per_txg.push(n);
         self.dirty.clear();
+        self.dirty_full_ns = u64::MAX;
         ns
     }
 
@@ -238,16 +242,19 @@ impl Model {
     }
 
     /// Syncs every transaction group that ended before now. A group ends `txg_ns` after it
-    /// opened, or when the previous group's sync has finished writing, whichever is later.
+    /// opened, or when the previous group's sync has finished writing, whichever is later;
+    /// with `sync_dirty_blocks`, also once it holds that many dirty blocks and the previous
+    /// sync has ended.
     pub(super) fn advance_txgs(&mut self) {
         let txg = self.params.txg_ns.max(1);
         self.cow_writes_due(self.clock_ns);
         loop {
-            let due = if self.params.txg_after_sync {
+            let timed = if self.params.txg_after_sync {
                 self.sync_end_ns.saturating_add(txg)
             } else {
                 (self.txg_start_ns + txg).max(self.sync_end_ns)
             };
+            let due = timed.min(self.dirty_full_ns.max(self.sync_end_ns));
             if self.clock_ns < due {
                 break;
             }

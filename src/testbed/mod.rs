@@ -682,17 +682,23 @@ impl Bed<'_> {
         let fitted = self.out.join("fitted.json");
         let survey = self.out.join("store.survey");
         tracing::info!("calibrating on {}'s task log", on.name());
-        command(
-            Command::new(self.exe)
-                .args(["-q", "calibrate", "--survey"])
-                .arg(&survey)
-                .arg("--model")
-                .arg(&base)
-                .arg("--out")
-                .arg(&fitted)
-                .arg(&log.task_log)
-                .stdout(Stdio::null()),
-        )?;
+        let mut cmd = Command::new(self.exe);
+        cmd.args(["-q", "calibrate", "--survey"])
+            .arg(&survey)
+            .arg("--model")
+            .arg(&base)
+            .arg("--out")
+            .arg(&fitted)
+            .arg(&log.task_log)
+            .stdout(Stdio::null());
+        // A ZFS pool's ARC is a number its admin knows (arcstats' c_max; here the daemon's
+        // --max-arc-size): pinned, as they would pin it. A log of a strategy that reads each
+        // block once cannot tell cache sizes apart, and the largest that fits as well (724
+        // MiB for a 64 MiB ARC) predicts prefetch's second reads as hits.
+        if o.fs == Fs::Zfs && o.memory_bytes > 0 {
+            cmd.arg("--cache").arg(o.memory_bytes.to_string());
+        }
+        command(&mut cmd)?;
         let p = crate::model::ModelParams::load(&fitted.to_string_lossy())?;
         let predicted = predict(self.exe, &survey, &fitted, o)?;
         for run in runs.iter_mut() {

@@ -67,17 +67,22 @@ pub struct ZfsSettings {
 /// every metadata block, written copy-on-write; fat ZAPs for 64-character names), and
 /// zfs-fuse's own: pool version 23 keeps metadata to a quarter of the ARC
 /// (`arc_meta_limit`), its next transaction group closes 5 s after the previous sync's
-/// writes end (the device's write bursts on the testbed), and its readdir gives no entry
-/// types (the GC's layout check stats every chunk directory).
+/// writes end or once its dirty data reaches the pool's write limit (the device's write
+/// bursts on the testbed), and its readdir gives no entry types (the GC's layout check
+/// stats every chunk directory).
 pub(super) fn model(p: &mut crate::model::ModelParams, settings: &ZfsSettings) {
     p.metadata_limit = 0.25;
     p.dir_atime = true;
     p.read_bytes = 1 << settings.ashift;
     p.cow_copies = 2;
     p.txg_after_sync = true;
-    // Fitted on one figure, naive's writes at a 64 MiB ARC (8,523 on the device, 5,912 in
-    // the model without: ~160 more a sync), and checked on the other strategies'.
-    p.cow_sync_extra_blocks = 160;
+    // Fitted on naive's writes at a 64 MiB ARC (BENCHMARKS.md, "A group closes on its dirty
+    // blocks"): 21 syncs from its phase 1's start to its sweep's end (the uberblock's
+    // writes), 455 device writes each, two copies of each block: 228 blocks a sync, of which
+    // 150 dirty (the model dirties 3,011 blocks in that run: 21 groups of ~150) and 78 the
+    // allocation's own. Checked on the other strategies and at 256 MiB.
+    p.sync_dirty_blocks = 150;
+    p.cow_sync_extra_blocks = 78;
     p.readdir_without_types = true;
     if p.zap_leaf_entries == 0 {
         p.zap_leaf_entries = 75;

@@ -532,6 +532,7 @@ fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
     assert_eq!(model["read_bytes"], 4096, "{model}");
     assert_eq!(model["readdir_without_types"], true, "{model}");
     assert_eq!(model["dir_atime"], true, "{model}");
+    assert!(model["sync_dirty_blocks"].as_u64() > Some(0), "{model}");
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     for run in runs {
