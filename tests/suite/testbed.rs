@@ -533,6 +533,13 @@ fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
     assert_eq!(model["readdir_without_types"], true, "{model}");
     assert_eq!(model["dir_atime"], true, "{model}");
     assert!(model["sync_dirty_blocks"].as_u64() > Some(0), "{model}");
+    // Calibrated on lru's log with the ARC the testbed set, as an admin knows theirs.
+    assert_eq!(
+        r["calibrated"]["cache_bytes"],
+        64 << 20,
+        "{}",
+        r["calibrated"]
+    );
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     for run in runs {
