@@ -79,7 +79,7 @@ pub(super) fn model(p: &mut crate::model::ModelParams, settings: &ZfsSettings) {
     // Fitted on naive's writes at a 64 MiB ARC (BENCHMARKS.md, "A group closes on its dirty
     // blocks"): 21 syncs from its phase 1's start to its sweep's end (the uberblock's
     // writes), 455 device writes each, two copies of each block: 228 blocks a sync, of which
-    // 150 dirty (the model dirties 3,011 blocks in that run: 21 groups of ~150) and 78 the
+    // 150 dirty (the model dirties about 3,000 blocks in that run: 21 groups of ~150) and 78 the
     // allocation's own. Checked on the other strategies and at 256 MiB.
     p.sync_dirty_blocks = 150;
     p.cow_sync_extra_blocks = 78;
