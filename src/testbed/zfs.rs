@@ -32,6 +32,52 @@ pub(super) const POOL: &str = "testbed";
 /// before the daemon is killed and the run fails naming it.
 pub(super) const EXPORT_LIMIT: Duration = Duration::from_secs(600);
 
+/// How long an export refused as busy is asked again (see [`Daemon::export`]).
+const BUSY_LIMIT: Duration = Duration::from_secs(60);
+
+/// One run of a `zpool` command: its success, exit status and what it printed to stderr.
+struct Attempt {
+    ok: bool,
+    status: String,
+    stderr: String,
+}
+
+/// Runs `attempt` until it succeeds, fails otherwise than "is busy", or has been refused as
+/// busy for `limit` (`pause` between tries); the error names the last refusal and how long
+/// it was asked.
+fn retry_while_busy(
+    mut attempt: impl FnMut() -> Result<Attempt>,
+    limit: Duration,
+    pause: Duration,
+) -> Result<()> {
+    let start = Instant::now();
+    let mut tries = 0u32;
+    loop {
+        let a = attempt()?;
+        tries += 1;
+        if a.ok {
+            return Ok(());
+        }
+        if !a.stderr.contains("is busy") {
+            bail!("failed ({}): {}", a.status, a.stderr);
+        }
+        if start.elapsed() >= limit {
+            bail!(
+                "failed ({}): {} (refused as busy {tries} times over {:.1} s: something \
+                 still holds the pool's filesystem)",
+                a.status,
+                a.stderr,
+                start.elapsed().as_secs_f64()
+            );
+        }
+        if tries == 1 {
+            tracing::debug!("{}: asked again", a.stderr);
+        }
+        std::thread::sleep(pause);
+        super::interrupt::check()?;
+    }
+}
+
 /// The daemon's and the pool's settings, each stated in the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct ZfsSettings {
@@ -409,30 +455,46 @@ impl Daemon {
         Ok(())
     }
 
-    /// Exports the pool (its write-back done) within [`EXPORT_LIMIT`].
+    /// Exports the pool (its write-back done) within [`EXPORT_LIMIT`]. zfs-fuse's `zpool
+    /// export` unmounts the pool's filesystem with umount(8) and then asks the daemon to
+    /// export at once, but the daemon lets go of the filesystem only when its FUSE listener
+    /// next wakes (its poll, up to a second; later on a busy machine): until then the export
+    /// is refused ("pool is busy"). Asked again while it says so, for [`BUSY_LIMIT`].
     pub(super) fn export(&mut self) -> Result<()> {
-        let mut cmd = Command::new("zpool");
-        cmd.args(["export", POOL]);
-        let shown = format!("{cmd:?}");
-        self.enter(&mut cmd);
-        let o = super::interrupt::output_within(&mut cmd, Some(EXPORT_LIMIT)).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::TimedOut {
-                anyhow::anyhow!(
-                    "{shown} hung ({e}): the daemon is stopped without it and the run \
-                     fails; its log: {}",
-                    self.log.display()
-                )
+        let shown = format!("{:?}", Command::new("zpool").args(["export", POOL]));
+        let log = self.log.clone();
+        let attempt = || {
+            let mut cmd = Command::new("zpool");
+            cmd.args(["export", POOL]);
+            self.enter(&mut cmd);
+            let o = super::interrupt::output_within(&mut cmd, Some(EXPORT_LIMIT)).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    anyhow::anyhow!(
+                        "{shown} hung ({e}): the daemon is stopped without it and the run \
+                         fails; its log: {}",
+                        log.display()
+                    )
+                } else {
+                    anyhow::anyhow!("running {shown}: {e}")
+                }
+            })?;
+            Ok(Attempt {
+                ok: o.status.success(),
+                status: o.status.to_string(),
+                stderr: String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            })
+        };
+        retry_while_busy(attempt, BUSY_LIMIT, Duration::from_millis(250)).with_context(|| {
+            let held = holders_of_pool_mounts();
+            if held.is_empty() {
+                shown.clone()
             } else {
-                anyhow::anyhow!("running {shown}: {e}")
+                format!(
+                    "{shown} (a mount of a pool named {POOL} held by: {})",
+                    held.join("; ")
+                )
             }
         })?;
-        if !o.status.success() {
-            bail!(
-                "{shown} failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-        }
         self.imported = false;
         Ok(())
     }
@@ -585,6 +647,31 @@ fn isolate(cmd: &mut Command, ns: NsPaths) {
     }
 }
 
+/// Every process whose mount namespace holds a zfs-fuse mount of a pool named [`POOL`]
+/// (this testbed's or another's): `pid (comm): mount point`, for an export that stays busy.
+fn holders_of_pool_mounts() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for e in dir.filter_map(|e| e.ok()) {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if pid.parse::<u32>().is_err() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path().join("mountinfo")) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        for m in crate::fsutil::parse_mountinfo(&text) {
+            if m.source == POOL && m.fstype.starts_with("fuse") {
+                found.push(format!("{pid} ({}): {}", comm.trim(), m.point.display()));
+            }
+        }
+    }
+    found
+}
+
 fn same_file(f: &std::fs::File, other: &str) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (f.metadata(), std::fs::metadata(other)) {
@@ -608,6 +695,71 @@ fn log_tail(log: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn refused(stderr: &str) -> Attempt {
+        Attempt {
+            ok: false,
+            status: "exit status: 1".into(),
+            stderr: stderr.into(),
+        }
+    }
+
+    /// Stop 69's CI: zfs-fuse's daemon lets go of an unmounted filesystem when its FUSE
+    /// listener next wakes, and an export asked before then is refused as busy: asked again,
+    /// it succeeds; any other failure is not asked again; a refusal that lasts is an error
+    /// that says how long it was asked.
+    #[test]
+    fn an_export_refused_as_busy_is_asked_again_and_no_other_failure_is() {
+        let mut n = 0;
+        let r = retry_while_busy(
+            || {
+                n += 1;
+                Ok(if n < 3 {
+                    refused("cannot export 'testbed': pool is busy")
+                } else {
+                    Attempt {
+                        ok: true,
+                        status: "exit status: 0".into(),
+                        stderr: String::new(),
+                    }
+                })
+            },
+            Duration::from_secs(60),
+            Duration::ZERO,
+        );
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(n, 3);
+
+        let mut n = 0;
+        let e = retry_while_busy(
+            || {
+                n += 1;
+                Ok(refused("cannot open 'testbed': no such pool"))
+            },
+            Duration::from_secs(60),
+            Duration::ZERO,
+        )
+        .unwrap_err();
+        assert_eq!(n, 1);
+        assert!(format!("{e}").contains("no such pool"), "{e}");
+
+        let mut n = 0;
+        let e = retry_while_busy(
+            || {
+                n += 1;
+                Ok(refused("cannot export 'testbed': pool is busy"))
+            },
+            Duration::from_millis(20),
+            Duration::from_millis(5),
+        )
+        .unwrap_err();
+        assert!(n >= 2, "{n}");
+        let e = format!("{e}");
+        assert!(
+            e.contains("pool is busy") && e.contains(&format!("{n} times")),
+            "{e}"
+        );
+    }
 
     fn entry(point: &str, fstype: &str) -> crate::fsutil::MountEntry {
         crate::fsutil::MountEntry {
