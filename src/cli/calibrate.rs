@@ -204,7 +204,8 @@ fn report(fit: &Calibration) -> String {
     } else {
         format!(
             " (any from {} to {} fits as well: the logs cannot tell them apart, and a strategy \
-             that reads blocks twice, prefetch, depends on it: --cache SIZE pins the pool's)",
+             that reads blocks twice, prefetch, depends on it: --cache SIZE pins the pool's; \
+             on ZFS the ARC's maximum, which the survey reports)",
             human_bytes(lo),
             human_bytes(hi)
         )

@@ -165,6 +165,38 @@ fn statfs_kind(root: &Path) -> Result<(String, i64)> {
     Ok((name.to_string(), magic))
 }
 
+/// The kernel ZFS module's statistics of its ARC.
+const ARCSTATS: &str = "/proc/spl/kstat/zfs/arcstats";
+
+/// The ARC's maximum size (`c_max`, bytes) in the text of an `arcstats` kstat: a header line,
+/// a `name type data` line, then a line of those a statistic.
+pub fn arc_max_bytes(arcstats: &str) -> Option<u64> {
+    arcstats.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        (f.next()? == "c_max").then(|| f.nth(1)?.parse().ok())?
+    })
+}
+
+/// Where the survey learns the ARC's size: the kernel module's `arcstats` (zfs-fuse has no
+/// such file: its daemon's `--max-arc-size`).
+fn arc_said(root: &Path) -> String {
+    if fs_is_fuse(root) {
+        return "its ARC's size: the daemon's --max-arc-size (calibrate --cache SIZE pins it)"
+            .into();
+    }
+    match std::fs::read_to_string(ARCSTATS)
+        .ok()
+        .and_then(|t| arc_max_bytes(&t))
+    {
+        Some(b) => format!(
+            "ARC at most {} (c_max in {ARCSTATS}: calibrate --cache {} pins it)",
+            crate::units::human_bytes(b),
+            b
+        ),
+        None => format!("its ARC's size unread ({ARCSTATS}: no c_max)"),
+    }
+}
+
 /// Whether `root` is on a FUSE mount (zfs-fuse's pools are).
 fn fs_is_fuse(root: &Path) -> bool {
     statfs_kind(root).is_ok_and(|(_, m)| m == FUSE_MAGIC)
@@ -457,6 +489,7 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
                         "its properties unread ({why}): dnodes of {size} bytes                          (--dnode-size to give them)"
                     ));
                 }
+                said.push(arc_said(root));
                 let fuse = if fs_is_fuse(root) { " (zfs-fuse)" } else { "" };
                 (l, format!("{d}{fuse}; {}", said.join(", ")), false)
             }
@@ -665,5 +698,21 @@ mod zfs_tests {
         ] {
             assert_eq!(parse_dnode_size(v), want, "{v}");
         }
+    }
+
+    /// Kernel ZFS's arcstats as OpenZFS 2.x prints it (its first lines): the survey reports
+    /// `c_max`, what calibrate's `--cache` pins on ZFS; a text without it gives nothing.
+    #[test]
+    fn the_arc_maximum_reads_from_arcstats() {
+        let text = "13 1 0x01 123 33456 6270452373 1125987447209\n\
+                    name                            type data\n\
+                    hits                            4    1620594\n\
+                    c                               4    2046945280\n\
+                    c_min                           4    262610944\n\
+                    c_max                           4    8402862080\n\
+                    size                            4    1984390504\n";
+        assert_eq!(arc_max_bytes(text), Some(8_402_862_080));
+        assert_eq!(arc_max_bytes("name type data\nc 4 100\n"), None);
+        assert_eq!(arc_max_bytes("c_max 4 lots\n"), None);
     }
 }
