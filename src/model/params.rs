@@ -185,9 +185,10 @@ fn yes() -> bool {
     true
 }
 
-/// `zfs-hdd`, the default model: a cold ZFS pool of HDDs (8 ms a demand read, 8 at a time, a
+/// The base of the presets: a cold ZFS pool of HDDs (8 ms a demand read, 8 at a time, a
 /// 256 MiB metadata cache, 5 s transaction groups with ZFS's dirty limit and throttle), with
-/// every optional mechanism off. The other presets start from it.
+/// every optional mechanism off. `zfs-hdd`, the default model, adds what every ZFS pool
+/// holding a PBS store has ([`ModelParams::preset`]).
 impl Default for ModelParams {
     fn default() -> ModelParams {
         ModelParams {
@@ -263,6 +264,20 @@ impl ModelParams {
             name: name.to_string(),
             ..ModelParams::default()
         };
+        // What ZFS itself does to any PBS store, as the testbed's zfs-fuse pool showed it
+        // (BENCHMARKS.md, "The model learns ZFS" and "zfs-hdd takes what generalises"): a
+        // chunk directory is a fat ZAP (64-character names do not fit a micro ZAP; about 75
+        // entries a leaf), a listing writes its directory's atime (atime=on, ZFS's default;
+        // with relatime, once a day: once a daily GC), and a transaction group closes once
+        // its dirty data reaches 20% of the dirty limit (OpenZFS's
+        // zfs_dirty_data_sync_percent). What is zfs-fuse's or the testbed's own stays in
+        // the testbed's model file (`testbed::zfs::model`).
+        let any_zfs = ModelParams {
+            zap_leaf_entries: 75,
+            dir_atime: true,
+            sync_dirty_blocks: zfs.dirty_limit_blocks / 5,
+            ..zfs.clone()
+        };
         // What the two pools of the threads share (see their presets below): a 16 GiB ARC,
         // fat-ZAP directories, asynchronous listing prefetch, zfs_readdir's prefetch flag
         // (a directory of more than 371 chunks read without lookups between its getdents
@@ -286,12 +301,12 @@ impl ModelParams {
                 delay_scale_ns: 0,
                 ..zfs
             },
-            "zfs-hdd" => zfs,
+            "zfs-hdd" => any_zfs,
             "zfs-ssd" => ModelParams {
                 miss_ns: 150_000,
                 queue_depth: 32,
                 write_ns: 50_000,
-                ..zfs
+                ..any_zfs
             },
             "ext4-hdd" | "xfs-hdd" => ModelParams::one_disk(name, zfs)?,
             // The pool of thread 001's datastore B, where its readdir and lstat figures were
