@@ -216,28 +216,7 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
                 settings,
             }
         }),
-        notes: vec![
-            "The VM's memory reclaim evicts cached blocks after about a minute whatever the \
-             cgroup allows: device_rereads counts blocks read again within a run."
-                .into(),
-            format!(
-                "The GC's memory (its page cache included) is bounded by a memory cgroup of {} \
-                 (0: unbounded); the model's cache is set to the same size.",
-                crate::units::human_bytes(o.memory_bytes)
-            ),
-            format!(
-                "A device read through the filesystem, the loop device and the mount costs \
-                 the host {} beyond the disk model's time (measured before the runs: the model's \
-                 io_ns). The image lay {}.",
-                crate::units::duration_ns(host_io_ns),
-                if in_memory {
-                    "in memory (a tmpfs)"
-                } else {
-                    "on this machine's disk, whose own reads add 60-160 us each, varying with \
-                     what the host has cached: too little memory for a tmpfs"
-                }
-            ),
-        ],
+        notes: notes(o, host_io_ns, in_memory),
     };
     crate::fsutil::write_whole(&out.join("report.json"), |f| {
         serde_json::to_writer_pretty(&mut *f, &report)?;
@@ -245,6 +224,51 @@ pub fn run(o: &TestbedOptions, exe: &Path) -> Result<Report> {
     })
     .context("writing report.json")?;
     Ok(report)
+}
+
+/// The report's notes: what bounds the caches and what a device read costs the host, as the
+/// run's filesystem has them.
+fn notes(o: &TestbedOptions, host_io_ns: u64, in_memory: bool) -> Vec<String> {
+    let memory = crate::units::human_bytes(o.memory_bytes);
+    let image = if in_memory {
+        "in memory (a tmpfs)"
+    } else {
+        "on this machine's disk, whose own reads add 60-160 us each, varying with what the \
+         host has cached: too little memory for a tmpfs"
+    };
+    let io = crate::units::duration_ns(host_io_ns);
+    if o.fs == Fs::Zfs {
+        return vec![
+            format!(
+                "The pool's cache is zfs-fuse's ARC, --max-arc-size {memory} (pool version 23 \
+                 keeps metadata to a quarter of it), in the daemon; the GC runs in a memory \
+                 cgroup of the same size; the model's cache is set to the ARC's size."
+            ),
+            "zfs-fuse reads its image through the disk mount with direct I/O: no page cache \
+             stands between the pool and the disk model; device_rereads counts blocks the ARC \
+             read again within a run."
+                .into(),
+            format!(
+                "A device read through zfs-fuse and the disk mount costs the host {io} beyond \
+                 the disk model's time (measured before the runs, with a roomy ARC: the model's \
+                 io_ns). The image lay {image}."
+            ),
+        ];
+    }
+    vec![
+        "The VM's memory reclaim evicts cached blocks after about a minute whatever the \
+         cgroup allows: device_rereads counts blocks read again within a run."
+            .into(),
+        format!(
+            "The GC's memory (its page cache included) is bounded by a memory cgroup of {memory} \
+             (0: unbounded); the model's cache is set to the same size."
+        ),
+        format!(
+            "A device read through the filesystem, the loop device and the mount costs the host \
+             {io} beyond the disk model's time (measured before the runs: the model's io_ns). \
+             The image lay {image}."
+        ),
+    ]
 }
 
 /// On zfs with `name_reads`: the golden image's blocks mapped by zdb, and every run's

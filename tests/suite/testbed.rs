@@ -512,9 +512,17 @@ fn the_testbed_on_zfs_runs_a_daemon_of_its_own_and_leaves_nothing() {
         // The testbed surveys with atime off: listings would rewrite the golden image.
         "atime off",
         "no dnodesize property",
+        // Where the ARC's size is read: zfs-fuse's daemon, not a kernel kstat.
+        "--max-arc-size",
     ] {
         assert!(layout.contains(want), "{want} in {layout}");
     }
+    // The notes say what this filesystem has: the daemon's ARC, no loop device.
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("zfs-fuse's ARC, --max-arc-size 64 MiB") && !notes.contains("loop device"),
+        "{notes}"
+    );
     // Issue 64, point 3: the survey places the pool's blocks (a sector a micro ZAP, what
     // the chunk directories' 65,536 sectors and the rest take), and the model file carries
     // what zfs-fuse is beyond `zfs-hdd`.
