@@ -579,7 +579,16 @@ fn prints(doc: &str, out: &str, scratch: &str, percent: u32) -> Result<(), Strin
                     && w[..w.len() - 1].chars().all(|c| c.is_ascii_digit())
             };
             match out.last_mut() {
-                Some(l) if unit(l, &['h', 'm']) && unit(w, &['m', 's']) => l.push_str(w),
+                // "1h" + "3m", then "1h3m" + "34s".
+                Some(l)
+                    if l.ends_with(['h', 'm'])
+                        && l.len() > 1
+                        && l.chars()
+                            .all(|c| c.is_ascii_digit() || c == 'h' || c == 'm')
+                        && unit(w, &['m', 's']) =>
+                {
+                    l.push_str(w)
+                }
                 _ => out.push(w.to_string()),
             }
         }
@@ -606,11 +615,23 @@ fn prints(doc: &str, out: &str, scratch: &str, percent: u32) -> Result<(), Strin
         let w = w
             .trim_start_matches('(')
             .trim_end_matches([')', ',', ';', '%']);
-        // A joined duration: its seconds.
-        if let Some((m, sec)) = w.strip_suffix('s').and_then(|r| r.split_once('m')) {
-            if let (Ok(m), Ok(sec)) = (m.parse::<f64>(), sec.parse::<f64>()) {
-                return Some((60.0 * m + sec, "s".into()));
+        // A joined duration ("31m15s", "1h3m34s", "1h3m"): its seconds.
+        let duration = || -> Option<f64> {
+            if w.chars().filter(|c| "hms".contains(*c)).count() < 2 {
+                return None;
             }
+            let mut secs = 0.0;
+            let mut rest = w;
+            for (unit, scale) in [('h', 3600.0), ('m', 60.0), ('s', 1.0)] {
+                if let Some((n, r)) = rest.split_once(unit) {
+                    secs += scale * n.parse::<f64>().ok()?;
+                    rest = r;
+                }
+            }
+            rest.is_empty().then_some(secs)
+        };
+        if let Some(secs) = duration() {
+            return Some((secs, "s".into()));
         }
         let end = w
             .find(|c: char| !(c.is_ascii_digit() || c == ',' || c == '.'))
@@ -662,6 +683,16 @@ fn output_blocks_are_compared_word_for_word_with_paths_and_mktemp_names_left_out
     // A duration compared whole: 25m 15s is 0.07% from 25m 14s.
     assert!(prints("lru 1,493 25m 15s", out, "/s", 1).is_ok());
     assert!(prints("lru 1,493 25m 15s", out, "/s", 0).is_err());
+    // With hours too (the guide's simulate block): 1h 3m 34s is 0.03% from 1h 3m 33s, and
+    // a different minute is not a different second.
+    let out = "lru  531,494  1h 3m 33s  56\nnaive  9  14ms\n";
+    assert!(prints("lru 531,631 1h 3m 34s 56", out, "/s", 2).is_ok());
+    assert!(prints("lru 531,631 1h 30m 33s 56", out, "/s", 2).is_err());
+    assert!(prints("lru 531,631 2h 3m 33s 56", out, "/s", 2).is_err());
+    assert!(
+        prints("naive 9 14.1ms", out, "/s", 2).is_ok(),
+        "ms stay numbers"
+    );
 }
 
 /// Help examples that are not run, and why.
