@@ -486,7 +486,7 @@ pub fn choose(root: &Path, choice: &LayoutChoice) -> Result<Chosen> {
                 }
                 if let Some(why) = &ds.unread {
                     said.push(format!(
-                        "its properties unread ({why}): dnodes of {size} bytes                          (--dnode-size to give them)"
+                        "its properties unread ({why}): dnodes of {size} bytes (--dnode-size to give them)"
                     ));
                 }
                 said.push(arc_said(root));
